@@ -1,0 +1,3 @@
+from gpufix.cli import main
+
+main()

@@ -1,0 +1,185 @@
+"""The only module that talks to ansible-runner: ad-hoc fact gathering and playbook runs."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufix.paths import project_root
+
+Progress = Callable[[str, str], None]  # (host, message)
+
+# ansible-core 2.16 manages Python 2.7 and 3.6+ targets; older ones fail in ways we name.
+_PYTHON_TOO_OLD = ("SyntaxError", "requires Python", "No module named 'json'", "not supported")
+
+
+@dataclass
+class HostResult:
+    host: str
+    status: str = "ok"  # ok | failed | unreachable | skipped
+    message: str = ""
+    facts: dict[str, Any] | None = None
+    changed: int = 0
+    results: list[dict[str, Any]] = field(default_factory=list)  # task results, for the journal
+
+
+@dataclass
+class RunResult:
+    ident: str
+    rc: int
+    status: str  # successful | failed | timeout | canceled
+    hosts: dict[str, HostResult]
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    root = project_root()
+    env = {
+        "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
+        "ANSIBLE_LIBRARY": str(root / "library"),
+        "ANSIBLE_ROLES_PATH": str(root / "roles"),
+        "ANSIBLE_INJECT_FACT_VARS": "False",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+    }
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _handler(hosts: dict[str, HostResult], progress: Progress | None) -> Callable[[dict], bool]:
+    def handle(event: dict[str, Any]) -> bool:
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        kind = event.get("event", "")
+        if not host:
+            return True
+        hr = hosts.setdefault(host, HostResult(host=host))
+        res = data.get("res") or {}
+        task = data.get("task", "")
+        if kind == "runner_on_start" and progress:
+            progress(host, task)
+        elif kind == "runner_on_ok":
+            facts = (res.get("ansible_facts") or {}).get("gpufix")
+            if facts is not None:
+                hr.facts = facts
+            if res.get("changed"):
+                hr.changed += 1
+            hr.results.append({"task": task, "changed": bool(res.get("changed"))})
+        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            hr.status = "failed"
+            hr.message = _one_line(res.get("msg") or res.get("module_stderr") or res.get("stderr"))
+            hr.results.append({"task": task, "failed": True, "msg": hr.message})
+        elif kind == "runner_on_unreachable":
+            hr.status = "unreachable"
+            hr.message = _one_line(res.get("msg"))
+        return True
+
+    return handle
+
+
+def _one_line(text: Any) -> str:
+    s = " ".join(str(text or "").split())
+    return s[:400]
+
+
+def python_unmanageable(message: str) -> bool:
+    """True when a failure says the target's Python is one ansible-core 2.16 cannot drive."""
+    return any(m in message for m in _PYTHON_TOO_OLD) and "python" in message.lower()
+
+
+def _run(
+    *,
+    inventory: Path,
+    progress: Progress | None,
+    timeout: int,
+    keep_artifacts: Path | None = None,
+    envvars: dict[str, str] | None = None,
+    **kwargs: Any,
+) -> RunResult:
+    import ansible_runner
+
+    ident = kwargs.pop("ident", None) or uuid.uuid4().hex[:12]
+    hosts: dict[str, HostResult] = {}
+    tmp = Path(tempfile.mkdtemp(prefix="gpufix-runner-"))
+    try:
+        r = ansible_runner.run(
+            private_data_dir=str(tmp),
+            ident=ident,
+            inventory=str(inventory),
+            project_dir=str(project_root()),
+            quiet=True,
+            suppress_env_files=True,
+            timeout=timeout,
+            envvars=_env(envvars),
+            event_handler=_handler(hosts, progress),
+            **kwargs,
+        )
+        if keep_artifacts is not None:
+            keep_artifacts.mkdir(parents=True, exist_ok=True, mode=0o700)
+            src = tmp / "artifacts" / ident / "stdout"
+            if src.is_file():
+                shutil.copyfile(src, keep_artifacts / f"{ident}.stdout")
+        return RunResult(ident=ident, rc=int(r.rc or 0), status=str(r.status), hosts=hosts)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def gather_facts(
+    pattern: str,
+    inventory: Path,
+    *,
+    python_envs: list[str] | None = None,
+    timeout: int = 120,
+    forks: int = 10,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Run our facts module ad hoc on the hosts matching `pattern`."""
+    args = "timeout=10"
+    if python_envs:
+        args += " python_envs=" + ",".join(python_envs)
+    return _run(
+        inventory=inventory,
+        progress=progress,
+        timeout=timeout,
+        module="gpufix_facts",
+        module_args=args,
+        host_pattern=pattern,
+        forks=forks,
+    )
+
+
+def run_playbook(
+    playbook: str,
+    inventory: Path,
+    *,
+    limit: str,
+    extravars: dict[str, Any] | None = None,
+    check: bool = False,
+    timeout: int = 3600,
+    forks: int = 10,
+    ident: str | None = None,
+    progress: Progress | None = None,
+    keep_artifacts: Path | None = None,
+    envvars: dict[str, str] | None = None,
+) -> RunResult:
+    """Run a playbook from playbooks/ (extravars never written to disk: suppress_env_files)."""
+    path = project_root() / "playbooks" / playbook
+    cmdline = "--check --diff" if check else None
+    return _run(
+        inventory=inventory,
+        progress=progress,
+        timeout=timeout,
+        playbook=str(path),
+        limit=limit,
+        extravars=extravars or {},
+        cmdline=cmdline,
+        forks=forks,
+        ident=ident,
+        keep_artifacts=keep_artifacts,
+        envvars=envvars,
+    )

@@ -1,0 +1,46 @@
+"""Gather facts on this machine without Ansible, by importing library/gpufix_facts.py by path."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
+
+from gpufix.errors import GpufixError
+from gpufix.facts import Snapshot, from_module_result
+
+MODULE_FILE = "gpufix_facts.py"
+
+
+def module_path() -> Path:
+    """library/gpufix_facts.py under $GPUFIX_HOME, else next to this package's checkout."""
+    home = os.environ.get("GPUFIX_HOME")
+    base = Path(home) if home else Path(__file__).resolve().parents[2]
+    path = base / "library" / MODULE_FILE
+    if not path.is_file():
+        raise GpufixError(
+            f"cannot find the facts module at {path}: set GPUFIX_HOME to the gpufix checkout"
+        )
+    return path
+
+
+def load_module() -> ModuleType:
+    path = module_path()
+    spec = importlib.util.spec_from_file_location("gpufix_facts_module", path)
+    if spec is None or spec.loader is None:
+        raise GpufixError(f"cannot load the facts module from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def gather_local(
+    python_envs: list[str] | None = None, timeout: int = 10, host: str = "localhost"
+) -> Snapshot:
+    """Run the facts module's gather() in this process and wrap the result as a Snapshot."""
+    if timeout < 1:
+        raise GpufixError("timeout must be at least 1 second")
+    module = load_module()
+    facts = module.gather({"python_envs": list(python_envs or []), "timeout": timeout})
+    return from_module_result(host, {"gpufix": facts})

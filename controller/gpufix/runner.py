@@ -24,8 +24,12 @@ class HostResult:
     status: str = "ok"  # ok | failed | unreachable | skipped
     message: str = ""
     facts: dict[str, Any] | None = None
+    set_facts: dict[str, Any] = field(default_factory=dict)  # other ansible_facts returned
+    stdout: str = ""  # of the last task that returned one (ad-hoc script/command)
     changed: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)  # task results, for the journal
+    # facts a play set with set_fact under a gpufix_* name (preflight report, probe verdict)
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,13 +68,24 @@ def _handler(hosts: dict[str, HostResult], progress: Progress | None) -> Callabl
         if kind == "runner_on_start" and progress:
             progress(host, task)
         elif kind == "runner_on_ok":
-            facts = (res.get("ansible_facts") or {}).get("gpufix")
+            set_facts = res.get("ansible_facts") or {}
+            facts = set_facts.get("gpufix")
             if facts is not None:
                 hr.facts = facts
+            for key, value in set_facts.items():
+                if key.startswith("gpufix_"):
+                    hr.data[key] = value
+            item: dict[str, Any] = {"task": task, "changed": bool(res.get("changed"))}
             if res.get("changed"):
                 hr.changed += 1
-            hr.results.append({"task": task, "changed": bool(res.get("changed"))})
+                # the file a copy/template/lineinfile/file task wrote, for the journal
+                path = res.get("dest") or res.get("path")
+                if isinstance(path, str):
+                    item["path"] = path
+            hr.results.append(item)
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            if "stdout" in res:
+                hr.stdout = str(res.get("stdout") or "")
             hr.status = "failed"
             hr.message = _one_line(res.get("msg") or res.get("module_stderr") or res.get("stderr"))
             hr.results.append({"task": task, "failed": True, "msg": hr.message})
@@ -148,6 +163,32 @@ def gather_facts(
         timeout=timeout,
         module="gpufix_facts",
         module_args=args,
+        host_pattern=pattern,
+        forks=forks,
+    )
+
+
+def run_script(
+    pattern: str,
+    inventory: Path,
+    script: Path,
+    args: list[str],
+    *,
+    executable: str = "python3",
+    timeout: int = 600,
+    forks: int = 10,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Copy a local script to the hosts and run it there (ansible.builtin.script)."""
+    import shlex
+
+    cmd = " ".join(shlex.quote(a) for a in [str(script), *args])
+    return _run(
+        inventory=inventory,
+        progress=progress,
+        timeout=timeout,
+        module="ansible.builtin.script",
+        module_args=f"{cmd} executable={shlex.quote(executable)}",
         host_pattern=pattern,
         forks=forks,
     )

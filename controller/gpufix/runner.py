@@ -24,7 +24,6 @@ class HostResult:
     status: str = "ok"  # ok | failed | unreachable | skipped
     message: str = ""
     facts: dict[str, Any] | None = None
-    set_facts: dict[str, Any] = field(default_factory=dict)  # other ansible_facts returned
     stdout: str = ""  # of the last task that returned one (ad-hoc script/command)
     changed: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)  # task results, for the journal
@@ -75,6 +74,8 @@ def _handler(hosts: dict[str, HostResult], progress: Progress | None) -> Callabl
             for key, value in set_facts.items():
                 if key.startswith("gpufix_"):
                     hr.data[key] = value
+            if "stdout" in res:
+                hr.stdout = str(res.get("stdout") or "")
             item: dict[str, Any] = {"task": task, "changed": bool(res.get("changed"))}
             if res.get("changed"):
                 hr.changed += 1

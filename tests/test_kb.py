@@ -1,0 +1,403 @@
+"""The knowledge base: known rows pinned to their documents, and the loader refusing bad rows."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from gpufix import kb, versions
+from gpufix.errors import GpufixError
+from packaging.version import Version
+
+Rows = list[dict[str, Any]]
+
+
+def _v(text: object) -> Version:
+    v = versions.parse(text)
+    assert v is not None, text
+    return v
+
+
+@pytest.fixture(scope="module")
+def k() -> kb.KnowledgeBase:
+    return kb.load()
+
+
+# --- facts pinned to their documents --------------------------------------------------------
+
+
+def test_bionic_hwe_stops_at_5_4_below_accelerates_threshold(k: kb.KnowledgeBase) -> None:
+    # Ubuntu kernel lifecycle: linux-generic-hwe-18.04 is 5.4; accelerate warns below 5.5.0.
+    bionic = k.ubuntu("bionic")
+    assert bionic is not None
+    assert (bionic.ga_kernel, bionic.hwe_kernel) == ("4.15", "5.4")
+    assert bionic.hwe_metapackage == "linux-generic-hwe-18.04"
+    assert _v(bionic.hwe_kernel) < _v(k.accelerate_kernel_check.threshold)
+
+
+@pytest.mark.parametrize(
+    ("codename", "version_id", "ga", "hwe", "glibc", "python"),
+    [
+        ("bionic", "18.04", "4.15", "5.4", "2.27", "3.6"),
+        ("focal", "20.04", "5.4", "5.15", "2.31", "3.8"),
+        ("jammy", "22.04", "5.15", "6.8", "2.35", "3.10"),
+        ("noble", "24.04", "6.8", None, "2.39", "3.12"),
+    ],
+)
+def test_ubuntu_releases(
+    k: kb.KnowledgeBase,
+    codename: str,
+    version_id: str,
+    ga: str,
+    hwe: str | None,
+    glibc: str,
+    python: str,
+) -> None:
+    u = k.ubuntu_by_version(version_id)
+    assert u is not None and u.codename == codename
+    assert (u.ga_kernel, u.hwe_kernel, u.glibc, u.system_python) == (ga, hwe, glibc, python)
+
+
+def test_bionic_archive_has_python_37_and_38(k: kb.KnowledgeBase) -> None:
+    bionic = k.ubuntu("bionic")
+    assert bionic is not None
+    assert {"3.6", "3.7", "3.8"} <= set(bionic.pythons_available)
+
+
+def test_accelerate_threshold_since_0_24_0(k: kb.KnowledgeBase) -> None:
+    check = k.accelerate_kernel_check
+    assert (check.threshold, check.since_accelerate) == ("5.5.0", "0.24.0")
+    assert "accelerate/issues/1929" in check.source
+
+
+@pytest.mark.parametrize(
+    ("cuda", "driver"),
+    [
+        ("10.2", "440.33"),
+        ("11.8", "520.61.05"),
+        ("12.0", "525.60.13"),
+        ("12.1", "530.30.02"),
+        ("12.4", "550.54.14"),
+        ("12.8", "570.26"),
+        ("13.0", "580.65.06"),
+    ],
+)
+def test_cuda_min_driver_from_table_3(k: kb.KnowledgeBase, cuda: str, driver: str) -> None:
+    assert k.cuda_min_driver(cuda) == driver
+    row = next(t for t in k.cuda_toolkits if t.version == cuda)
+    assert "Table 3" in row.source
+
+
+def test_cuda_min_driver_accepts_full_and_odd_versions(k: kb.KnowledgeBase) -> None:
+    assert k.cuda_min_driver("12.1.105") == "530.30.02"
+    assert k.cuda_min_driver("V11.8.89") == "520.61.05"
+    assert k.cuda_min_driver("12.7") is None  # there is no CUDA 12.7
+    assert k.cuda_min_driver("nonsense") is None
+
+
+def test_cuda_toolkits_cover_10_2_through_13_0(k: kb.KnowledgeBase) -> None:
+    have = {t.version for t in k.cuda_toolkits}
+    wanted = {
+        "10.2",
+        *(f"11.{i}" for i in range(9)),
+        *(f"12.{i}" for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)),
+    }
+    assert wanted | {"13.0"} <= have
+    # Each newer toolkit needs at least the driver the older one needed.
+    ordered = sorted(k.cuda_toolkits, key=lambda t: _v(t.version))
+    drivers = [_v(t.min_driver) for t in ordered]
+    assert drivers == sorted(drivers)
+
+
+@pytest.mark.parametrize(("major", "floor"), [(11, "450.80.02"), ("12", "525.60.13"), (13, "580")])
+def test_minor_compat_floors(k: kb.KnowledgeBase, major: object, floor: str) -> None:
+    assert k.cuda_minor_compat_floor(major) == floor
+
+
+def test_minor_compat_floor_from_a_full_version_and_unknown_major(k: kb.KnowledgeBase) -> None:
+    assert k.cuda_minor_compat_floor("12.4") == "525.60.13"
+    assert k.cuda_minor_compat_floor(10) is None
+
+
+def test_cuda_packaged_per_release(k: kb.KnowledgeBase) -> None:
+    bionic = k.cuda_packaged("bionic")
+    assert "11.8" in bionic and "12.0" in bionic
+    assert "12.4" not in bionic  # the ubuntu1804 repo stopped at an early 12.x
+    assert "13.0" not in k.cuda_packaged("focal")  # CUDA 13.0 dropped Ubuntu 20.04
+    assert "13.0" in k.cuda_packaged("jammy")
+    assert k.cuda_packaged("xenial") == ()
+
+
+def test_torch_2_7_needs_glibc_2_28_and_bionic_tops_out_at_2_6(k: kb.KnowledgeBase) -> None:
+    t27 = k.torch_release("2.7.1")
+    assert t27 is not None and t27.glibc_min == "2.28"
+    bionic = k.ubuntu("bionic")
+    assert bionic is not None
+    glibc = _v(bionic.glibc)
+    fits = [
+        t
+        for t in k.torch_releases
+        if any(_v(t.glibc_for(c)) <= glibc for c in t.cuda) and _v(t.python_min) >= _v("3.9")
+    ]
+    newest = max(fits, key=lambda t: _v(t.version))
+    assert newest.version == "2.6.0"
+    usable = [c for c in newest.cuda if _v(newest.glibc_for(c)) <= glibc]
+    assert usable == ["11.8", "12.4"]
+
+
+def test_torch_variants_and_python_caps(k: kb.KnowledgeBase) -> None:
+    t26 = k.torch_release("2.6.0+cu124")
+    assert t26 is not None and t26.cuda == ("11.8", "12.4", "12.6")
+    py36 = [t for t in k.torch_releases if t.python_min == "3.6"]
+    assert max(py36, key=lambda t: _v(t.version)).version.startswith("1.10")
+    py38 = [t for t in k.torch_releases if _v(t.python_min) <= _v("3.8")]
+    assert max(py38, key=lambda t: _v(t.version)).version.startswith("2.4")
+    for t in k.torch_releases:
+        if _v(t.version) < _v("2.6"):
+            assert t.glibc_min == "2.17", t.version
+
+
+def test_transformers_python_caps(k: kb.KnowledgeBase) -> None:
+    def newest_for(python: str) -> str:
+        ok = [r for r in k.transformers_releases if _v(r.python_min) <= _v(python)]
+        return max(ok, key=lambda r: _v(r.version)).version
+
+    assert newest_for("3.6") == "4.18.0"
+    assert newest_for("3.8") == "4.46.3"
+
+
+def test_accelerate_releases_have_torch_floors(k: kb.KnowledgeBase) -> None:
+    rows = {r.version: r for r in k.accelerate_releases}
+    assert rows["0.24.1"].torch_min == "1.10.0"
+    assert rows["1.10.1"].python_min == "3.9"
+
+
+@pytest.mark.parametrize(
+    ("cc", "arch", "first"),
+    [
+        ("3.7", "Kepler", "5.0"),
+        ("7.0", "Volta", "9.0"),
+        ("7.5", "Turing", "10.0"),
+        ("8.6", "Ampere", "11.1"),
+        ("8.9", "Ada", "11.8"),
+        ("9.0", "Hopper", "11.8"),
+        ("10.0", "Blackwell", "12.8"),
+        ("12.0", "Blackwell", "12.8"),
+    ],
+)
+def test_gpu_archs(k: kb.KnowledgeBase, cc: str, arch: str, first: str) -> None:
+    found = k.arch_for_cc(cc)
+    assert found is not None and found.name == arch
+    assert k.first_cuda_for_cc(cc) == first
+
+
+def test_kepler_dropped_in_cuda_12_and_unknown_cc(k: kb.KnowledgeBase) -> None:
+    kepler = k.arch_for_cc("3.5")
+    assert kepler is not None and kepler.last_cuda == "11.8"
+    assert k.arch_for_cc("99.9") is None
+    assert k.first_cuda_for_cc("nonsense") is None
+
+
+def test_driver_branches(k: kb.KnowledgeBase) -> None:
+    have = {b.branch for b in k.driver_branches}
+    assert {470, 510, 515, 525, 535, 545, 550, 555, 560, 565, 570, 575, 580} <= have
+    r535 = k.driver_branch("535.183.01")
+    assert r535 is not None and r535.kind == "lts" and r535.ubuntu_server_package
+    r545 = k.driver_branch(545)
+    assert r545 is not None and r545.kind == "new-feature"
+
+
+def test_driver_issues_match_driver_versions(k: kb.KnowledgeBase) -> None:
+    issue = next(i for i in k.driver_issues if i.id == "r545-ddp-hang")
+    assert issue.matches("545.23.08") is True
+    assert issue.matches("1:545.23.08-0ubuntu1") is True
+    assert issue.matches("535.154.05") is False
+    assert issue.matches("garbage") is None
+    assert issue.fix == "downgrade" and issue.good_branches == (535,)
+    assert all(i.source.startswith("https://github.com/") for i in k.driver_issues)
+
+
+def test_ubuntu_driver_packages(k: kb.KnowledgeBase) -> None:
+    jammy = {p.origin: p for p in k.ubuntu_driver_packages("jammy")}
+    assert set(jammy) == {"ubuntu", "nvidia"}
+    assert 535 in jammy["ubuntu"].server_branches
+    assert k.ubuntu_driver_packages("xenial") == ()
+
+
+def test_container_images_never_carry_invented_digests(k: kb.KnowledgeBase) -> None:
+    assert k.container_images
+    for image in k.container_images:
+        assert image.ref.startswith("nvcr.io/nvidia/pytorch:")
+        assert image.digest is None or image.digest.startswith("sha256:")
+        if image.digest is None:
+            assert image.note
+
+
+def test_nccl_profiles(k: kb.KnowledgeBase) -> None:
+    names = {p.name for p in k.nccl_profiles}
+    assert {"default", "no-p2p", "ib-off", "socket-ifname"} <= names
+    default = k.nccl_profile("default")
+    assert default is not None and dict(default.settings) == {}
+    no_p2p = k.nccl_profile("no-p2p")
+    assert no_p2p is not None and dict(no_p2p.settings) == {"NCCL_P2P_DISABLE": "1"}
+    assert "bandwidth" in no_p2p.cost
+    # Debug knobs live only in the profile marked debug.
+    for p in k.nccl_profiles:
+        has_debug = any(key.startswith("NCCL_DEBUG") for key in p.settings)
+        assert has_debug == p.debug, p.name
+
+
+def test_every_row_has_a_source(k: kb.KnowledgeBase) -> None:
+    tables: list[tuple[Any, ...]] = [
+        k.ubuntu_releases,
+        (k.accelerate_kernel_check,),
+        k.cuda_toolkits,
+        k.cuda_minor_compat,
+        k.cuda_packaged_rows,
+        k.torch_releases,
+        k.transformers_releases,
+        k.accelerate_releases,
+        k.gpu_archs,
+        k.driver_branches,
+        k.driver_issues,
+        k.driver_package_rows,
+        k.container_images,
+        k.nccl_profiles,
+    ]
+    for table in tables:
+        assert table
+        for row in table:
+            assert row.source.strip(), row
+
+
+def test_rows_are_frozen(k: kb.KnowledgeBase) -> None:
+    with pytest.raises(AttributeError):
+        k.cuda_toolkits[0].min_driver = "1"  # type: ignore[misc]
+    profile = k.nccl_profile("no-p2p")
+    assert profile is not None
+    with pytest.raises(TypeError):
+        profile.settings["NCCL_P2P_DISABLE"] = "0"  # type: ignore[index]
+
+
+def test_load_is_cached_and_digest_is_stable(k: kb.KnowledgeBase, tmp_path: Path) -> None:
+    assert kb.load() is k
+    assert len(k.digest) == 64
+    copy = tmp_path / "knowledge"
+    shutil.copytree(kb.DEFAULT_DIR, copy)
+    assert kb.load(copy).digest == k.digest
+
+
+# --- the loader refuses bad data ------------------------------------------------------------
+
+
+def _copy_with(tmp_path: Path, table: str, edit: Callable[[Rows], Rows]) -> Path:
+    """A copy of the shipped knowledge with one table's rows passed through `edit`."""
+    d = tmp_path / "knowledge"
+    shutil.copytree(kb.DEFAULT_DIR, d)
+    path = d / f"{table}.yaml"
+    rows = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump(edit(rows), sort_keys=False))
+    return d
+
+
+def _first_row(change: Callable[[dict[str, Any]], object]) -> Callable[[Rows], Rows]:
+    def edit(rows: Rows) -> Rows:
+        change(rows[0])
+        return rows
+
+    return edit
+
+
+def _refused(directory: Path) -> str:
+    with pytest.raises(GpufixError) as e:
+        kb.load(directory)
+    message = str(e.value)
+    assert "\n" not in message
+    return message
+
+
+def test_refuses_a_row_without_source(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, "cuda_toolkits", _first_row(lambda r: r.pop("source")))
+    message = _refused(d)
+    assert "cuda_toolkits.yaml row 1 (10.2)" in message and "source" in message
+
+
+def test_refuses_an_empty_source(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, "ubuntu", _first_row(lambda r: r.update(source="  ")))
+    assert "ubuntu.yaml row 1 (bionic)" in _refused(d)
+
+
+def test_refuses_a_malformed_version(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, "cuda_toolkits", _first_row(lambda r: r.update(min_driver="440.x")))
+    message = _refused(d)
+    assert "cuda_toolkits.yaml row 1 (10.2)" in message and "malformed version" in message
+
+
+def test_refuses_an_unquoted_float_version(tmp_path: Path) -> None:
+    # YAML turns 12.10 into 12.1; the loader insists on strings so that cannot slip through.
+    d = _copy_with(tmp_path, "cuda_toolkits", _first_row(lambda r: r.update(version=12.1)))
+    assert "quoted version" in _refused(d)
+
+
+def test_refuses_an_unknown_key(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, "driver_branches", _first_row(lambda r: r.update(vendor="x")))
+    message = _refused(d)
+    assert "driver_branches.yaml row 1 (470)" in message and "unknown key 'vendor'" in message
+
+
+def test_refuses_a_missing_key(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, "torch_releases", _first_row(lambda r: r.pop("glibc_min")))
+    assert "missing key 'glibc_min'" in _refused(d)
+
+
+def test_refuses_a_bad_specifier_and_choice(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, "driver_issues", _first_row(lambda r: r.update(affected="545-550")))
+    assert "malformed version specifier" in _refused(d)
+    d2 = _copy_with(tmp_path / "b", "driver_issues", _first_row(lambda r: r.update(fix="pray")))
+    assert "must be one of upgrade, downgrade" in _refused(d2)
+
+
+def test_refuses_an_invented_looking_digest(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, "container_images", _first_row(lambda r: r.update(digest="abc")))
+    assert "sha256 digest" in _refused(d)
+
+
+def test_refuses_duplicates_and_dangling_references(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, "cuda_toolkits", lambda rows: [*rows, rows[0]])
+    assert "duplicate version '10.2'" in _refused(d)
+    d2 = _copy_with(
+        tmp_path / "b", "driver_issues", _first_row(lambda r: r.update(good_branches=[999]))
+    )
+    assert "good branch 999" in _refused(d2)
+    d3 = _copy_with(tmp_path / "c", "cuda_packaged", _first_row(lambda r: r.update(codename="xx")))
+    assert "unknown codename 'xx'" in _refused(d3)
+
+
+def test_refuses_broken_files(tmp_path: Path) -> None:
+    d = tmp_path / "knowledge"
+    shutil.copytree(kb.DEFAULT_DIR, d)
+    (d / "gpu_archs.yaml").write_text("- name: [unclosed\n")
+    assert "gpu_archs.yaml is not valid YAML" in _refused(d)
+    (d / "gpu_archs.yaml").write_text("{}\n")
+    assert "must be a non-empty list" in _refused(tmp_path / "knowledge")
+
+
+def test_refuses_missing_and_unknown_tables(tmp_path: Path) -> None:
+    d = tmp_path / "a"
+    shutil.copytree(kb.DEFAULT_DIR, d)
+    (d / "nccl_profiles.yaml").unlink()
+    assert "nccl_profiles.yaml is missing" in _refused(d)
+    d2 = tmp_path / "b"
+    shutil.copytree(kb.DEFAULT_DIR, d2)
+    (d2 / "rumours.yaml").write_text("- source: x\n")
+    assert "rumours.yaml is not a known table" in _refused(d2)
+    assert "is not a directory" in _refused(tmp_path / "nowhere")
+
+
+def test_digest_changes_with_the_data(k: kb.KnowledgeBase, tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, "nccl_profiles", _first_row(lambda r: r.update(cost="changed")))
+    assert kb.load(d).digest != k.digest

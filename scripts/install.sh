@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Create .venv and install gpufix into it (editable: the controller runs the playbooks and
+# roles of this checkout). With --test: also the test tools, torch's CPU build for the probe
+# tests, podman and its prerequisites, the collections and the test images.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+python="${PYTHON:-python3}"
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+  echo "install: gpufix's controller needs Python >= 3.10 (found $("$python" -V 2>&1))" >&2
+  exit 1
+fi
+if ! "$python" -m venv --help >/dev/null 2>&1 || ! "$python" -c 'import ensurepip' 2>/dev/null; then
+  if command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+  fi
+fi
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+
+if [ "${1:-}" = "--test" ]; then
+  .venv/bin/python -m pip install --quiet -e '.[test]' 2>&1 | grep -v "^WARNING: Location" || true
+  # The CPU build lies on this machine's disk; elsewhere pip fetches it from the CPU index.
+  .venv/bin/python -m pip install --quiet "torch==2.13.0" 2>/dev/null \
+    || .venv/bin/python -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu
+  bash scripts/setup-podman.sh
+  bash scripts/get-collections.sh
+  bash tests/images/build.sh
+else
+  .venv/bin/python -m pip install --quiet -e . 2>&1 | grep -v "^WARNING: Location" || true
+fi
+echo "install: ready ($(.venv/bin/gpufix --version))" >&2

@@ -20,7 +20,7 @@ ansible-lint --profile production roles playbooks
 
 echo "== pytest" >&2
 set +e
-pytest -q -p no:randomly "$@"
+pytest -q "$@"
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then

@@ -247,6 +247,12 @@ def validate(plans: list[Plan], inventory: Path) -> None:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise InvalidInput(f"the plan names host(s) more than once: {', '.join(dup)}")
+    for t in resolve(",".join(names), inventory):
+        if t.snapshot is not None:
+            raise InvalidInput(
+                f"{t.name} is a recorded snapshot ({t.snapshot.name}), not a live host: "
+                "apply needs a host Ansible can reach"
+            )
     book_dir = project_root() / "playbooks"
     for p in plans:
         if p.strategy != "none" and p.strategy not in PLAYBOOKS:
@@ -256,12 +262,6 @@ def validate(plans: list[Plan], inventory: Path) -> None:
                 raise InvalidInput(
                     f"{p.host}: the plan's playbook {s.playbook!r} is not in playbooks/"
                 )
-    for t in resolve(",".join(names), inventory):
-        if t.snapshot is not None:
-            raise InvalidInput(
-                f"{t.name} is a recorded snapshot ({t.snapshot.name}), not a live host: "
-                "apply needs a host Ansible can reach"
-            )
 
 
 def _kernel_step(plan: Plan) -> bool:
@@ -702,7 +702,7 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
     install = {n: v for n, v in pkgs_before.items() if pkgs_after and pkgs_after.get(n) != v}
     remove = sorted(n for n in pkgs_after if n not in pkgs_before)
     holds_before = set(before.get("holds") or [])
-    holds_after = set(after.get("holds") or holds_before)
+    holds_after = set(after["holds"]) if "holds" in after else holds_before
     files = {}
     written = {f for s in rec.get("steps") or [] for f in s.get("files") or []}
     for path, saved in (before.get("files") or {}).items():

@@ -1,0 +1,177 @@
+"""apply without containers: batches, exit codes, stale plans, preflight decisions, rollback vars."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufix import apply, safety
+from gpufix.decide import stable_facts
+from gpufix.errors import InvalidInput
+from gpufix.plan import Plan, Step, digest
+
+
+def test_batches_start_with_a_canary() -> None:
+    hosts = [f"h{i}" for i in range(10)]
+    assert apply.batches(hosts, "3") == [["h0"], ["h1", "h2", "h3"], ["h4", "h5", "h6"],
+                                         ["h7", "h8", "h9"]]
+    assert apply.batches(hosts, "50%") == [["h0"], hosts[1:6], hosts[6:]]
+    assert apply.batches(hosts, "100%", canary=False) == [hosts]
+    assert apply.batches(["a"], "25%") == [["a"]]
+    assert apply.batches([], "1") == []
+    # never all at once by default: 25% of 4 is 1 host per batch
+    assert all(len(b) == 1 for b in apply.batches(["a", "b", "c", "d"], apply.Options(Path()).batch))
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "x", "0%", "150%", ""])
+def test_bad_batch_is_a_one_line_error(bad: str) -> None:
+    with pytest.raises(InvalidInput, match="bad --batch"):
+        apply.parse_batch(bad, 4)
+
+
+def _o(state: str, verdict: str | None = None) -> apply.Outcome:
+    return apply.Outcome("h", "s", state, 0, False, verdict, 0.0, "")
+
+
+@pytest.mark.parametrize(
+    ("states", "code"),
+    [
+        ([_o("skipped")], 0),
+        ([_o("healthy", "healthy"), _o("skipped")], 2),
+        ([_o("reboot-pending")], 2),
+        ([_o("healthy", "healthy"), _o("rolled-back", "hung")], 5),
+        ([_o("failed", "failed"), _o("unreachable")], 5),
+        ([_o("healthy", "healthy"), _o("unreachable")], 4),
+        ([_o("blocked"), _o("healthy", "healthy")], 1),
+        ([_o("failed")], 1),
+    ],
+)
+def test_exit_codes(states: list[apply.Outcome], code: int) -> None:
+    assert apply.exit_code(states) == code
+
+
+def _plan(base: dict, kb: str = "sha256:kb", **extra: object) -> Plan:
+    return Plan(
+        host="h1", strategy="nccl-profile", findings=[], options=[],
+        steps=[Step("nccl-profile.yml", "nccl", {"gpufix_nccl_profile_names": ["default"]})],
+        reboot_required=False, outcome="", risks=[], path=[],
+        facts_digest=digest(stable_facts(base)), kb_digest=kb, extra=dict(extra),
+    )
+
+
+FACTS = {"kernel": {"running": "4.15.0-213-generic"}, "gpu_processes": [], "kernel_log": {}}
+
+
+def test_volatile_facts_do_not_make_a_plan_stale() -> None:
+    now = {**FACTS, "gpu_processes": [{"pid": 1}], "kernel_log": {"xid": 3}}
+    assert apply.stale_reason(_plan(FACTS), now, "sha256:kb") is None
+
+
+def test_changed_facts_or_knowledge_make_a_plan_stale() -> None:
+    now = {**FACTS, "kernel": {"running": "5.4.0-150-generic"}}
+    assert "facts changed" in (apply.stale_reason(_plan(FACTS), now, "sha256:kb") or "")
+    why = apply.stale_reason(_plan(FACTS, facts=FACTS), now, "sha256:kb")
+    assert why is not None and why.endswith(": kernel")
+    assert "knowledge base" in (apply.stale_reason(_plan(FACTS), FACTS, "sha256:other") or "")
+
+
+def _report(**over: object) -> dict:
+    base = {
+        "python": "3.6.9",
+        "dpkg": {"locks_held": [], "waited_s": 0, "audit": "", "interrupted": False},
+        "disk_mib": {"/": 50000, "/boot": 900},
+        "gpu_processes": [],
+        "nvidia": {"driver_packages": ["nvidia-driver-535"], "dkms_sources": ["nvidia-535.183.01"],
+                   "prebuilt_packages": []},
+    }
+    base.update(over)
+    return base
+
+
+def _checks(pf: safety.Preflight) -> list[str]:
+    return [b.check for b in pf.blockers]
+
+
+def test_preflight_passes_a_quiet_host() -> None:
+    pf = safety.evaluate("h", _report(), strategy="kernel-upgrade", kernel_step=True)
+    assert pf.ok and pf.summary() == "ok"
+
+
+def test_preflight_blocks_gpu_processes_unless_forced() -> None:
+    rep = _report(gpu_processes=[{"pid": "42", "name": "python"}])
+    pf = safety.evaluate("h", rep, strategy="nccl-profile", kernel_step=False)
+    assert _checks(pf) == ["gpu-processes"] and "python[42]" in pf.summary()
+    forced = safety.evaluate("h", rep, strategy="nccl-profile", kernel_step=False,
+                             force=["gpu-processes"])
+    assert forced.ok and forced.warnings
+
+
+def test_preflight_blocks_dpkg_lock_and_half_configured() -> None:
+    rep = _report(dpkg={"locks_held": ["/var/lib/dpkg/lock-frontend"], "waited_s": 120,
+                        "audit": "The following packages are only half configured", "interrupted": False})
+    pf = safety.evaluate("h", rep, strategy="driver-pin", kernel_step=False)
+    assert _checks(pf) == ["dpkg-lock", "dpkg-broken"]
+    assert "120 s" in pf.summary() and "dpkg --configure -a" in pf.summary()
+
+
+def test_preflight_checks_disk_for_the_strategy() -> None:
+    rep = _report(disk_mib={"/": 50000, "/boot": 120})
+    assert _checks(safety.evaluate("h", rep, strategy="kernel-upgrade", kernel_step=True)) == ["disk"]
+    assert safety.evaluate("h", rep, strategy="nccl-profile", kernel_step=False).ok
+
+
+def test_preflight_kernel_step_needs_a_way_to_an_nvidia_module() -> None:
+    rep = _report(nvidia={"driver_packages": ["nvidia-driver-535"], "dkms_sources": [],
+                          "prebuilt_packages": []})
+    pf = safety.evaluate("h", rep, strategy="kernel-upgrade", kernel_step=True)
+    assert _checks(pf) == ["nvidia-module"]
+    assert safety.evaluate("h", rep, strategy="nccl-profile", kernel_step=False).ok
+
+
+@pytest.mark.parametrize(("version", "ok"), [("2.7.18", True), ("3.6.9", True), ("3.12.1", True),
+                                             ("3.5.2", False), ("2.6.9", False), ("", False)])
+def test_python_manageable_by_ansible_core_2_16(version: str, ok: bool) -> None:
+    assert safety.python_manageable(version) is ok
+    pf = safety.evaluate("h", _report(python=version), strategy="nccl-profile", kernel_step=False)
+    assert pf.ok is ok and pf.unreachable is (not ok)
+
+
+def test_rollback_vars_reverse_the_journal() -> None:
+    rec = {
+        "rebooted": True,
+        "steps": [{"files": ["/etc/nccl.conf"]}],
+        "before": {
+            "packages": {"nvidia-driver-535": "535.183.01", "linux-image-4.15.0-213-generic": "1"},
+            "holds": ["nvidia-driver-535"],
+            "files": {"/etc/nccl.conf": {"exists": False}, "/etc/other": {"exists": False}},
+            "kernel": {"running": "4.15.0-213-generic"},
+        },
+        "after": {
+            "packages": {"nvidia-driver-535": "535.216.01", "linux-image-4.15.0-213-generic": "1",
+                         "linux-image-5.4.0-150-generic": "2"},
+            "holds": [],
+            "files": {"/etc/nccl.conf": {"exists": True, "content_b64": "eA=="},
+                      "/etc/other": {"exists": False}},
+        },
+    }
+    v = apply.rollback_vars(rec)
+    assert v["gpufix_rollback_install"] == {"nvidia-driver-535": "535.183.01"}
+    assert v["gpufix_rollback_remove"] == ["linux-image-5.4.0-150-generic"]
+    assert v["gpufix_rollback_hold"] == ["nvidia-driver-535"] and v["gpufix_rollback_unhold"] == []
+    assert v["gpufix_rollback_files"] == {"/etc/nccl.conf": {"exists": False}}
+    assert v["gpufix_rollback_kernel"] == "4.15.0-213-generic" and v["gpufix_rollback_reboot"]
+
+
+def test_validate_refuses_snapshot_hosts_and_foreign_playbooks(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    h1:\n      gpufix_snapshot: h1.json\n    h2: {}\n")
+    with pytest.raises(InvalidInput, match="recorded snapshot"):
+        apply.validate([_plan(FACTS)], inv)
+    bad = _plan(FACTS)
+    object.__setattr__(bad, "host", "h2")
+    object.__setattr__(bad, "steps", [Step("../../evil.yml", "", {})])
+    with pytest.raises(InvalidInput, match="not in playbooks"):
+        apply.validate([bad], inv)
+    with pytest.raises(InvalidInput, match="no plans"):
+        apply.validate([], inv)

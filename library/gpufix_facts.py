@@ -349,14 +349,19 @@ def normalise_bdf(bdf):
     return bdf
 
 
-def parse_lspci_acs(text):
-    """`lspci -D -vvv` -> [{bdf, name, acs_cap, acs_ctl, acs_enabled}] for devices with ACS."""
+def parse_lspci_devices(text):
+    """`lspci -D -vvv` -> [{bdf, name, secondary, subordinate, acs_cap?, acs_ctl?}] per device."""
     devices = []
     current = None
     for raw in (text or "").splitlines():
         m = _BDF.match(raw)
         if m:
-            current = {"bdf": normalise_bdf(m.group(1)), "name": m.group(2).strip()}
+            current = {
+                "bdf": normalise_bdf(m.group(1)),
+                "name": m.group(2).strip(),
+                "secondary": None,
+                "subordinate": None,
+            }
             devices.append(current)
             continue
         if current is None:
@@ -366,15 +371,84 @@ def parse_lspci_acs(text):
             current["acs_cap"] = _acs_flags(line[len("ACSCap:") :])
         elif line.startswith("ACSCtl:"):
             current["acs_ctl"] = _acs_flags(line[len("ACSCtl:") :])
+        elif line.startswith("Bus: primary="):
+            bus = dict(re.findall(r"(\w+)=([0-9a-fA-F]+)", line))
+            try:
+                current["secondary"] = int(bus["secondary"], 16)
+                current["subordinate"] = int(bus["subordinate"], 16)
+            except (KeyError, ValueError):
+                pass
+    return devices
+
+
+def parse_lspci_acs(text):
+    """`lspci -D -vvv` -> [{bdf, name, acs_cap, acs_ctl, acs_enabled}] for devices with ACS."""
     out = []
-    for dev in devices:
+    for dev in parse_lspci_devices(text):
         if "acs_ctl" not in dev:
             continue
         ctl = dev["acs_ctl"]
-        dev.setdefault("acs_cap", {})
-        dev["acs_enabled"] = any(ctl.get(bit) for bit in ACS_P2P_BITS)
-        out.append(dev)
+        out.append(
+            {
+                "bdf": dev["bdf"],
+                "name": dev["name"],
+                "acs_cap": dev.get("acs_cap", {}),
+                "acs_ctl": ctl,
+                "acs_enabled": any(ctl.get(bit) for bit in ACS_P2P_BITS),
+            }
+        )
     return out
+
+
+def lspci_gpus(devices):
+    """BDFs of NVIDIA display / 3D controllers in parse_lspci_devices() output."""
+    return [
+        d["bdf"]
+        for d in devices
+        if "NVIDIA" in d["name"]
+        and ("VGA compatible controller" in d["name"] or "3D controller" in d["name"])
+    ]
+
+
+def lspci_parents(devices, bdf):
+    """Bridges whose bus range holds bdf's bus (same domain), nearest the root first."""
+    domain, bus = bdf[:4], int(bdf[5:7], 16)
+    above = [
+        d
+        for d in devices
+        if d["secondary"] is not None
+        and d["bdf"][:4] == domain
+        and d["secondary"] <= bus <= d["subordinate"]
+        and d["bdf"] != bdf
+    ]
+    above.sort(key=lambda d: d["secondary"])
+    return [d["bdf"] for d in above]
+
+
+def summarise_pcie(lspci_text, gpu_bdfs=None, parents_of=None):
+    """The snapshot's pcie dict from lspci text, GPU BDFs and each GPU's parent bridges.
+
+    GPU BDFs and parents come from sysfs on a live host; when absent they are derived from
+    lspci's own bus ranges, so recorded output can be summarised too.
+    """
+    devices = parse_lspci_devices(lspci_text)
+    gpus = list(gpu_bdfs) if gpu_bdfs else lspci_gpus(devices)
+    parents_of = dict(parents_of or {})
+    for bdf in gpus:
+        if not parents_of.get(bdf):
+            parents_of[bdf] = lspci_parents(devices, bdf)
+    above = set()
+    for bdf in gpus:
+        above.update(parents_of.get(bdf) or [])
+    bridges = parse_lspci_acs(lspci_text)
+    for dev in bridges:
+        dev["above_gpu"] = dev["bdf"] in above
+    # Root port -> switch upstream -> switch downstream -> GPU: two or more bridges above a
+    # GPU mean a PCIe switch.
+    behind_switch = any(len(parents_of.get(b) or []) >= 2 for b in gpus)
+    if not bridges and lspci_access_denied(lspci_text):
+        bridges = unknown("lspci: ACS capabilities need root")
+    return {"bridges": bridges, "gpus_behind_switch": behind_switch, "gpu_bdfs": gpus}
 
 
 def lspci_access_denied(text):
@@ -904,25 +978,16 @@ def _parent_bridges(bdf):
 
 def g_pcie(ctx, opts):
     gpu_bdfs = _gpu_pci_devices()
-    parents = {}
-    for bdf in gpu_bdfs:
-        for parent in _parent_bridges(bdf):
-            parents[parent] = True
-    # Root port -> switch upstream port -> switch downstream port -> GPU: two or more bridges
-    # above a GPU means a PCIe switch.
-    behind_switch = any(len(_parent_bridges(b)) >= 2 for b in gpu_bdfs)
+    parents_of = dict((bdf, _parent_bridges(bdf)) for bdf in gpu_bdfs)
     try:
         out = ctx.run(["lspci", "-D", "-vvv"])
     except Unknown as exc:
-        bridges = unknown(exc.reason)
-    else:
-        bridges = parse_lspci_acs(out)
-        if not bridges and lspci_access_denied(out):
-            bridges = unknown("lspci: ACS capabilities need root")
-        else:
-            for dev in bridges:
-                dev["above_gpu"] = dev["bdf"] in parents
-    return {"bridges": bridges, "gpus_behind_switch": behind_switch, "gpu_bdfs": gpu_bdfs}
+        return {
+            "bridges": unknown(exc.reason),
+            "gpus_behind_switch": any(len(p) >= 2 for p in parents_of.values()),
+            "gpu_bdfs": gpu_bdfs,
+        }
+    return summarise_pcie(out, gpu_bdfs, parents_of)
 
 
 def g_iommu(ctx, opts):

@@ -24,7 +24,7 @@ from gpufix.errors import (
 )
 from gpufix.journal import FINAL_OK, Journal, next_action
 from gpufix.paths import project_root
-from gpufix.plan import PLAYBOOKS, Plan, digest
+from gpufix.plan import PLAYBOOKS, Plan, Step, digest
 
 # Files each strategy's roles may write: read before the change so rollback can restore them.
 # Kept in step with the roles' defaults (roles/*/defaults/main.yml).
@@ -41,6 +41,9 @@ WATCHED_FILES: dict[str, tuple[str, ...]] = {
     ),
     "container-fix": ("/etc/docker/daemon.json",),
 }
+
+# Strategies whose rollback restores the kernel command line: reboot again after restoring.
+REBOOT_AFTER_RESTORE = ("pcie-acs",)
 
 # Hosts a probe verdict counts as verified; every other verdict fails the host.
 HEALTHY = ("healthy",)
@@ -274,6 +277,21 @@ def _needs_reboot(plan: Plan) -> bool:
     return plan.reboot_required or any(s.reboot for s in plan.steps)
 
 
+def _role_reboots(plan: Plan) -> bool:
+    """Roles that take a *_reboot_allowed variable reboot themselves (the kernel role boots
+    the new kernel once, checks it and only then makes it the default)."""
+    return any(k.endswith("_reboot_allowed") for s in plan.steps for k in s.vars)
+
+
+def step_vars(step: Step, *, allow_reboot: bool, check: bool) -> dict[str, Any]:
+    """The plan's variables, with every *_reboot_allowed gated by --allow-reboot."""
+    out = dict(step.vars)
+    for k, v in step.vars.items():
+        if k.endswith("_reboot_allowed"):
+            out[k] = bool(v) and allow_reboot and not check
+    return out
+
+
 # -- the run ------------------------------------------------------------------------------
 class Applier:
     """One apply run over a list of plans (one per host)."""
@@ -302,7 +320,8 @@ class Applier:
             actions = {h: next_action(self.journal.host(h)) for h in self.order}
             for h in self.order:
                 if self.journal.host(h)["state"] == "reboot-pending" and self.opts.allow_reboot:
-                    actions[h] = ("reboot", -1)
+                    # a role that reboots itself does it when its steps run again
+                    actions[h] = ("step", 0) if _role_reboots(self.plans[h]) else ("reboot", -1)
             if all(a == "skip" for a, _ in actions.values()):
                 self.journal.finish("complete", self._summary())
                 return self._result(resumed=True, stopped=False, noop=True)
@@ -462,7 +481,9 @@ class Applier:
                 step.playbook,
                 self.opts.inventory,
                 limit=",".join(ok),
-                extravars=dict(step.vars),
+                extravars=step_vars(
+                    step, allow_reboot=self.opts.allow_reboot, check=self.opts.check
+                ),
                 check=self.opts.check,
                 timeout=self.opts.step_timeout,
                 progress=self.report,
@@ -475,6 +496,8 @@ class Applier:
                 files = [r["path"] for r in hr.results if r.get("path")]
                 good = hr.status == "ok"
                 self._step_finished(h, i, good, hr.changed, files, hr.message)
+                if any(r.get("rebooted") for r in hr.results) and self.journal is not None:
+                    self.journal.update(h, rebooted=True)
                 if hr.status == "unreachable":
                     self._set(h, "unreachable", f"lost during {step.playbook}: {hr.message}")
                 elif not good:
@@ -508,7 +531,14 @@ class Applier:
         )
 
     def _reboot(self, hosts: list[str]) -> list[str]:
-        need = [h for h in hosts if _needs_reboot(self.plans[h]) and self._changed_any(h)]
+        need = [
+            h
+            for h in hosts
+            if _needs_reboot(self.plans[h])
+            and self._changed_any(h)
+            # the role rebooted (or found nothing to reboot for) by itself
+            and not (_role_reboots(self.plans[h]) and self.opts.allow_reboot)
+        ]
         go = []
         for h in hosts:
             if h not in need:
@@ -720,6 +750,9 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
         "gpufix_rollback_files": files,
         "gpufix_rollback_kernel": kernel_before or "",
         "gpufix_rollback_reboot": bool(rec.get("rebooted")),
+        # a restored kernel command line takes effect only at the next boot
+        "gpufix_rollback_reboot_after": bool(rec.get("rebooted"))
+        and rec.get("strategy") in REBOOT_AFTER_RESTORE,
     }
 
 

@@ -83,6 +83,8 @@ def _handler(hosts: dict[str, HostResult], progress: Progress | None) -> Callabl
                 path = res.get("dest") or res.get("path")
                 if isinstance(path, str):
                     item["path"] = path
+                if res.get("rebooted"):
+                    item["rebooted"] = True
             hr.results.append(item)
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
             if "stdout" in res:

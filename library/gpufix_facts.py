@@ -32,8 +32,9 @@ module: gpufix_facts
 short_description: Gather GPU, driver, kernel, PCIe and ML-stack facts for gpufix
 description:
   - Returns C(ansible_facts.gpufix), a dictionary whose keys are always present.
-  - A value that could not be determined is C({"unknown": "<reason>"}); the module never fails
-    because a tool is missing, forbidden or slow.
+  - >-
+    A value that could not be determined is C({"unknown": "<reason>"}); the module never
+    fails because a tool is missing, forbidden or slow.
   - Every external command runs with a timeout.
 options:
   python_envs:

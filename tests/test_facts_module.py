@@ -1,0 +1,153 @@
+"""The facts module itself: runs on Python 3.6, gathers on this machine, and through real Ansible."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from gpufix import facts as F
+from gpufix.hostfacts import gather_local, load_module, module_path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+g = load_module()
+
+
+def vermin(path: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [str(BIN / "vermin"), "-t=3.6-", "--no-tips", "--violations", str(path)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_module_runs_on_python_36() -> None:
+    result = vermin(module_path())
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_vermin_check_can_fail(tmp_path: Path) -> None:
+    newer = tmp_path / "newer.py"
+    newer.write_text("import sys\nif (n := len(sys.argv)) > 1:\n    print(f'{n=}')\n")
+    assert vermin(newer).returncode != 0
+
+
+def test_documented_options_match_argument_spec() -> None:
+    doc = yaml.safe_load(g.DOCUMENTATION)
+    assert set(doc["options"]) == {"python_envs", "timeout"}
+    assert doc["options"]["timeout"]["default"] == g.DEFAULT_TIMEOUT
+
+
+def test_command_timeout_is_enforced() -> None:
+    ctx = g.Context(timeout=1)
+    start = time.monotonic()
+    with pytest.raises(g.Unknown, match="timeout after 1s"):
+        ctx.run(["sleep", "5"])
+    assert time.monotonic() - start < 4
+
+
+def test_missing_tool_and_failing_tool_are_unknown() -> None:
+    ctx = g.Context()
+    with pytest.raises(g.Unknown, match="gpufix-no-such-tool: not found"):
+        ctx.run(["gpufix-no-such-tool"])
+    with pytest.raises(g.Unknown, match="exit 3"):
+        ctx.run(["sh", "-c", "echo boom >&2; exit 3"])
+
+
+def test_read_reports_missing_file() -> None:
+    with pytest.raises(g.Unknown, match="/nonexistent/x: not found"):
+        g.Context().read("/nonexistent/x")
+
+
+def test_gather_here_has_every_key_and_is_valid() -> None:
+    snap = gather_local(timeout=5)
+    assert set(snap.facts) == set(g.FACT_KEYS)
+    assert F.schema_errors(snap.to_doc()) == []
+    gpus = snap.facts["gpus"]
+    # No NVIDIA GPU on this machine or in CI: either "none" or "could not tell, because ...".
+    if shutil.which("nvidia-smi") is None:
+        assert gpus == [] or (F.is_unknown(gpus) and gpus["unknown"])
+    assert snap.facts["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
+    assert isinstance(F.get(snap, "shm.size_bytes"), int)
+
+
+def test_gather_survives_a_broken_gatherer(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(ctx: object, opts: object) -> None:
+        raise KeyError("boom")
+
+    gatherers = tuple((n, broken if n == "cpu" else f) for n, f in g.GATHERERS)
+    monkeypatch.setattr(g, "GATHERERS", gatherers)
+    facts = g.gather({"timeout": 5})
+    assert facts["cpu"] == {"unknown": "error: KeyError: 'boom'"}
+    assert set(facts) == set(g.FACT_KEYS)
+
+
+def fake_dist(site: Path, dirname: str, version: str, meta: str = "METADATA") -> None:
+    d = site / dirname
+    d.mkdir(parents=True)
+    (d / meta).write_text(f"Metadata-Version: 2.1\nName: x\nVersion: {version}\n\nbody\n")
+
+
+def test_python_envs_read_metadata_without_importing(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    fake_dist(site, "torch-2.1.2+cu121.dist-info", "2.1.2+cu121")
+    fake_dist(site, "nvidia_nccl_cu12-2.18.1.dist-info", "2.18.1")
+    fake_dist(site, "accelerate-0.25.0-py3.10.egg-info", "0.25.0", meta="PKG-INFO")
+    # A torch package that would fail on import proves nothing is imported.
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text("raise SystemExit('imported!')\n")
+    facts = g.gather({"python_envs": [str(py), "/nonexistent/bin/python"], "timeout": 10})
+    env, missing = facts["python_envs"]
+    assert env["version"] == ".".join(map(str, sys.version_info[:3]))
+    assert env["packages"]["torch"] == "2.1.2+cu121"
+    assert env["packages"]["nvidia-nccl-cu12"] == "2.18.1"
+    assert env["packages"]["accelerate"] == "0.25.0"
+    assert env["packages"]["transformers"] is None
+    assert missing["packages"] == {"unknown": "/nonexistent/bin/python: not found"}
+
+
+def ansible_json(*args: str) -> dict:
+    env = dict(
+        os.environ,
+        PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        ANSIBLE_HOME=str(ROOT / ".ansible"),
+    )
+    cmd = [str(BIN / "ansible"), "localhost", "-o", "-m", "gpufix_facts", "-c", "local", *args]
+    result = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    # One line per host with -o: "localhost | SUCCESS => {...}".
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("localhost |"))
+    return json.loads(line.split("=>", 1)[1])
+
+
+@pytest.mark.slow
+def test_module_through_real_ansible() -> None:
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    res = ansible_json(
+        "-i", "localhost,", "-e", f"ansible_python_interpreter={python}", "-a", "timeout=5"
+    )
+    assert res["changed"] is False
+    facts = res["ansible_facts"]["gpufix"]
+    assert set(facts) == set(g.FACT_KEYS)
+    gpus = facts["gpus"]
+    if shutil.which("nvidia-smi") is None:
+        assert gpus == [] or (F.is_unknown(gpus) and gpus["unknown"])
+    assert facts["python"]["executable"] == python
+    snap = F.from_module_result("localhost", res["ansible_facts"])
+    assert F.schema_errors(snap.to_doc()) == []

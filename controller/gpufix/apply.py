@@ -296,7 +296,15 @@ def step_vars(step: Step, *, allow_reboot: bool, check: bool) -> dict[str, Any]:
 class Applier:
     """One apply run over a list of plans (one per host)."""
 
-    def __init__(self, plans: list[Plan], opts: Options, report: Report | None = None) -> None:
+    def __init__(
+        self,
+        plans: list[Plan],
+        opts: Options,
+        report: Report | None = None,
+        *,
+        fresh_facts: bool = False,
+    ) -> None:
+        self.fresh_facts = fresh_facts  # plans were made from facts gathered just now
         self.plans = {p.host: p for p in plans}
         self.order = [p.host for p in plans]
         self.opts = opts
@@ -331,7 +339,7 @@ class Applier:
             fresh = list(self.order)
         unreachable = (
             check_fresh([self.plans[h] for h in fresh], self.opts.inventory, self.report)
-            if fresh
+            if fresh and not self.fresh_facts
             else {}
         )
         if self.journal is None and not self.opts.check:
@@ -716,10 +724,19 @@ def _verdict_summary(verdict: Any, hr: runner.HostResult | None) -> dict[str, An
 
 
 def apply(
-    plans: list[Plan], opts: Options, *, plan_file: str | None = None, report: Report | None = None
+    plans: list[Plan],
+    opts: Options,
+    *,
+    plan_file: str | None = None,
+    report: Report | None = None,
+    fresh_facts: bool = False,
 ) -> Result:
-    """Apply saved plans (one per host). Raises GpufixError for refusals (stale, busy run)."""
-    return Applier(plans, opts, report).run(plan_file)
+    """Apply plans (one per host). Raises GpufixError for refusals (stale plan, busy run).
+
+    fresh_facts: the plans were made from facts gathered just now (apply --strategy), so the
+    stale-plan check does not gather them again.
+    """
+    return Applier(plans, opts, report, fresh_facts=fresh_facts).run(plan_file)
 
 
 # -- rollback -----------------------------------------------------------------------------

@@ -15,7 +15,16 @@ from typing import Any, TextIO
 
 from gpufix import versions
 from gpufix.errors import EXIT_OK, GpufixError
-from gpufix.facts import Snapshot, get, is_unknown, known, load_snapshot, unknown_reason, validate
+from gpufix.facts import (
+    Snapshot,
+    get,
+    is_unknown,
+    known,
+    load_snapshot,
+    now_utc,
+    unknown_reason,
+    validate,
+)
 from gpufix.hostfacts import gather_local
 from gpufix.kb import KnowledgeBase
 from gpufix.kb import load as load_kb
@@ -455,7 +464,7 @@ def _facts_of(facts: Snapshot | Mapping[str, Any]) -> tuple[str, Mapping[str, An
         "format": "gpufix-facts",
         "version": 1,
         "host": "facts",
-        "gathered_at": "",
+        "gathered_at": now_utc(),
         "facts": facts,
     }
     validate(doc)

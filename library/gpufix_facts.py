@@ -879,49 +879,45 @@ def g_gpus(ctx, opts):
 
 
 def _libnvidia_ml_version():
-    for pattern in (
-        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.*.*",
-        "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.*.*",
-        "/usr/lib64/libnvidia-ml.so.*.*",
-        "/usr/lib/libnvidia-ml.so.*.*",
+    """Version of the libnvidia-ml that programs load (what libnvidia-ml.so.1 points at)."""
+    for libdir in (
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
     ):
-        for path in sorted(glob.glob(pattern)):
+        candidates = [os.path.realpath(os.path.join(libdir, "libnvidia-ml.so.1"))]
+        candidates += sorted(glob.glob(os.path.join(libdir, "libnvidia-ml.so.*.*")), reverse=True)
+        for path in candidates:
             m = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
-            if m:
+            if m and os.path.exists(path):
                 return m.group(1)
     return None
 
 
-def g_driver(ctx, opts):
-    text = ctx.read_or_none("/proc/driver/nvidia/version")
-    parsed = parse_proc_driver_version(text) if text else None
+def driver_summary(proc_text, libnvidia_ml=None, smi_output=None, installed=None):
+    """The snapshot's driver dict from its sources.
+
+    proc_text: /proc/driver/nvidia/version (None when absent); libnvidia_ml: the version in the
+    loaded library's file name; smi_output: `nvidia-smi --query-gpu=driver_version` stdout +
+    stderr (None when not run); installed: dpkg {name: version}.
+    """
+    parsed = parse_proc_driver_version(proc_text) if proc_text else None
     if parsed:
         kernel_module = parsed["version"]
-    elif text is None:
+    elif proc_text is None:
         kernel_module = unknown("no NVIDIA kernel module loaded")
     else:
         kernel_module = unknown("/proc/driver/nvidia/version: no NVRM line")
-
-    sources = {"libnvidia_ml": _libnvidia_ml_version(), "nvidia_smi": None, "dpkg": None}
-    nvml_error = None
-    if ctx.which("nvidia-smi"):
-        try:
-            rc, out, err = ctx.run_full(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
-            )
-            nvml_error = parse_nvml_error(out + "\n" + err)
-            if rc == 0 and not nvml_error:
-                first = out.strip().splitlines()
-                sources["nvidia_smi"] = first[0].strip() if first else None
-        except Unknown as exc:
-            nvml_error = exc.reason
-    try:
-        for name, version in sorted(ctx.dpkg().items()):
-            if re.match(r"^(libnvidia-compute|nvidia-utils|libnvidia-gl)-\d+", name):
-                sources["dpkg"] = upstream_version(version)
-                break
-    except Unknown:
-        pass
+    sources = {"libnvidia_ml": libnvidia_ml, "nvidia_smi": None, "dpkg": None}
+    nvml_error = parse_nvml_error(smi_output) if smi_output else None
+    if smi_output and not nvml_error:
+        m = _DRIVER_VERSION.search(smi_output)
+        sources["nvidia_smi"] = m.group(1) if m else None
+    for name, version in sorted((installed or {}).items()):
+        if re.match(r"^(libnvidia-compute|nvidia-utils|libnvidia-gl)-\d+", name):
+            sources["dpkg"] = upstream_version(version)
+            break
     # The loaded libnvidia-ml is what NVML compares with the module; nvidia-smi reports the
     # module's version, so it is the last resort for userspace.
     userspace = sources["libnvidia_ml"] or sources["dpkg"] or sources["nvidia_smi"]
@@ -939,6 +935,24 @@ def g_driver(ctx, opts):
         "mismatch": mismatch,
         "nvml_error": nvml_error,
     }
+
+
+def g_driver(ctx, opts):
+    proc_text = ctx.read_or_none("/proc/driver/nvidia/version")
+    smi_output = None
+    if ctx.which("nvidia-smi"):
+        try:
+            rc, out, err = ctx.run_full(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+            )
+            smi_output = out + "\n" + err
+        except Unknown as exc:
+            smi_output = "NVIDIA-SMI has failed: " + exc.reason  # a hanging nvidia-smi is news
+    try:
+        installed = ctx.dpkg()
+    except Unknown:
+        installed = {}
+    return driver_summary(proc_text, _libnvidia_ml_version(), smi_output, installed)
 
 
 def _nvidia_smi_table(ctx, argv):

@@ -321,6 +321,7 @@ TEXT_PARSERS = [
     "parse_apt_config_dump",
     "parse_cmdline",
     "parse_version_line",
+    "driver_summary",
 ]
 SAMPLES = sorted(p.read_text() for p in OUT.iterdir())
 
@@ -342,3 +343,35 @@ garbage = st.one_of(
 @given(text=garbage)
 def test_parsers_never_raise(name: str, text: str) -> None:
     getattr(g, name)(text)
+
+
+def test_driver_summary_consistent() -> None:
+    installed = g.parse_dpkg_query(out("dpkg_query_bionic_470.txt"))
+    d = g.driver_summary(
+        out("proc_driver_version_470.txt"), "470.182.03", "470.182.03\n", installed
+    )
+    assert d["kernel_module"] == d["userspace"] == "470.182.03"
+    assert d["mismatch"] is False and d["nvml_error"] is None
+    assert d["userspace_sources"] == {
+        "libnvidia_ml": "470.182.03",
+        "nvidia_smi": "470.182.03",
+        "dpkg": "470.182.03",
+    }
+
+
+def test_driver_summary_nvml_mismatch() -> None:
+    d = g.driver_summary(out("proc_driver_version_470.txt"), "470.199.02", out("nvml_mismatch.txt"))
+    assert d["mismatch"] is True and d["userspace"] == "470.199.02"
+    assert d["nvml_error"] == "Failed to initialize NVML: Driver/library version mismatch"
+    assert d["userspace_sources"]["nvidia_smi"] is None
+
+
+def test_driver_summary_versions_differ_without_nvml_error() -> None:
+    d = g.driver_summary(out("proc_driver_version_535_open.txt"), "535.161.07", None)
+    assert d["mismatch"] is True and d["flavor"] == "open"
+
+
+def test_driver_summary_no_module() -> None:
+    d = g.driver_summary(None, None, out("nvidia_smi_no_driver.txt"))
+    assert d["kernel_module"] == {"unknown": "no NVIDIA kernel module loaded"}
+    assert d["mismatch"] is None and "couldn't communicate" in d["nvml_error"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,7 +32,9 @@ def gather(
     live = []
     for t in targets:
         if t.snapshot is not None:
-            out[t.name] = Gathered(t.name, load_snapshot(t.snapshot))
+            snap = load_snapshot(t.snapshot)
+            # The inventory's name is the one the user typed; the snapshot keeps where it came from.
+            out[t.name] = Gathered(t.name, replace(snap, host=t.name))
         else:
             live.append(t.name)
     if live:

@@ -7,11 +7,20 @@ torch/CUDA stack that fits, then containers; single GPU as the last resort.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpufix import versions
-from gpufix.diagnose import Stack, arch_problem, driver_runs_cuda, findings, known_driver_issues, stack
+from gpufix.diagnose import (
+    Stack,
+    arch_problem,
+    driver_runs_cuda,
+    findings,
+    known_driver_issues,
+    shares_switch,
+    stack,
+)
 from gpufix.errors import InvalidInput
 from gpufix.host import Host, from_facts
 from gpufix.plan import PLAYBOOKS, STRATEGIES, Finding, Option, Plan, Step, digest
@@ -19,8 +28,12 @@ from gpufix.rules import Rules
 from gpufix.rules import load as load_rules
 
 # Causes the probe names (see docs/probe.md) that point at the PCIe path rather than software.
-_P2P_CAUSES = ("p2p-acs", "p2p-path", "p2p-slow", "iommu")
-_SHM_CAUSES = ("shm", "shm-small")
+# Cause ids the probe names (CAUSES in gpufix_probe.py, docs/probe.md).
+_P2P_CAUSES = ("p2p-path", "p2p-slow-copy")
+_SHM_CAUSES = ("shm",)
+_TRANSPORT_CAUSES = ("nccl-transport",)
+_DRIVER_CAUSES = ("driver-mismatch", "gpu-init")
+_DRIVER_TOO_OLD = ("driver-too-old",)
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,7 @@ class Constraints:
     multi_gpu_required: bool = True
     strategy: str | None = None  # forced by the user
     containers_allowed: bool = True
+    container_image: str | None = None  # REF@sha256:DIGEST chosen by the user
     venv_path: str = "/opt/gpufix/venv"
 
 
@@ -46,7 +60,7 @@ class Candidate:
 @dataclass(frozen=True)
 class Ctx:
     host: Host
-    facts: dict[str, Any]
+    facts: Mapping[str, Any]
     verdict: dict[str, Any] | None
     c: Constraints
     kb: Any
@@ -60,10 +74,6 @@ class Ctx:
     def cause(self, *ids: str) -> bool:
         causes = (self.verdict or {}).get("causes") or []
         return any(c.get("id") in ids for c in causes if isinstance(c, dict))
-
-    def cause_strategy(self, strategy: str) -> bool:
-        causes = (self.verdict or {}).get("causes") or []
-        return any(c.get("strategy") == strategy for c in causes if isinstance(c, dict))
 
 
 # ---------------------------------------------------------------- strategies
@@ -79,14 +89,19 @@ def kernel_upgrade(ctx: Ctx) -> Candidate:
     h, kb = ctx.host, ctx.kb
     rel = kb.ubuntu(h.codename) if h.codename else None
     if rel is None or not rel.hwe_metapackage:
-        return Candidate("kernel-upgrade", False, f"no HWE kernel for {h.os_id or 'this OS'} {h.version_id or ''}".strip())
+        return Candidate(
+            "kernel-upgrade",
+            False,
+            f"no HWE kernel for {h.os_id or 'this OS'} {h.version_id or ''}".strip(),
+        )
     running = versions.major_minor(h.kernel)
     target = versions.major_minor(rel.hwe_kernel)
     if running is None or target is None:
         return Candidate("kernel-upgrade", False, "running kernel unknown")
     if running >= target:
         return Candidate(
-            "kernel-upgrade", False,
+            "kernel-upgrade",
+            False,
             f"already on {h.kernel}; {rel.codename}'s newest supported series is {rel.hwe_kernel}",
         )
     threshold = kb.accelerate_kernel_check.threshold
@@ -124,39 +139,44 @@ def kernel_upgrade(ctx: Ctx) -> Candidate:
 
 
 def best_stack(ctx: Ctx) -> dict[str, Any] | None:
-    """The newest torch/CUDA/transformers/accelerate that fits glibc, Python, driver and GPUs."""
+    """The newest torch/CUDA/transformers/accelerate that fits glibc, Python, driver and GPUs.
+
+    Within one torch release, a CUDA variant the driver supports outright beats one it runs
+    only through minor-version compatibility (no PTX JIT for newer code).
+    """
     h, kb = ctx.host, ctx.kb
-    pythons = sorted({versions.major_minor(p) for p in h.pythons if versions.major_minor(p)}, reverse=True)
-    if h.env and h.env.version and versions.major_minor(h.env.version):
-        pythons = sorted(set(pythons) | {versions.major_minor(h.env.version)}, reverse=True)
+    found = [versions.major_minor(p) for p in (*h.pythons, h.env.version if h.env else None)]
+    pythons = sorted({p for p in found if p is not None}, reverse=True)
     if not pythons or h.glibc is None:
         return None
-    torches = sorted(kb.torch_releases, key=lambda t: versions.parse(t.version), reverse=True)
+    torches = sorted(kb.torch_releases, key=lambda t: versions.key(t.version), reverse=True)
     for t in torches:
-        if versions.at_least(h.glibc, t.glibc_min) is False:
-            continue
         for py in pythons:
             pys = f"{py[0]}.{py[1]}"
             if not _in_range(pys, t.python_min, t.python_max):
                 continue
-            for cu in sorted(t.cuda, key=lambda c: versions.parse(c), reverse=True):
+            fits: list[tuple[bool, Any, str]] = []
+            for cu in t.cuda:
                 cuda = versions.major_minor(cu)
-                if cuda is None:
+                if cuda is None or versions.at_least(h.glibc, t.glibc_for(cu)) is False:
                     continue
-                runs, _compat = driver_runs_cuda(kb, h.driver, cuda)
-                if runs is not True or arch_problem(kb, h.compute_caps, cuda):
-                    continue
-                tr = _newest_lib(kb.transformers_releases, pys, t.version)
-                ac = _newest_lib(kb.accelerate_releases, pys, t.version)
-                return {
-                    "python": pys,
-                    "torch": t.version,
-                    "cuda": cu,
-                    "tag": versions.cuda_tag(cuda),
-                    "transformers": tr.version if tr else None,
-                    "accelerate": ac.version if ac else None,
-                    "sources": [t.source] + ([tr.source] if tr else []) + ([ac.source] if ac else []),
-                }
+                runs, compat = driver_runs_cuda(kb, h.driver, cuda)
+                if runs is True and not arch_problem(kb, h.compute_caps, cuda):
+                    fits.append((not compat, versions.key(cu), cu))
+            if not fits:
+                continue
+            native, _, cu = max(fits)
+            tr = _newest_lib(kb.transformers_releases, pys, t.version)
+            ac = _newest_lib(kb.accelerate_releases, pys, t.version)
+            return {
+                "python": pys,
+                "torch": t.version,
+                "cuda": cu,
+                "tag": versions.cuda_tag(versions.major_minor(cu) or (0, 0)),
+                "minor_compat": not native,
+                "transformers": tr.version if tr else None,
+                "accelerate": ac.version if ac else None,
+            }
     return None
 
 
@@ -169,35 +189,47 @@ def _in_range(py: str, lo: str | None, hi: str | None) -> bool:
 
 def _newest_lib(rows: Any, py: str, torch: str) -> Any:
     ok = [
-        r for r in rows
+        r
+        for r in rows
         if _in_range(py, r.python_min, r.python_max)
         and (not r.torch_min or versions.at_least(torch, r.torch_min))
     ]
-    return max(ok, key=lambda r: versions.parse(r.version), default=None)
+    return max(ok, key=lambda r: versions.key(r.version), default=None)
 
 
 def cuda_downgrade(ctx: Ctx) -> Candidate:
     h = ctx.host
-    if not h.gpu_count:
+    if h.gpu_count == 0:
         return Candidate("cuda-downgrade", False, "no GPU")
     best = best_stack(ctx)
     if best is None:
         return Candidate(
-            "cuda-downgrade", False,
+            "cuda-downgrade",
+            False,
             f"no torch release fits glibc {h.glibc}, Python {'/'.join(h.pythons) or 'unknown'} and driver {h.driver}",
         )
     want = f"{best['torch']}+{best['tag']}"
     current = h.env.torch if h.env else None
-    same = current is not None and versions.parse(current) == versions.parse(best["torch"]) and (
-        versions.local_tag(current) == best["tag"]
+    same = (
+        current is not None
+        and versions.parse(current) == versions.parse(best["torch"])
+        and (versions.local_tag(current) == best["tag"])
     )
     if same and ctx.stack.driver_ok is not False and not ctx.stack.arch_problem:
-        return Candidate("cuda-downgrade", False, f"the installed torch {current} is already the newest stack that fits")
+        return Candidate(
+            "cuda-downgrade",
+            False,
+            f"the installed torch {current} is already the newest stack that fits",
+        )
     py = best["python"]
     why = (
         f"torch {want} with transformers {best['transformers']} and accelerate {best['accelerate']} "
         f"on Python {py}: the newest stack that fits glibc {h.glibc}, driver {h.driver}"
-        + (f" and compute capability {'/'.join(sorted(set(h.compute_caps)))}" if h.compute_caps else "")
+        + (
+            f" and compute capability {'/'.join(sorted(set(h.compute_caps)))}"
+            if h.compute_caps
+            else ""
+        )
     )
     step = Step(
         PLAYBOOKS["cuda-downgrade"],
@@ -211,7 +243,13 @@ def cuda_downgrade(ctx: Ctx) -> Candidate:
             "gpufix_ml_stack_accelerate_version": best["accelerate"],
         },
     )
-    outcome = f"training runs from {ctx.c.venv_path} with {want}; driver and kernel unchanged, no reboot"
+    outcome = (
+        f"training runs from {ctx.c.venv_path} with {want}; driver and kernel unchanged, no reboot"
+    )
+    if best["minor_compat"]:
+        outcome += (
+            f" (driver {h.driver} runs CUDA {best['cuda']} through minor-version compatibility)"
+        )
     risks = []
     if current:
         risks.append(f"code written for torch {current} may need changes for {best['torch']}")
@@ -224,31 +262,36 @@ def container_fallback(ctx: Ctx) -> Candidate:
     h, kb = ctx.host, ctx.kb
     if not ctx.c.containers_allowed:
         return Candidate("container-fallback", False, "containers not allowed")
-    if not h.gpu_count:
+    if h.gpu_count == 0:
         return Candidate("container-fallback", False, "no GPU")
     if h.driver is None:
-        return Candidate("container-fallback", False, "driver unknown: cannot pick an image it can run")
-    fits = []
-    for img in kb.container_images:
-        cuda = versions.major_minor(img.cuda)
-        if cuda is None:
-            continue
-        runs, _ = driver_runs_cuda(kb, h.driver, cuda)
-        if runs and not arch_problem(kb, h.compute_caps, cuda):
-            fits.append(img)
-    if not fits:
-        return Candidate("container-fallback", False, f"no pinned image runs on driver {h.driver}")
-    img = max(fits, key=lambda i: versions.parse(i.cuda))
-    if not img.digest:
         return Candidate(
-            "container-fallback", False,
-            f"{img.ref} fits driver {h.driver}, but its digest is not recorded; pin one first",
+            "container-fallback", False, "driver unknown: cannot pick an image it can run"
+        )
+    fits = [
+        img
+        for img in kb.container_images
+        if versions.at_least(h.driver, img.min_driver)
+        and not arch_problem(kb, h.compute_caps, versions.major_minor(img.cuda) or (0, 0))
+    ]
+    if not fits:
+        return Candidate("container-fallback", False, f"no known image runs on driver {h.driver}")
+    img = max(fits, key=lambda i: versions.key(i.cuda))
+    ref = ctx.c.container_image
+    if ref is None and img.digest:
+        ref = f"{img.ref}@{img.digest}"
+    if ref is None:
+        return Candidate(
+            "container-fallback",
+            False,
+            f"{img.ref} fits driver {h.driver} but its digest is not recorded: "
+            "pass --image REF@sha256:DIGEST to pin one",
         )
     step = Step(
         PLAYBOOKS["container-fallback"],
-        f"install Docker and the NVIDIA container toolkit, pin {img.ref}@{img.digest}, install gpufix-run",
+        f"install Docker and the NVIDIA container toolkit, pin {ref}, install gpufix-run",
         {
-            "gpufix_container_runtime_image": f"{img.ref}@{img.digest}",
+            "gpufix_container_runtime_image": ref,
             "gpufix_container_runtime_ipc_host": True,
         },
     )
@@ -256,7 +299,9 @@ def container_fallback(ctx: Ctx) -> Candidate:
         f"training runs in {img.ref} (torch {img.torch}, CUDA {img.cuda}) with --ipc=host; the host "
         "kernel and driver are unchanged, and accelerate still reads the host kernel"
     )
-    return Candidate("container-fallback", True, f"{img.ref} runs on driver {h.driver}", [step], outcome)
+    return Candidate(
+        "container-fallback", True, f"{img.ref} runs on driver {h.driver}", [step], outcome
+    )
 
 
 def nccl_profile(ctx: Ctx) -> Candidate:
@@ -268,13 +313,20 @@ def nccl_profile(ctx: Ctx) -> Candidate:
     p2p = _p2p_evidence(ctx)
     if p2p:
         profiles.append("no-p2p")
-        why.append(f"P2P evidence ({p2p}); NCCL_P2P_DISABLE=1 is a last resort that costs bandwidth")
-    if ctx.cause("nccl-socket", "socket-ifname", "network") and h.interfaces:
-        profiles.append("socket-ifname")
-        why.append(f"bootstrap stalled; pin NCCL_SOCKET_IFNAME={h.interfaces[0]}")
-    if ctx.cause("ib", "ib-broken"):
-        profiles.append("ib-off")
-        why.append("InfiniBand present but not working")
+        why.append(
+            f"P2P evidence ({p2p}); NCCL_P2P_DISABLE=1 is a last resort that costs bandwidth"
+        )
+    if ctx.cause(*_TRANSPORT_CAUSES):
+        if h.infiniband:
+            profiles.append("ib-off")
+            why.append(
+                f"NCCL stalled with P2P off too and InfiniBand ({', '.join(h.infiniband)}) is present: "
+                "try without IB on a host without a working fabric"
+            )
+        iface = _physical_interface(h)
+        if iface:
+            profiles.append("socket-ifname")
+            why.append(f"NCCL stalled with P2P off too: pin its socket interface to {iface}")
     if ctx.has("nccl-debug-knobs"):
         profiles.append("default")
         why.append("remove debug knobs from /etc/nccl.conf")
@@ -282,14 +334,40 @@ def nccl_profile(ctx: Ctx) -> Candidate:
         return Candidate("nccl-profile", False, "no evidence that an NCCL setting would help")
     vars_: dict[str, Any] = {"gpufix_nccl_profile_names": profiles}
     if "socket-ifname" in profiles:
-        vars_["gpufix_nccl_profile_socket_ifname"] = h.interfaces[0]
+        vars_["gpufix_nccl_profile_socket_ifname"] = _physical_interface(h)
     cost = _profile_cost(ctx, "no-p2p") if "no-p2p" in profiles else ""
-    step = Step(PLAYBOOKS["nccl-profile"], f"write /etc/nccl.conf from profiles {', '.join(profiles)}", vars_)
+    step = Step(
+        PLAYBOOKS["nccl-profile"],
+        f"write /etc/nccl.conf from profiles {', '.join(profiles)}",
+        vars_,
+    )
     return Candidate(
-        "nccl-profile", True, "; ".join(why), [step],
+        "nccl-profile",
+        True,
+        "; ".join(why),
+        [step],
         f"NCCL reads /etc/nccl.conf at the next job start{(' ; ' + cost) if cost else ''}",
         [cost] if cost else [],
     )
+
+
+_VIRTUAL_IFACES = (
+    "docker",
+    "veth",
+    "virbr",
+    "br-",
+    "cni",
+    "flannel",
+    "cali",
+    "tun",
+    "tap",
+    "podman",
+)
+
+
+def _physical_interface(h: Host) -> str | None:
+    real = [i for i in h.interfaces if not i.startswith(_VIRTUAL_IFACES)]
+    return real[0] if real else None
 
 
 def _profile_cost(ctx: Ctx, name: str) -> str:
@@ -301,10 +379,11 @@ def _profile_cost(ctx: Ctx, name: str) -> str:
 
 def _p2p_evidence(ctx: Ctx) -> str:
     v = ctx.verdict or {}
-    if ctx.cause(*_P2P_CAUSES) or ctx.cause_strategy("pcie-acs"):
+    if ctx.cause(*_P2P_CAUSES):
         return "probe: " + ", ".join(
-            c.get("id", "") for c in v.get("causes") or [] if isinstance(c, dict)
-            and (c.get("id") in _P2P_CAUSES or c.get("strategy") == "pcie-acs")
+            c.get("id", "")
+            for c in v.get("causes") or []
+            if isinstance(c, dict) and c.get("id") in _P2P_CAUSES
         )
     stalled = (v.get("stalled") or {}).get("phase")
     rerun = (v.get("no_p2p_rerun") or {}).get("verdict")
@@ -328,22 +407,36 @@ def pcie_acs(ctx: Ctx) -> Candidate:
         vars_["gpufix_pcie_acs_reboot_allowed"] = ctx.c.reboot_allowed
         what.append("set iommu=pt on the kernel command line")
         reboot = True
+    if not what and _p2p_evidence(ctx) and (not h.acs_known or h.iommu_mode in (None, "unknown")):
+        # The probe says the peer path is broken but lspci could not be read here: the unit
+        # finds the bridges above NVIDIA GPUs itself at boot.
+        vars_["gpufix_pcie_acs_bridges"] = ["auto"]
+        what.append("disable ACS at boot on every bridge above an NVIDIA GPU (found at boot)")
     if not what:
-        return Candidate("pcie-acs", False, "no ACS redirect above the GPUs and IOMMU not translating")
+        return Candidate(
+            "pcie-acs", False, "no ACS redirect above the GPUs and IOMMU not translating"
+        )
     cost = _profile_cost(ctx, "no-p2p")
     step = Step(PLAYBOOKS["pcie-acs"], "; ".join(what), vars_, reboot=reboot)
     outcome = "P2P traffic stays below the switch at full rate; the probe re-checks P2P copy and NCCL init"
-    risks = ["disabling ACS weakens isolation between devices (matters for VFIO pass-through hosts)"]
+    risks = [
+        "disabling ACS weakens isolation between devices (matters for VFIO pass-through hosts)"
+    ]
     if cost:
         outcome += f". The fallback, nccl-profile no-p2p, would cost: {cost}"
-    return _reboot_gate(ctx, Candidate("pcie-acs", True, "; ".join(what), [step], outcome, risks, reboot))
+    return _reboot_gate(
+        ctx, Candidate("pcie-acs", True, "; ".join(what), [step], outcome, risks, reboot)
+    )
 
 
 def _driver_target(ctx: Ctx) -> tuple[str | None, str]:
     """(target driver version or branch, why)."""
     h, kb = ctx.host, ctx.kb
     if ctx.has("driver-library-mismatch") and h.driver_userspace:
-        return h.driver_userspace, f"load the installed userspace {h.driver_userspace} (reboot) and hold it"
+        return (
+            h.driver_userspace,
+            f"load the installed userspace {h.driver_userspace} (reboot) and hold it",
+        )
     if ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch"):
         return h.driver, f"install fabric manager at exactly the driver's {h.driver} and hold both"
     issues = known_driver_issues(h, kb)
@@ -357,7 +450,9 @@ def _driver_target(ctx: Ctx) -> tuple[str | None, str]:
         bad = {versions.driver_branch(h.driver)}
         for b in sorted(available):
             if b >= need and b not in bad:
-                return str(b), f"upgrade to branch {b} so torch's CUDA {ctx.stack.cuda} runs, and hold it"
+                return str(
+                    b
+                ), f"upgrade to branch {b} so torch's CUDA {ctx.stack.cuda} runs, and hold it"
     return None, "no driver evidence"
 
 
@@ -366,19 +461,12 @@ def _available_branches(ctx: Ctx) -> list[int]:
         rows = ctx.kb.ubuntu_driver_packages(ctx.host.codename) if ctx.host.codename else []
     except (KeyError, AttributeError):
         rows = []
-    out = []
-    for r in rows or []:
-        b = getattr(r, "branch", r)
-        try:
-            out.append(int(b))
-        except (TypeError, ValueError):
-            continue
-    return sorted(set(out))
+    return sorted({b for r in rows for b in r.branches})
 
 
 def driver_pin(ctx: Ctx) -> Candidate:
     h = ctx.host
-    if not h.gpu_count:
+    if h.gpu_count == 0:
         return Candidate("driver-pin", False, "no GPU")
     target, why = _driver_target(ctx)
     if target is None:
@@ -397,14 +485,16 @@ def driver_pin(ctx: Ctx) -> Candidate:
     if h.secure_boot and h.dkms_nvidia:
         risks.append("Secure Boot is on: an unsigned DKMS module will not load")
     risks.append("every nvidia-*/libnvidia-* package is held; upgrades need an explicit unpin")
-    outcome = f"driver {target} loaded and held (apt pin + dpkg hold + unattended-upgrades blacklist)"
+    outcome = (
+        f"driver {target} loaded and held (apt pin + dpkg hold + unattended-upgrades blacklist)"
+    )
     return _reboot_gate(ctx, Candidate("driver-pin", True, why, [step], outcome, risks, True))
 
 
 def container_fix(ctx: Ctx) -> Candidate:
     h = ctx.host
     in_containers = bool(h.in_container or h.docker)
-    shm = ctx.has("shm-too-small") or ctx.cause(*_SHM_CAUSES) or ctx.cause_strategy("container-fix")
+    shm = ctx.has("shm-too-small") or ctx.cause(*_SHM_CAUSES)
     if not in_containers:
         return Candidate("container-fix", False, "training does not run in containers here")
     if not shm and not ctx.has("container-private-network"):
@@ -419,13 +509,16 @@ def container_fix(ctx: Ctx) -> Candidate:
     if h.in_container:
         note = " (gpufix ran inside the container: apply the wrapper on its host)"
     return Candidate(
-        "container-fix", True, "; ".join(what) + note, [step],
+        "container-fix",
+        True,
+        "; ".join(what) + note,
+        [step],
         "the next container start gets host IPC (no 64 MiB /dev/shm) and the network NCCL needs",
     )
 
 
 def single_gpu(ctx: Ctx) -> Candidate:
-    if not ctx.host.gpu_count:
+    if ctx.host.gpu_count == 0:
         return Candidate("single-gpu", False, "no GPU")
     step = Step(
         PLAYBOOKS["single-gpu"],
@@ -433,7 +526,10 @@ def single_gpu(ctx: Ctx) -> Candidate:
         {"gpufix_nccl_profile_single_gpu_index": 0, "gpufix_nccl_profile_single_gpu": True},
     )
     return Candidate(
-        "single-gpu", True, "a workaround: training uses one GPU", [step],
+        "single-gpu",
+        True,
+        "a workaround: training uses one GPU",
+        [step],
         "jobs see one GPU: no NCCL, no hang, and one GPU's throughput",
         ["a workaround, not a fix: remove it once a real fix lands"],
     )
@@ -499,15 +595,28 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
         want("container-fix", "container without host networking")
     if ctx.has("driver-known-issue"):
         want("driver-pin", "driver in a range with reported multi-GPU problems")
-    if ctx.cause_strategy("driver-pin"):
-        want("driver-pin", "probe points at the driver")
-    if ctx.has("acs-enabled-above-gpus") or ctx.has("iommu-translated"):
-        want("pcie-acs", "ACS redirect or translating IOMMU on the GPUs' PCIe path (no probe evidence yet)")
+    if ctx.cause(*_DRIVER_TOO_OLD):
+        want("cuda-downgrade", "probe: CUDA says the driver is too old for torch's CUDA")
+    if ctx.cause(*_DRIVER_CAUSES):
+        want("driver-pin", "probe points at the driver (mismatch or CUDA init trouble)")
+    if ctx.cause(*_TRANSPORT_CAUSES):
+        want("nccl-profile", "probe: NCCL stalled with P2P off too (transport or interface)")
+    static_acs = ctx.has("acs-enabled-above-gpus") or ctx.has("iommu-translated")
+    if static_acs and shares_switch(h):
+        want("pcie-acs", "ACS redirect or translating IOMMU above GPUs that share a PCIe switch")
     if ctx.has("kernel-below-accelerate-threshold") and not ctx.has("kernel-at-release-ceiling"):
         want("kernel-upgrade", "kernel below accelerate's threshold and a newer HWE kernel exists")
+    if static_acs:
+        want(
+            "pcie-acs",
+            "ACS redirect or translating IOMMU on the GPUs' root ports (no probe evidence)",
+        )
     if probe in ("hung", "failed", "degraded"):
         want("nccl-profile", "probe not healthy; NCCL settings that match the evidence")
-        want("cuda-downgrade", "probe not healthy, no specific cause: pin a stack that fits (field notes: pin torch)")
+        want(
+            "cuda-downgrade",
+            "probe not healthy, no specific cause: pin a stack that fits (field notes: pin torch)",
+        )
         want("container-fallback", "then containers (field notes)")
         want("single-gpu", "last resort")
     elif not order:
@@ -520,7 +629,7 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
 
 
 def decide(
-    facts: dict[str, Any],
+    facts: Mapping[str, Any],
     verdict: dict[str, Any] | None = None,
     constraints: Constraints | None = None,
     kb: Any = None,
@@ -534,10 +643,13 @@ def decide(
         kb = load()
     rules = rules or load_rules()
     if c.strategy is not None and c.strategy not in STRATEGIES:
-        raise InvalidInput(f"unknown strategy {c.strategy!r}; choose one of: {', '.join(STRATEGIES)}")
+        raise InvalidInput(
+            f"unknown strategy {c.strategy!r}; choose one of: {', '.join(STRATEGIES)}"
+        )
     host = from_facts(facts)
     st = stack(host, kb)
-    found = findings(host, verdict, kb, rules)
+    order_sev = {"error": 0, "warning": 1, "info": 2}
+    found = sorted(findings(host, verdict, kb, rules), key=lambda f: order_sev.get(f.severity, 3))
     ctx = Ctx(host, facts, verdict, c, kb, rules, st, tuple(found))
     order, path = preference(ctx)
     cands = {s: EVALUATORS[s](ctx) for s in STRATEGIES}
@@ -549,7 +661,9 @@ def decide(
     if c.strategy:
         chosen = cands[c.strategy]
         if not chosen.feasible:
-            raise InvalidInput(f"strategy {c.strategy} is not feasible for {host_name or 'this host'}: {chosen.reason}")
+            raise InvalidInput(
+                f"strategy {c.strategy} is not feasible for {host_name or 'this host'}: {chosen.reason}"
+            )
         path.append(f"forced by the user -> {c.strategy}")
     else:
         chosen = next(
@@ -561,8 +675,14 @@ def decide(
                 break
             path.append(f"{s} not feasible: {cands[s].reason}")
     risks = list(chosen.risks)
-    if chosen.strategy != "none" and ctx.has("kernel-below-accelerate-threshold") and chosen.strategy != "kernel-upgrade":
-        risks.append("the kernel stays below accelerate's threshold: its warning remains (a risk factor)")
+    if (
+        chosen.strategy != "none"
+        and ctx.has("kernel-below-accelerate-threshold")
+        and chosen.strategy != "kernel-upgrade"
+    ):
+        risks.append(
+            "the kernel stays below accelerate's threshold: its warning remains (a risk factor)"
+        )
     return Plan(
         host=host_name,
         strategy=chosen.strategy,
@@ -583,5 +703,5 @@ def decide(
 VOLATILE = ("gpu_processes", "kernel_log", "module_version", "python")
 
 
-def stable_facts(facts: dict[str, Any]) -> dict[str, Any]:
+def stable_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in facts.items() if k not in VOLATILE}

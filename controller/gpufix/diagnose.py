@@ -29,7 +29,9 @@ def required_driver(kb: Any, cuda: tuple[int, int]) -> tuple[str | None, str | N
     return kb.cuda_min_driver(f"{cuda[0]}.{cuda[1]}"), kb.cuda_minor_compat_floor(cuda[0])
 
 
-def driver_runs_cuda(kb: Any, driver: str | None, cuda: tuple[int, int]) -> tuple[bool | None, bool]:
+def driver_runs_cuda(
+    kb: Any, driver: str | None, cuda: tuple[int, int]
+) -> tuple[bool | None, bool]:
     """(runs, only through minor-version compatibility)."""
     if driver is None:
         return None, False
@@ -89,8 +91,11 @@ def findings(host: Host, verdict: dict[str, Any] | None, kb: Any, rules: Rules) 
                 "driver-library-mismatch",
                 f"kernel module {host.driver} but userspace {host.driver_userspace}: "
                 "a reboot (or module reload) is needed, and a hold keeps it from recurring",
-                {"driver.kernel_module": host.driver, "driver.userspace": host.driver_userspace,
-                 "driver.nvml_error": host.nvml_error},
+                {
+                    "driver.kernel_module": host.driver,
+                    "driver.userspace": host.driver_userspace,
+                    "driver.nvml_error": host.nvml_error,
+                },
             )
         )
 
@@ -154,7 +159,10 @@ def findings(host: Host, verdict: dict[str, Any] | None, kb: Any, rules: Rules) 
                 rules,
                 "gpu-arch-newer-than-wheel",
                 "",
-                {"gpus.compute_capability": list(host.compute_caps), "torch": host.env and host.env.torch},
+                {
+                    "gpus.compute_capability": list(host.compute_caps),
+                    "torch": host.env and host.env.torch,
+                },
             )
         )
 
@@ -164,7 +172,12 @@ def findings(host: Host, verdict: dict[str, Any] | None, kb: Any, rules: Rules) 
                 rules,
                 "acs-enabled-above-gpus",
                 f"ACS redirect is on at {', '.join(host.acs_bridges)} above the GPUs "
-                f"(topology {host.worst_link or 'unknown'}): P2P goes through the root complex",
+                f"(topology {host.worst_link or 'unknown'}): "
+                + (
+                    "P2P between GPUs on one switch is bounced up to the root complex"
+                    if shares_switch(host)
+                    else "on root ports it routes P2P through the IOMMU"
+                ),
                 {"pcie.bridges": list(host.acs_bridges), "topology.worst": host.worst_link},
             )
         )
@@ -192,11 +205,17 @@ def findings(host: Host, verdict: dict[str, Any] | None, kb: Any, rules: Rules) 
                     "fabricmanager-missing",
                     f"fabric manager {'not installed' if not host.fabricmanager else 'not running'} "
                     f"on an NVSwitch system ({host.gpu_count}x {host.gpu_names[0]})",
-                    {"fabricmanager.installed": host.fabricmanager,
-                     "fabricmanager.running": host.fabricmanager_running},
+                    {
+                        "fabricmanager.installed": host.fabricmanager,
+                        "fabricmanager.running": host.fabricmanager_running,
+                    },
                 )
             )
-        if host.fabricmanager and host.driver and versions.parse(host.fabricmanager) != versions.parse(host.driver):
+        if (
+            host.fabricmanager
+            and host.driver
+            and versions.parse(host.fabricmanager) != versions.parse(host.driver)
+        ):
             add(
                 _f(
                     rules,
@@ -220,17 +239,45 @@ def findings(host: Host, verdict: dict[str, Any] | None, kb: Any, rules: Rules) 
 
     knobs = [k for k in DEBUG_KNOBS if k in host.nccl_settings]
     if knobs:
-        add(_f(rules, "nccl-debug-knobs", f"{', '.join(knobs)} set in NCCL configuration", {"nccl": knobs}))
+        add(
+            _f(
+                rules,
+                "nccl-debug-knobs",
+                f"{', '.join(knobs)} set in NCCL configuration",
+                {"nccl": knobs},
+            )
+        )
     if host.nccl_settings.get("NCCL_P2P_DISABLE") == "1":
         add(_f(rules, "nccl-p2p-disabled", "", {"nccl.NCCL_P2P_DISABLE": "1"}))
     if host.xid:
-        add(_f(rules, "xid-errors", f"{host.xid} Xid errors in the kernel log", {"kernel_log.xid": host.xid}))
+        add(
+            _f(
+                rules,
+                "xid-errors",
+                f"{host.xid} Xid errors in the kernel log",
+                {"kernel_log.xid": host.xid},
+            )
+        )
     if host.aer:
-        add(_f(rules, "pcie-aer-errors", f"{host.aer} AER errors in the kernel log", {"kernel_log.aer": host.aer}))
+        add(
+            _f(
+                rules,
+                "pcie-aer-errors",
+                f"{host.aer} AER errors in the kernel log",
+                {"kernel_log.aer": host.aer},
+            )
+        )
     if host.gpu_processes:
         add(_f(rules, "gpu-processes-running", "", {"gpu_processes": host.gpu_processes}))
     if host.unattended_touches_nvidia:
-        add(_f(rules, "unattended-upgrades-nvidia", "", {"unattended_upgrades.nvidia_blacklisted": False}))
+        add(
+            _f(
+                rules,
+                "unattended-upgrades-nvidia",
+                "",
+                {"unattended_upgrades.nvidia_blacklisted": False},
+            )
+        )
     if host.secure_boot and host.dkms_nvidia:
         add(_f(rules, "secure-boot-dkms", "", {"secure_boot.enabled": True}))
 
@@ -238,20 +285,15 @@ def findings(host: Host, verdict: dict[str, Any] | None, kb: Any, rules: Rules) 
     return out
 
 
-def known_driver_issues(host: Host, kb: Any) -> list[Any]:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+def shares_switch(host: Host) -> bool:
+    """GPUs share a PCIe switch (PIX/PXB): where NCCL's docs say ACS breaks P2P most often."""
+    return bool(host.behind_switch) or host.worst_link in ("PIX", "PXB")
 
-    v = versions.parse(host.driver)
-    if v is None:
+
+def known_driver_issues(host: Host, kb: Any) -> list[Any]:
+    if host.driver is None:
         return []
-    hits = []
-    for issue in kb.driver_issues:
-        try:
-            if v in SpecifierSet(issue.affected):
-                hits.append(issue)
-        except InvalidSpecifier:
-            continue
-    return hits
+    return [issue for issue in kb.driver_issues if issue.matches(host.driver)]
 
 
 def probe_findings(verdict: dict[str, Any] | None, rules: Rules) -> list[Finding]:
@@ -272,9 +314,23 @@ def probe_findings(verdict: dict[str, Any] | None, rules: Rules) -> list[Finding
             )
         )
     elif kind == "failed":
-        out.append(_f(rules, "probe-failed", f"probe failed: {verdict.get('error')}", {"probe.error": verdict.get("error")}))
+        out.append(
+            _f(
+                rules,
+                "probe-failed",
+                f"probe failed: {verdict.get('error')}",
+                {"probe.error": verdict.get("error")},
+            )
+        )
     elif kind == "degraded":
-        out.append(_f(rules, "probe-degraded", "", {"probe.causes": [c.get("id") for c in verdict.get("causes") or []]}))
+        out.append(
+            _f(
+                rules,
+                "probe-degraded",
+                "",
+                {"probe.causes": [c.get("id") for c in verdict.get("causes") or []]},
+            )
+        )
     single = verdict.get("single_gpu") or {}
     if kind in ("hung", "failed", "degraded") and single.get("verdict") == "healthy":
         out.append(_f(rules, "single-gpu-fine", "", {"probe.single_gpu": single}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ class Difference:
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     if is_unknown(obj):
         return {prefix: f"unknown ({obj['unknown']})"}
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):
         out: dict[str, Any] = {}
         for k, v in obj.items():
             out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
@@ -67,7 +68,7 @@ def _rank(path: str) -> int:
     return len(PRIORITY)
 
 
-def diff(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
+def diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Difference]:
     fa = {k: v for k, v in flatten(a).items() if not k.startswith(IGNORED)}
     fb = {k: v for k, v in flatten(b).items() if not k.startswith(IGNORED)}
     out = [

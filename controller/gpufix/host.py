@@ -6,6 +6,7 @@ can say "unknown" instead of guessing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ class Host:
     nvml_error: str | None
     worst_link: str | None
     acs_bridges: tuple[str, ...]  # BDFs of bridges above GPUs with ACS redirect on
+    acs_known: bool  # lspci could be read: an empty acs_bridges means "none", not "unknown"
     behind_switch: bool | None
     iommu_mode: str | None
     cpu_vendor: str | None
@@ -119,13 +121,15 @@ def _worst_link(matrix: Any) -> str | None:
     return _LINK_ORDER[worst] if worst >= 0 else None
 
 
-def _env(facts: dict[str, Any]) -> PyEnv | None:
+def _env(facts: Mapping[str, Any]) -> PyEnv | None:
     envs = [e for e in _list(fget(facts, "python_envs")) if isinstance(e, dict)]
     if not envs:
         return None
-    with_torch = [e for e in envs if _str((e.get("packages") or {}).get("torch"))]
+    with_torch = [
+        e for e in envs if isinstance(e.get("packages"), dict) and _str(e["packages"].get("torch"))
+    ]
     e = (with_torch or envs)[0]
-    pk = e.get("packages") if isinstance(e.get("packages"), dict) else {}
+    pk: dict[str, Any] = e["packages"] if isinstance(e.get("packages"), dict) else {}
     return PyEnv(
         python=str(e.get("python")),
         version=_str(e.get("version")),
@@ -135,7 +139,7 @@ def _env(facts: dict[str, Any]) -> PyEnv | None:
     )
 
 
-def from_facts(facts: dict[str, Any]) -> Host:
+def from_facts(facts: Mapping[str, Any]) -> Host:
     gpus = fget(facts, "gpus")
     gpu_list = [g for g in _list(gpus) if isinstance(g, dict)]
     gpu_count = None if gpus is None or is_unknown(gpus) else len(gpu_list)
@@ -158,7 +162,9 @@ def from_facts(facts: dict[str, Any]) -> Host:
     uu = fget(facts, "unattended_upgrades")
     uu_touch = None
     if isinstance(uu, dict) and isinstance(uu.get("installed"), bool):
-        uu_touch = bool(uu.get("installed") and uu.get("enabled") and not uu.get("nvidia_blacklisted"))
+        uu_touch = bool(
+            uu.get("installed") and uu.get("enabled") and not uu.get("nvidia_blacklisted")
+        )
     ifaces = tuple(
         str(i.get("name"))
         for i in _list(fget(facts, "network.interfaces"))
@@ -179,8 +185,10 @@ def from_facts(facts: dict[str, Any]) -> Host:
         driver_userspace=_str(fget(facts, "driver.userspace")),
         driver_mismatch=_bool(fget(facts, "driver.mismatch")),
         nvml_error=_str(fget(facts, "driver.nvml_error")),
-        worst_link=_str(fget(facts, "topology.worst")) or _worst_link(fget(facts, "topology.matrix")),
+        worst_link=_str(fget(facts, "topology.worst"))
+        or _worst_link(fget(facts, "topology.matrix")),
         acs_bridges=acs,
+        acs_known=isinstance(fget(facts, "pcie.bridges"), list),
         behind_switch=_bool(fget(facts, "pcie.gpus_behind_switch")),
         iommu_mode=_str(fget(facts, "iommu.mode")),
         cpu_vendor=_str(fget(facts, "cpu.vendor")),
@@ -197,7 +205,9 @@ def from_facts(facts: dict[str, Any]) -> Host:
             isinstance(d, dict) and str(d.get("module", "")).startswith("nvidia")
             for d in _list(fget(facts, "dkms"))
         ),
-        kernel_nvidia_modules=tuple(str(p) for p in _list(fget(facts, "packages.kernel_nvidia_modules"))),
+        kernel_nvidia_modules=tuple(
+            str(p) for p in _list(fget(facts, "packages.kernel_nvidia_modules"))
+        ),
         pythons=tuple(
             str(p.get("version"))
             for p in _list(fget(facts, "pythons"))

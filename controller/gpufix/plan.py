@@ -128,7 +128,9 @@ def load_plans(path: Path) -> list[Plan]:
     except OSError as exc:
         raise InvalidInput(f"cannot read plan file {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"plan file {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+        raise InvalidInput(
+            f"plan file {path} is not JSON: {exc.msg} at line {exc.lineno}"
+        ) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT + "-file":
         raise InvalidInput(f"{path} is not a gpufix plan file")
     if doc.get("version") != VERSION:

@@ -46,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "gpu_check: needs an NVIDIA GPU; skipped with a reason on hosts without one"
     )
+    if config.getoption("--gpufix-facts"):
+        _facts(config)  # a bad file is a usage error now, not a failure in every test
 
 
 def _facts(config: pytest.Config) -> Any:

@@ -16,8 +16,11 @@ _MARK = {"error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]i[/]"
 
 def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
+    # Off a terminal (pipes, CI logs) do not wrap tables at 80 columns.
+    width = None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
     return Console(
         file=stream,
+        width=width,
         no_color="NO_COLOR" in os.environ,
         highlight=False,
         soft_wrap=True,

@@ -90,7 +90,7 @@ def cuda_from_tag(tag: str | None) -> tuple[int, int] | None:
 
 def cuda_tag(cuda: tuple[int, int]) -> str:
     """(12, 1) -> 'cu121'."""
-    return "cu%d%d" % cuda
+    return f"cu{cuda[0]}{cuda[1]}"
 
 
 def at_least(text: object, floor: str) -> bool | None:
@@ -101,3 +101,11 @@ def at_least(text: object, floor: str) -> bool | None:
     f = parse(floor)
     assert f is not None, floor
     return v >= f
+
+
+_ZERO = Version("0")
+
+
+def key(text: object) -> Version:
+    """Sort key: unparsable versions sort first."""
+    return parse(text) or _ZERO

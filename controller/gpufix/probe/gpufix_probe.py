@@ -716,9 +716,9 @@ def allreduce_evidence(res: RunResult) -> List[Dict[str, Any]]:
         out.append(
             {
                 "bytes": nbytes,
-                "seconds": round(per_size[nbytes], 6),
-                "algbw_gbps": round(algbw, 3),
-                "busbw_gbps": round(busbw, 3),
+                "seconds": round(per_size[nbytes], 9),
+                "algbw_gbps": round(algbw, 6),
+                "busbw_gbps": round(busbw, 6),
             }
         )
     return out
@@ -1071,8 +1071,11 @@ def nccl_tail(nccl_dir: str, n: int) -> List[str]:
     names.sort(key=lambda p: os.path.getmtime(p))
     lines: List[str] = []
     for path in names:
-        lines += tail_file(path, n)
-    return lines[-n:]
+        lines += tail_file(path, 400)
+    # WARN lines say what went wrong; the plain tail says where it stopped.
+    warns = [ln for ln in lines if "NCCL WARN" in ln][-(n // 2) :]
+    rest = [ln for ln in lines if ln not in warns][-(n - len(warns)) :]
+    return warns + rest
 
 
 def fill_verdict(

@@ -1,0 +1,139 @@
+"""The decision engine over recorded hosts: table-driven, plus properties over mutated facts."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufix import versions
+from gpufix.decide import Constraints, best_stack, decide
+from gpufix.errors import InvalidInput
+from gpufix.kb import load
+
+HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+
+
+def facts(name: str) -> dict[str, Any]:
+    return json.loads((HOSTS / f"{name}.json").read_text())["facts"]
+
+
+def ids(plan) -> set[str]:
+    return {f.id for f in plan.findings}
+
+
+# host, probe verdict (or None), expected strategy, findings that must be present
+TABLE = [
+    ("bionic-ga-2x3090", None, "kernel-upgrade", {"kernel-below-accelerate-threshold"}),
+    ("bionic-hwe-8xa100", None, "none", {"kernel-below-accelerate-threshold", "kernel-at-release-ceiling"}),
+    ("focal-4x4090", None, "driver-pin", {"driver-known-issue", "acs-enabled-above-gpus"}),
+    ("jammy-470-torch23", None, "cuda-downgrade", {"torch-cuda-needs-newer-driver"}),
+    ("bionic-single-gpu", None, "none", {"single-gpu-host"}),
+    ("nogpu", None, "none", {"no-gpu"}),
+    ("container-shm64m", None, "container-fix", {"shm-too-small"}),
+    ("a100-fm-mismatch", None, "driver-pin", {"fabricmanager-version-mismatch"}),
+    ("bionic-mismatch", None, "driver-pin", {"driver-library-mismatch"}),
+]
+
+
+@pytest.mark.parametrize(("host", "verdict", "strategy", "must"), TABLE, ids=[t[0] for t in TABLE])
+def test_recorded_hosts(host: str, verdict: Any, strategy: str, must: set[str]) -> None:
+    plan = decide(facts(host), verdict, host_name=host)
+    assert plan.strategy == strategy, plan.path
+    assert must <= ids(plan)
+    chosen = [o for o in plan.options if o.strategy == strategy]
+    assert chosen and chosen[0].feasible
+    assert all(f.source for f in plan.findings)
+
+
+def test_bionic_kernel_step_says_what_it_really_gets() -> None:
+    plan = decide(facts("bionic-ga-2x3090"), host_name="h")
+    assert plan.reboot_required
+    assert "5.4" in plan.outcome and "still below" in plan.outcome
+    (step,) = plan.steps
+    assert step.vars["gpufix_kernel_hwe_metapackage"] == "linux-generic-hwe-18.04"
+
+
+def test_focal_kernel_step_reaches_the_threshold() -> None:
+    f = facts("focal-4x4090")
+    plan = decide(f, constraints=Constraints(strategy="kernel-upgrade"), host_name="h")
+    assert "5.15" in plan.outcome and "warning goes away" in plan.outcome
+
+
+def test_jammy_470_gets_a_cuda_the_driver_runs() -> None:
+    kb = load()
+    plan = decide(facts("jammy-470-torch23"), host_name="h")
+    torch = plan.steps[0].vars["gpufix_ml_stack_torch_version"]
+    cuda = versions.cuda_from_tag(versions.local_tag(torch))
+    assert cuda is not None and cuda[0] == 11  # 470 runs 11.x through minor-version compatibility
+    assert versions.at_least("470.223.02", kb.cuda_minor_compat_floor(11))
+
+
+def test_probe_p2p_evidence_prefers_acs_over_no_p2p() -> None:
+    verdict = {
+        "format": "gpufix-probe", "version": 1, "verdict": "hung",
+        "stalled": {"phase": "pg_init", "ranks": [1, 2]},
+        "no_p2p_rerun": {"verdict": "healthy"},
+        "single_gpu": {"verdict": "healthy", "init_s": 0.8},
+        "causes": [{"id": "p2p-path", "strategy": "pcie-acs", "why": "healthy without P2P"}],
+    }
+    plan = decide(facts("focal-4x4090"), verdict, host_name="h")
+    assert plan.strategy == "pcie-acs"
+    alts = plan.alternatives()
+    assert "nccl-profile" in alts
+    assert "single-gpu-fine" in ids(plan)
+    assert "P2P" in " ".join(plan.path) or "p2p" in " ".join(plan.path)
+
+
+def test_probe_healthy_means_nothing_to_do() -> None:
+    verdict = {"format": "gpufix-probe", "version": 1, "verdict": "healthy"}
+    plan = decide(facts("bionic-hwe-8xa100"), verdict, host_name="h")
+    assert plan.strategy == "none" and not plan.steps
+
+
+def test_multi_gpu_not_required_gives_single_gpu() -> None:
+    plan = decide(facts("bionic-hwe-8xa100"), constraints=Constraints(multi_gpu_required=False))
+    assert plan.strategy == "single-gpu"
+
+
+def test_no_reboot_constraint_skips_kernel_upgrade() -> None:
+    plan = decide(facts("bionic-ga-2x3090"), constraints=Constraints(reboot_allowed=False))
+    assert plan.strategy != "kernel-upgrade"
+    assert not plan.reboot_required
+    ku = next(o for o in plan.options if o.strategy == "kernel-upgrade")
+    assert not ku.feasible and "reboot" in ku.reason
+
+
+def test_forced_infeasible_strategy_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="not feasible"):
+        decide(facts("bionic-hwe-8xa100"), constraints=Constraints(strategy="kernel-upgrade"))
+
+
+def test_unknown_strategy_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="unknown strategy"):
+        decide(facts("nogpu"), constraints=Constraints(strategy="reinstall-everything"))
+
+
+def test_bionic_stack_respects_glibc_and_python() -> None:
+    """glibc 2.27 caps torch below 2.7; Python 3.6 alone caps it at 1.10."""
+    f = facts("bionic-ga-2x3090")
+    f = copy.deepcopy(f)
+    f["python_envs"] = []
+    f["pythons"] = [{"path": "/usr/bin/python3.6", "version": "3.6.9"}]
+    plan = decide(f, constraints=Constraints(strategy="cuda-downgrade"))
+    torch = plan.steps[0].vars["gpufix_ml_stack_torch_version"]
+    assert versions.parse(torch.split("+")[0]) < versions.parse("1.11")
+    tr = plan.steps[0].vars["gpufix_ml_stack_transformers_version"]
+    assert versions.parse(tr) <= versions.parse("4.18.0")
+
+
+def test_plan_json_round_trip(tmp_path: Path) -> None:
+    from gpufix.plan import load_plans, save_plans
+
+    plan = decide(facts("bionic-ga-2x3090"), host_name="host01")
+    save_plans([plan], tmp_path / "p.json")
+    (back,) = load_plans(tmp_path / "p.json")
+    assert back == plan

@@ -168,13 +168,17 @@ def phases_for(kind: str, cpu: bool) -> List[str]:
 
 def parse_fault(spec: str) -> Tuple[str, str, Optional[int], Optional[float]]:
     """Parse GPUFIX_PROBE_FAULT="<action>:<phase>:<rank|*>[:<seconds>]" (test-only switch)."""
+    bad = ValueError(
+        "bad %s=%r: want <stall|crash|slow>:<phase>:<rank|*>[:<seconds>]" % (FAULT_ENV, spec)
+    )
     parts = spec.split(":")
     if len(parts) not in (3, 4) or parts[0] not in FAULT_ACTIONS or parts[1] not in PHASES:
-        raise ValueError(
-            "bad %s=%r: want <stall|crash|slow>:<phase>:<rank|*>[:<seconds>]" % (FAULT_ENV, spec)
-        )
-    rank = None if parts[2] == "*" else int(parts[2])
-    seconds = float(parts[3]) if len(parts) == 4 else None
+        raise bad
+    try:
+        rank = None if parts[2] == "*" else int(parts[2])
+        seconds = float(parts[3]) if len(parts) == 4 else None
+    except ValueError:
+        raise bad from None
     return parts[0], parts[1], rank, seconds
 
 

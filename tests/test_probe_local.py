@@ -1,0 +1,232 @@
+"""Probe evidence -> causes, parsers, Prometheus text, verdict validation and one-line summaries.
+
+Fast: no worker processes. The program is loaded from its file, as the host would run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import re
+import types
+from typing import Any
+
+import pytest
+from gpufix.errors import GpufixError
+from gpufix.probe import load_verdict, program_path, summarize, validate
+
+
+@pytest.fixture(scope="module")
+def prog() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location("gpufix_probe_under_test", program_path())
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def verdict_of(prog: types.ModuleType, **fields: Any) -> dict[str, Any]:
+    ns = argparse.Namespace(run_id="abc", deadline=60.0, phase_deadline=30.0)
+    v: dict[str, Any] = prog.base_verdict(ns, "host01", 2, "nccl")
+    v.update(fields)
+    return v
+
+
+def ids(causes: list[dict[str, str]]) -> list[tuple[str, str]]:
+    return [(c["id"], c["strategy"]) for c in causes]
+
+
+HUNG_PG = {"verdict": "hung", "stalled": {"phase": "pg_init", "ranks": [1]}, "failed_in": None}
+OK = {"verdict": "healthy", "stalled": None, "failed_in": None}
+
+
+@pytest.mark.parametrize(
+    ("evidence", "expected"),
+    [
+        (
+            {"main": HUNG_PG, "rerun": OK, "single": OK},
+            [
+                ("p2p-path", "pcie-acs"),
+                ("p2p-path-workaround", "nccl-profile"),
+                ("single-gpu-fallback", "single-gpu"),
+            ],
+        ),
+        (
+            {"main": HUNG_PG, "rerun": HUNG_PG, "single": OK},
+            [("nccl-transport", "nccl-profile"), ("single-gpu-fallback", "single-gpu")],
+        ),
+        (
+            {
+                "main": {"verdict": "failed", "failed_in": {"phase": "cuda_init", "ranks": [0]}},
+                "texts": ["RuntimeError: CUDA error: Driver/library version mismatch"],
+            },
+            [("driver-mismatch", "driver-pin")],
+        ),
+        (
+            {
+                "main": {"verdict": "failed", "failed_in": {"phase": "pg_init", "ranks": [0]}},
+                "texts": ["NCCL WARN Error: failed to extend /dev/shm/nccl-x: No space left"],
+            },
+            [("shm", "container-fix")],
+        ),
+        (
+            {
+                "main": {"verdict": "failed", "failed_in": {"phase": "cuda_init", "ranks": [0]}},
+                "texts": ["The NVIDIA driver on your system is too old (found version 11040)"],
+            },
+            [("driver-too-old", "cuda-downgrade")],
+        ),
+        (
+            {"main": {"verdict": "hung", "stalled": {"phase": "cuda_init", "ranks": [3]}}},
+            [("gpu-init", "driver-pin")],
+        ),
+        ({"main": OK, "low_copy": True}, [("p2p-slow-copy", "pcie-acs")]),
+        (
+            {"main": OK, "slow": [{"phase": "allreduce"}], "rerun": OK},
+            [("p2p-path", "pcie-acs"), ("p2p-path-workaround", "nccl-profile")],
+        ),
+        ({"main": OK}, []),
+    ],
+)
+def test_evidence_maps_to_causes(
+    prog: types.ModuleType, evidence: dict[str, Any], expected: list[tuple[str, str]]
+) -> None:
+    assert ids(prog.find_causes(evidence)) == expected
+
+
+def test_every_cause_uses_a_known_strategy(prog: types.ModuleType) -> None:
+    known = {"pcie-acs", "nccl-profile", "driver-pin", "container-fix", "cuda-downgrade"}
+    known.add("single-gpu")
+    assert {strategy for strategy, _ in prog.CAUSES.values()} <= known
+    assert {cid for _, cid in prog.TEXT_SIGNS} <= set(prog.CAUSES)
+
+
+TOPO_PCIE = """\
+\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity
+GPU0\t X \tPIX\tSYS\tSYS\t0-15\t0
+GPU1\tPIX\t X \tSYS\tSYS\t0-15\t0
+GPU2\tSYS\tSYS\t X \tPXB\t16-31\t1
+GPU3\tSYS\tSYS\tPXB\t X \t16-31\t1
+
+Legend:
+  X    = Self
+"""
+TOPO_NVLINK = """\
+\tGPU0\tGPU1\tCPU Affinity
+GPU0\t X \tNV12\t0-63
+GPU1\tNV12\t X \t0-63
+"""
+
+
+def test_topology_worst_link(prog: types.ModuleType) -> None:
+    assert prog.topo_worst(TOPO_PCIE) == "SYS"
+    assert prog.topo_worst(TOPO_NVLINK) == "NV12"
+    assert prog.topo_worst("") is None
+    assert prog.link_class("NV12") == "nvlink"
+    assert prog.link_class("SYS") == "sys"
+    assert prog.link_class(None) == "pcie"
+
+
+@pytest.mark.parametrize(
+    "spec", ["stall", "hang:pg_init:0", "stall:nccl_init:0", "slow:barrier:x", "slow:barrier:0:y"]
+)
+def test_bad_fault_spec_is_rejected(prog: types.ModuleType, spec: str) -> None:
+    with pytest.raises(ValueError, match="GPUFIX_PROBE_FAULT"):
+        prog.parse_fault(spec)
+
+
+def test_fault_spec(prog: types.ModuleType) -> None:
+    assert prog.parse_fault("slow:allreduce:*:2.5") == ("slow", "allreduce", None, 2.5)
+    assert prog.parse_fault("crash:cuda_init:3") == ("crash", "cuda_init", 3, None)
+
+
+def test_phases_per_run_kind(prog: types.ModuleType) -> None:
+    assert prog.phases_for("main", False) == list(prog.PHASES)
+    assert "p2p_copy" not in prog.phases_for("nop2p", False)  # direct copies ignore NCCL env
+    assert prog.phases_for("single", False) == ["import_torch", "cuda_init", "alloc"]
+    assert prog.phases_for("single", True) == ["import_torch", "alloc"]
+
+
+def test_prometheus_text(prog: types.ModuleType) -> None:
+    v = verdict_of(
+        prog,
+        verdict="degraded",
+        phases=[
+            {"phase": "pg_init", "rank": 1, "start": 1.0, "end": 3.5, "ok": True},
+            {"phase": "barrier", "rank": 1, "start": 3.5, "end": None, "ok": False},
+        ],
+        allreduce=[{"bytes": 1048576, "algbw_gbps": 2.0, "busbw_gbps": 2.0}],
+        p2p={"matrix": {}, "copy_gbps": {"0-1": 0.4}},
+    )
+    text = prog.prometheus(v)
+    assert 'gpufix_probe_verdict{verdict="degraded"} 1.0' in text
+    assert 'gpufix_probe_verdict{verdict="healthy"} 0.0' in text
+    assert 'gpufix_probe_phase_seconds{phase="pg_init",rank="1"} 2.5' in text
+    assert 'phase="barrier"' not in text  # unfinished phases have no duration
+    assert 'gpufix_probe_p2p_copy_gbps{pair="0-1"} 0.4' in text
+    for line in text.splitlines():
+        assert re.fullmatch(r"# (HELP|TYPE) \w+ .+|\w+(\{[^}]*\})? [-0-9.e+]+", line), line
+
+
+def test_atomic_write_replaces(prog: types.ModuleType, tmp_path: Any) -> None:
+    target = tmp_path / "probe.prom"
+    target.write_text("old\n")
+    prog.write_atomic(str(target), "new\n")
+    assert target.read_text() == "new\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["probe.prom"]
+
+
+def test_validate_accepts_program_verdicts_and_rejects_bad_ones(prog: types.ModuleType) -> None:
+    good = verdict_of(prog, verdict="healthy")
+    assert validate(good) is good
+    bad = copy.deepcopy(good)
+    bad["verdict"] = "fine"
+    with pytest.raises(GpufixError, match=r"^probe verdict is invalid at verdict: "):
+        validate(bad)
+    hung_without_stall = verdict_of(prog, verdict="hung")
+    with pytest.raises(GpufixError):
+        validate(hung_without_stall)
+
+
+def test_load_verdict_errors_are_one_line(tmp_path: Any) -> None:
+    with pytest.raises(GpufixError, match="no probe verdict"):
+        load_verdict(tmp_path / "missing.json")
+    (tmp_path / "junk.json").write_text("{not json")
+    with pytest.raises(GpufixError, match="cannot read probe verdict"):
+        load_verdict(tmp_path / "junk.json")
+
+
+def test_summaries(prog: types.ModuleType) -> None:
+    hung = verdict_of(
+        prog,
+        verdict="hung",
+        stalled={"phase": "pg_init", "ranks": [1], "waiting": [0]},
+        single_gpu={"verdict": "healthy", "init_s": 0.8},
+        no_p2p_rerun={"verdict": "healthy"},
+        causes=prog.find_causes({"main": HUNG_PG, "rerun": OK, "single": OK}),
+    )
+    assert summarize(hung) == (
+        "hung in pg_init on ranks [1] after 30.0 s; single GPU fine (0.8 s); "
+        "no-P2P rerun healthy → likely P2P path (ACS/IOMMU) [pcie-acs]"
+    )
+    healthy = verdict_of(
+        prog,
+        verdict="healthy",
+        duration_s=6.1,
+        allreduce=[{"bytes": 1 << 27, "algbw_gbps": 20.0, "busbw_gbps": 20.0}],
+    )
+    assert summarize(healthy) == "healthy: 2 ranks (nccl) in 6.1 s; busbw 20.0 GB/s at 128 MiB"
+    failed = verdict_of(
+        prog,
+        verdict="failed",
+        failed_in={"phase": "cuda_init", "ranks": [0]},
+        error="rank 0 in cuda_init: RuntimeError: Driver/library version mismatch",
+        causes=[{"id": "driver-mismatch", "strategy": "driver-pin", "why": "..."}],
+    )
+    assert summarize(failed).startswith("failed in cuda_init on ranks [0]: rank 0 in cuda_init")
+    assert summarize(failed).endswith("→ likely driver/library version mismatch [driver-pin]")
+    na = verdict_of(prog, notes=["no NVIDIA GPU visible (...)"])
+    assert summarize(na) == "not applicable: no NVIDIA GPU visible (...)"
+    for v in (hung, healthy, failed, na):
+        assert "\n" not in summarize(v)

@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -619,6 +620,7 @@ class Context:
         self.env["LC_ALL"] = "C"
         self.env["PATH"] = self.env.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"
         self._cache = {}
+        self._timed_out = {}
 
     def which(self, tool):
         return shutil.which(tool, path=self.env["PATH"])
@@ -650,6 +652,9 @@ class Context:
         return result
 
     def _run(self, argv, timeout):
+        # A tool that hung once (nvidia-smi on a wedged GPU) will hang again: don't wait twice.
+        if argv[0] in self._timed_out:
+            return self._timed_out[argv[0]]
         path = argv[0] if os.path.isabs(argv[0]) else self.which(argv[0])
         if not path or not os.path.exists(path):
             return Unknown("%s: not found" % argv[0])
@@ -663,15 +668,22 @@ class Context:
                 env=self.env,
                 universal_newlines=True,
                 errors="replace",
+                start_new_session=True,  # so a timeout can kill the tool's children too
             )
         except OSError as exc:
             return Unknown("%s: %s" % (argv[0], exc.strerror or exc))
         try:
             out, err = proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            # dkms and friends are shell scripts: kill the group, or their children would
+            # hold the pipes open and communicate() would wait for them.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
             proc.communicate()
-            return Unknown("%s: timeout after %ss" % (argv[0], limit))
+            self._timed_out[argv[0]] = Unknown("%s: timeout after %ss" % (argv[0], limit))
+            return self._timed_out[argv[0]]
         return (proc.returncode, out, err)
 
     def read(self, path):

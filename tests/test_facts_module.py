@@ -151,3 +151,66 @@ def test_module_through_real_ansible() -> None:
     assert facts["python"]["executable"] == python
     snap = F.from_module_result("localhost", res["ansible_facts"])
     assert F.schema_errors(snap.to_doc()) == []
+
+
+OUTPUTS = ROOT / "tests" / "fixtures" / "tool_outputs"
+
+
+def stub_nvidia_smi(tmp_path: Path, script: str) -> Path:
+    """A stand-in nvidia-smi that prints recorded outputs (this machine has no GPU)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    stub = bindir / "nvidia-smi"
+    stub.write_text("#!/bin/sh\nO=" + str(OUTPUTS) + "\n" + script)
+    stub.chmod(0o755)
+    return bindir
+
+
+def test_gather_with_a_470_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = stub_nvidia_smi(
+        tmp_path,
+        """case "$*" in
+  *compute_cap*) cat $O/query_470_invalid_field.txt; exit 2;;
+  *--query-gpu=index*) cat $O/query_470_fallback.csv;;
+  *driver_version*) echo 470.182.03;;
+  "topo -m") cat $O/topo_470_ansi_sys.txt;;
+  "topo -p2p r") cat $O/p2p_r_2x3090.txt;;
+  *compute-apps*) cat $O/compute_apps.csv;;
+  *) exit 9;;
+esac
+""",
+    )
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    facts = g.gather({"timeout": 5})
+    assert [x["index"] for x in facts["gpus"]] == [0, 1]
+    assert F.is_unknown(facts["gpus"][0]["compute_capability"])
+    assert facts["topology"]["worst"] == "SYS"
+    assert facts["p2p"]["read"]["GPU0"] == {"GPU1": "OK"}
+    assert [p["pid"] for p in facts["gpu_processes"]] == [48213, 48214]
+    assert facts["driver"]["userspace_sources"]["nvidia_smi"] == "470.182.03"
+    assert facts["driver"]["nvml_error"] is None
+
+
+def test_gather_with_nvml_mismatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Newer nvidia-smi prints the NVML failure on stdout and exits 18.
+    bindir = stub_nvidia_smi(tmp_path, "cat $O/nvml_mismatch.txt; exit 18\n")
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    facts = g.gather({"timeout": 5})
+    for key in ("gpus", "topology", "p2p", "gpu_processes"):
+        assert (
+            F.is_unknown(facts[key]) and "Driver/library version mismatch" in facts[key]["unknown"]
+        )
+    assert facts["driver"]["mismatch"] is True
+    assert facts["driver"]["nvml_error"].startswith("Failed to initialize NVML")
+    assert F.schema_errors(F.from_module_result("h", facts).to_doc()) == []
+
+
+def test_gather_with_a_hanging_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = stub_nvidia_smi(tmp_path, "sleep 30\n")  # a child holds the pipes too
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    start = time.monotonic()
+    facts = g.gather({"timeout": 1})
+    # After one timeout the other nvidia-smi calls are not waited for again.
+    assert time.monotonic() - start < 5
+    assert facts["gpus"] == {"unknown": "nvidia-smi: timeout after 1s"}
+    assert "timeout" in facts["driver"]["nvml_error"]

@@ -378,17 +378,18 @@ def _profile_cost(ctx: Ctx, name: str) -> str:
 
 
 def _p2p_evidence(ctx: Ctx) -> str:
+    """What in the probe points at the PCIe peer path; empty when nothing does."""
     v = ctx.verdict or {}
-    if ctx.cause(*_P2P_CAUSES):
-        return "probe: " + ", ".join(
-            c.get("id", "")
-            for c in v.get("causes") or []
-            if isinstance(c, dict) and c.get("id") in _P2P_CAUSES
-        )
     stalled = (v.get("stalled") or {}).get("phase")
     rerun = (v.get("no_p2p_rerun") or {}).get("verdict")
+    detail = f"{v.get('verdict')} in {stalled or 'a collective'}"
+    if rerun == "healthy":
+        detail += ", healthy with NCCL_P2P_DISABLE=1"
+    if ctx.cause(*_P2P_CAUSES):
+        ids = [c.get("id") for c in v.get("causes") or [] if isinstance(c, dict)]
+        return f"probe {detail} ({', '.join(i for i in ids if i in _P2P_CAUSES)})"
     if v.get("verdict") in ("hung", "degraded") and rerun == "healthy":
-        return f"probe {v.get('verdict')} in {stalled or 'a collective'}, healthy with NCCL_P2P_DISABLE=1"
+        return f"probe {detail}"
     return ""
 
 
@@ -586,6 +587,10 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
     if ctx.has("torch-cuda-needs-newer-driver") or ctx.has("gpu-arch-dropped"):
         want("cuda-downgrade", "torch wheel cannot run on this driver/GPU (no reboot needed)")
         want("driver-pin", "or raise the driver to what the wheel needs")
+    # A known-bad driver range is specific (a sourced report), so it explains P2P symptoms
+    # before the generic ACS/IOMMU reading does.
+    if ctx.has("driver-known-issue"):
+        want("driver-pin", "driver in a range with reported multi-GPU problems")
     if _p2p_evidence(ctx):
         want("pcie-acs", f"{_p2p_evidence(ctx)}; ACS/IOMMU is the cause NCCL documents")
         want("nccl-profile", "no-P2P as the fallback")
@@ -593,8 +598,6 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
         want("container-fix", "/dev/shm too small for NCCL")
     if ctx.has("container-private-network"):
         want("container-fix", "container without host networking")
-    if ctx.has("driver-known-issue"):
-        want("driver-pin", "driver in a range with reported multi-GPU problems")
     if ctx.cause(*_DRIVER_TOO_OLD):
         want("cuda-downgrade", "probe: CUDA says the driver is too old for torch's CUDA")
     if ctx.cause(*_DRIVER_CAUSES):

@@ -14,14 +14,20 @@ from gpufix.plan import Plan, Step, digest
 
 def test_batches_start_with_a_canary() -> None:
     hosts = [f"h{i}" for i in range(10)]
-    assert apply.batches(hosts, "3") == [["h0"], ["h1", "h2", "h3"], ["h4", "h5", "h6"],
-                                         ["h7", "h8", "h9"]]
+    assert apply.batches(hosts, "3") == [
+        ["h0"],
+        ["h1", "h2", "h3"],
+        ["h4", "h5", "h6"],
+        ["h7", "h8", "h9"],
+    ]
     assert apply.batches(hosts, "50%") == [["h0"], hosts[1:6], hosts[6:]]
     assert apply.batches(hosts, "100%", canary=False) == [hosts]
     assert apply.batches(["a"], "25%") == [["a"]]
     assert apply.batches([], "1") == []
     # never all at once by default: 25% of 4 is 1 host per batch
-    assert all(len(b) == 1 for b in apply.batches(["a", "b", "c", "d"], apply.Options(Path()).batch))
+    assert all(
+        len(b) == 1 for b in apply.batches(["a", "b", "c", "d"], apply.Options(Path()).batch)
+    )
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "x", "0%", "150%", ""])
@@ -53,10 +59,18 @@ def test_exit_codes(states: list[apply.Outcome], code: int) -> None:
 
 def _plan(base: dict, kb: str = "sha256:kb", **extra: object) -> Plan:
     return Plan(
-        host="h1", strategy="nccl-profile", findings=[], options=[],
+        host="h1",
+        strategy="nccl-profile",
+        findings=[],
+        options=[],
         steps=[Step("nccl-profile.yml", "nccl", {"gpufix_nccl_profile_names": ["default"]})],
-        reboot_required=False, outcome="", risks=[], path=[],
-        facts_digest=digest(stable_facts(base)), kb_digest=kb, extra=dict(extra),
+        reboot_required=False,
+        outcome="",
+        risks=[],
+        path=[],
+        facts_digest=digest(stable_facts(base)),
+        kb_digest=kb,
+        extra=dict(extra),
     )
 
 
@@ -82,8 +96,11 @@ def _report(**over: object) -> dict:
         "dpkg": {"locks_held": [], "waited_s": 0, "audit": "", "interrupted": False},
         "disk_mib": {"/": 50000, "/boot": 900},
         "gpu_processes": [],
-        "nvidia": {"driver_packages": ["nvidia-driver-535"], "dkms_sources": ["nvidia-535.183.01"],
-                   "prebuilt_packages": []},
+        "nvidia": {
+            "driver_packages": ["nvidia-driver-535"],
+            "dkms_sources": ["nvidia-535.183.01"],
+            "prebuilt_packages": [],
+        },
     }
     base.update(over)
     return base
@@ -102,14 +119,21 @@ def test_preflight_blocks_gpu_processes_unless_forced() -> None:
     rep = _report(gpu_processes=[{"pid": "42", "name": "python"}])
     pf = safety.evaluate("h", rep, strategy="nccl-profile", kernel_step=False)
     assert _checks(pf) == ["gpu-processes"] and "python[42]" in pf.summary()
-    forced = safety.evaluate("h", rep, strategy="nccl-profile", kernel_step=False,
-                             force=["gpu-processes"])
+    forced = safety.evaluate(
+        "h", rep, strategy="nccl-profile", kernel_step=False, force=["gpu-processes"]
+    )
     assert forced.ok and forced.warnings
 
 
 def test_preflight_blocks_dpkg_lock_and_half_configured() -> None:
-    rep = _report(dpkg={"locks_held": ["/var/lib/dpkg/lock-frontend"], "waited_s": 120,
-                        "audit": "The following packages are only half configured", "interrupted": False})
+    rep = _report(
+        dpkg={
+            "locks_held": ["/var/lib/dpkg/lock-frontend"],
+            "waited_s": 120,
+            "audit": "The following packages are only half configured",
+            "interrupted": False,
+        }
+    )
     pf = safety.evaluate("h", rep, strategy="driver-pin", kernel_step=False)
     assert _checks(pf) == ["dpkg-lock", "dpkg-broken"]
     assert "120 s" in pf.summary() and "dpkg --configure -a" in pf.summary()
@@ -117,20 +141,36 @@ def test_preflight_blocks_dpkg_lock_and_half_configured() -> None:
 
 def test_preflight_checks_disk_for_the_strategy() -> None:
     rep = _report(disk_mib={"/": 50000, "/boot": 120})
-    assert _checks(safety.evaluate("h", rep, strategy="kernel-upgrade", kernel_step=True)) == ["disk"]
+    assert _checks(safety.evaluate("h", rep, strategy="kernel-upgrade", kernel_step=True)) == [
+        "disk"
+    ]
     assert safety.evaluate("h", rep, strategy="nccl-profile", kernel_step=False).ok
 
 
 def test_preflight_kernel_step_needs_a_way_to_an_nvidia_module() -> None:
-    rep = _report(nvidia={"driver_packages": ["nvidia-driver-535"], "dkms_sources": [],
-                          "prebuilt_packages": []})
+    rep = _report(
+        nvidia={
+            "driver_packages": ["nvidia-driver-535"],
+            "dkms_sources": [],
+            "prebuilt_packages": [],
+        }
+    )
     pf = safety.evaluate("h", rep, strategy="kernel-upgrade", kernel_step=True)
     assert _checks(pf) == ["nvidia-module"]
     assert safety.evaluate("h", rep, strategy="nccl-profile", kernel_step=False).ok
 
 
-@pytest.mark.parametrize(("version", "ok"), [("2.7.18", True), ("3.6.9", True), ("3.12.1", True),
-                                             ("3.5.2", False), ("2.6.9", False), ("", False)])
+@pytest.mark.parametrize(
+    ("version", "ok"),
+    [
+        ("2.7.18", True),
+        ("3.6.9", True),
+        ("3.12.1", True),
+        ("3.5.2", False),
+        ("2.6.9", False),
+        ("", False),
+    ],
+)
 def test_python_manageable_by_ansible_core_2_16(version: str, ok: bool) -> None:
     assert safety.python_manageable(version) is ok
     pf = safety.evaluate("h", _report(python=version), strategy="nccl-profile", kernel_step=False)
@@ -148,11 +188,16 @@ def test_rollback_vars_reverse_the_journal() -> None:
             "kernel": {"running": "4.15.0-213-generic"},
         },
         "after": {
-            "packages": {"nvidia-driver-535": "535.216.01", "linux-image-4.15.0-213-generic": "1",
-                         "linux-image-5.4.0-150-generic": "2"},
+            "packages": {
+                "nvidia-driver-535": "535.216.01",
+                "linux-image-4.15.0-213-generic": "1",
+                "linux-image-5.4.0-150-generic": "2",
+            },
             "holds": [],
-            "files": {"/etc/nccl.conf": {"exists": True, "content_b64": "eA=="},
-                      "/etc/other": {"exists": False}},
+            "files": {
+                "/etc/nccl.conf": {"exists": True, "content_b64": "eA=="},
+                "/etc/other": {"exists": False},
+            },
         },
     }
     v = apply.rollback_vars(rec)

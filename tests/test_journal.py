@@ -60,8 +60,11 @@ def test_every_transition_is_on_disk_before_the_call_returns() -> None:
 
 def test_secrets_never_reach_the_journal() -> None:
     plans = _plans()
-    plans[0]["steps"][0]["vars"] = {"gpufix_x": 1, "ansible_become_password": "hunter2",
-                                    "nested": {"api_token": "t0k"}}
+    plans[0]["steps"][0]["vars"] = {
+        "gpufix_x": 1,
+        "ansible_become_password": "hunter2",
+        "nested": {"api_token": "t0k"},
+    }
     j = Journal.create(plans, plan_digest="d", options={"vault_password_file": "/x"})
     text = (j.path / "h1.json").read_text() + (j.path / "run.json").read_text()
     assert "hunter2" not in text and "t0k" not in text and "/x" not in text
@@ -103,8 +106,9 @@ def test_open_refuses_bad_ids_and_unknown_runs() -> None:
 
 def test_host_names_that_would_escape_the_run_dir_are_refused() -> None:
     with pytest.raises(InvalidInput, match="cannot be journaled"):
-        Journal.create([{"host": "../x", "strategy": "s", "steps": []}], plan_digest="d",
-                       options={})
+        Journal.create(
+            [{"host": "../x", "strategy": "s", "steps": []}], plan_digest="d", options={}
+        )
 
 
 def _rec(state: str, steps: list[str], rebooted: bool = False) -> dict:

@@ -179,7 +179,11 @@ def run_preflight(
         elif hr.status == "unreachable":
             out[name] = unreachable(name, hr.message)
         elif "gpufix_preflight" not in hr.data:
-            out[name] = unreachable(name, hr.message or "preflight did not report")
+            msg = hr.message or "preflight did not report"
+            if runner.python_unmanageable(msg):
+                out[name] = unreachable(name, msg)
+            else:
+                out[name] = Preflight(name, (Blocker("preflight", f"preflight failed: {msg}"),))
         else:
             out[name] = evaluate(
                 name,

@@ -86,15 +86,7 @@ def facts(
         click.echo(f"wrote {output}", err=True)
         if not as_json:
             return
-    _emit_json(
-        {
-            "format": "gpufix-facts",
-            "version": 1,
-            "host": snap.host,
-            "gathered_at": snap.gathered_at,
-            "facts": snap.facts,
-        }
-    )
+    _emit_json(snap.to_doc())
 
 
 def _load_verdict(path: str | None) -> dict[str, Any] | None:

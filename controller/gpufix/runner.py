@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -49,6 +51,12 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
     }
+    # ansible-runner spawns `ansible`/`ansible-playbook` by name: use the ones installed
+    # beside this interpreter (the venv), even when the venv is not activated.
+    bindir = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    if bindir not in path.split(os.pathsep):
+        env["PATH"] = bindir + os.pathsep + path
     if extra:
         env.update(extra)
     return env

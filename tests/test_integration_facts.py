@@ -1,0 +1,112 @@
+"""Facts from a real podman container through ansible-runner, then a plan from them.
+
+The container is the locally built "Debian userland with a bionic identity" image
+(tests/images/build.sh). A stub nvidia-smi copied in prints recorded output of a 4x RTX 4090
+host, so the GPU parsers run on the real module path; everything else is what the container is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGE = "localhost/gpufix-bionic-identity:1"
+OUTPUTS = ROOT / "tests" / "fixtures" / "tool_outputs"
+GPUFIX = [str(ROOT / ".venv" / "bin" / "gpufix")]
+
+pytestmark = pytest.mark.integration
+
+
+def _podman_ready() -> bool:
+    if not shutil.which("podman"):
+        return False
+    return subprocess.run(["podman", "image", "exists", IMAGE], check=False).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    if not _podman_ready():
+        if os.environ.get("GPUFIX_REQUIRE_PODMAN"):
+            pytest.fail(f"podman or {IMAGE} missing (run tests/images/build.sh)")
+        pytest.skip(f"podman or {IMAGE} missing")
+    name = f"gpufix-it-{uuid.uuid4().hex[:8]}"
+    subprocess.run(
+        ["podman", "run", "-d", "--name", name, "--runtime=runc", "--network=none",
+         "--ulimit", "nofile=16384:16384", "--ulimit", "nproc=16384:16384",
+         "--tmpfs", "/run:rw", IMAGE],
+        check=True, capture_output=True,
+    )
+    try:
+        stub = tmp_path_factory.mktemp("stub") / "nvidia-smi"
+        stub.write_text(
+            "#!/bin/sh\n"
+            "# stand-in for nvidia-smi: recorded output of a 4x RTX 4090 host\n"
+            'case "$*" in\n'
+            f"  *topo*-p2p*) cat <<'EOF'\n{(OUTPUTS / 'p2p_r_4x4090.txt').read_text()}EOF\n;;\n"
+            f"  *topo*) cat <<'EOF'\n{(OUTPUTS / 'topo_4x4090_plx.txt').read_text()}EOF\n;;\n"
+            f"  *query-gpu*) cat <<'EOF'\n{(OUTPUTS / 'query_4x4090.csv').read_text()}EOF\n;;\n"
+            "  *query-compute-apps*) ;;\n"
+            "  *) echo 'NVIDIA-SMI stub'; exit 0;;\n"
+            "esac\n"
+        )
+        stub.chmod(0o755)
+        subprocess.run(["podman", "cp", str(stub), f"{name}:/usr/bin/nvidia-smi"], check=True)
+        inv = tmp_path_factory.mktemp("inv") / "hosts.yml"
+        inv.write_text(
+            "all:\n  hosts:\n"
+            f"    {name}:\n"
+            "      ansible_connection: containers.podman.podman\n"
+            "      ansible_python_interpreter: /usr/bin/python3\n"
+            "    gone-host:\n"
+            "      ansible_connection: containers.podman.podman\n"
+            "      ansible_host: gpufix-it-does-not-exist\n"
+        )
+        yield name, inv
+    finally:
+        subprocess.run(["podman", "rm", "-f", name], check=False, capture_output=True)
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*GPUFIX, *args], capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_facts_from_a_real_container(container: tuple[str, Path]) -> None:
+    name, inv = container
+    r = run("facts", name, "-i", str(inv))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    f = doc["facts"]
+    assert doc["host"] == name
+    assert f["os"]["codename"] == "bionic" and f["os"]["version_id"] == "18.04"
+    assert len(f["gpus"]) == 4 and f["gpus"][0]["compute_capability"] == "8.9"
+    assert f["topology"]["worst"] in ("PIX", "PXB")
+    assert f["containers"]["in_container"] is True
+    # what the container cannot know is unknown with a reason, never a crash
+    assert "unknown" in f["driver"]["kernel_module"]
+
+
+def test_plan_from_live_facts(container: tuple[str, Path], tmp_path: Path) -> None:
+    name, inv = container
+    out = tmp_path / "plan.json"
+    r = run("plan", name, "-i", str(inv), "--json", "-o", str(out))
+    assert r.returncode in (0, 2), r.stderr
+    plan = json.loads(r.stdout)["plans"][0]
+    assert plan["host"] == name
+    assert {o["strategy"] for o in plan["options"]} >= {"kernel-upgrade", "cuda-downgrade", "none"}
+    assert json.loads(out.read_text())["plans"][0]["facts_digest"] == plan["facts_digest"]
+
+
+def test_unreachable_host_is_one_line_and_exit_4(container: tuple[str, Path]) -> None:
+    _, inv = container
+    r = run("facts", "gone-host", "-i", str(inv))
+    assert r.returncode == 4
+    assert r.stderr.strip().count("\n") == 0 and "gone-host" in r.stderr
+    assert "Traceback" not in r.stderr

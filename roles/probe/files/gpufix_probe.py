@@ -1,0 +1,1 @@
+../../../controller/gpufix/probe/gpufix_probe.py

@@ -508,6 +508,15 @@ class Applier:
                     self.journal.update(h, rebooted=True)
                 if hr.status == "unreachable":
                     self._set(h, "unreachable", f"lost during {step.playbook}: {hr.message}")
+                elif not good and _lost_in_reboot(hr):
+                    # a role's own reboot that did not come back: nothing can be rolled back
+                    if self.journal is not None:
+                        self.journal.update(h, rebooted=True)
+                    self._set(
+                        h,
+                        "unreachable",
+                        f"did not come back from the reboot in {step.playbook}: {hr.message}",
+                    )
                 elif not good:
                     self._fail(h, f"{step.playbook} failed: {hr.message}", verdict=None)
                 else:
@@ -714,6 +723,13 @@ class Applier:
             check=self.opts.check,
             noop=noop,
         )
+
+
+def _lost_in_reboot(hr: runner.HostResult) -> bool:
+    """ansible.builtin.reboot gave up waiting: the host went down and did not come back."""
+    return "Timed out waiting for" in hr.message and any(
+        "reboot" in str(r.get("task", "")).lower() for r in hr.results if r.get("failed")
+    )
 
 
 def _verdict_summary(verdict: Any, hr: runner.HostResult | None) -> dict[str, Any]:

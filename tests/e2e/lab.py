@@ -1,0 +1,144 @@
+"""The lab's containers: start, prepare, talk to them, run gpufix against them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "localhost/gpufix-bionic-identity:1"
+REPO = ROOT / "tests" / "fixtures" / "aptrepo" / "build" / "repo"
+BOOT_TIME = "cut -d ' ' -f 22 /proc/1/stat"
+
+
+@dataclass
+class Lab:
+    prefix: str
+    hosts: dict[str, str]  # inventory name -> container name
+    inventory: Path
+    state: Path
+    workdir: Path
+    extra_hostvars: dict[str, dict] = field(default_factory=dict)
+
+    def sh(self, host: str, script: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["podman", "exec", self.hosts[host], "sh", "-c", script],
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=300,
+        )
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(GPUFIX_STATE_DIR=str(self.state), GPUFIX_PROGRESS="1", NO_COLOR="1")
+        env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{env.get('PATH', '')}"
+        return env
+
+    def gpufix(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "gpufix"), *args],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            timeout=timeout,
+            cwd=self.workdir,
+        )
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [str(ROOT / ".venv" / "bin" / "gpufix"), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env(),
+            cwd=self.workdir,
+        )
+
+    def write_inventory(self) -> None:
+        hosts = {
+            name: {"ansible_host": cname, **self.extra_hostvars.get(name, {})}
+            for name, cname in self.hosts.items()
+        }
+        inv = {
+            "all": {
+                "vars": {
+                    "ansible_connection": "containers.podman.podman",
+                    "ansible_python_interpreter": "/usr/bin/python3",
+                    "ansible_become": False,  # root already; the image has no sudo
+                    # reboots inside a container: see ../shared/TESTING.md
+                    "gpufix_kernel_boot_time_command": BOOT_TIME,
+                    "gpufix_reboot_boot_time_command": BOOT_TIME,
+                    "gpufix_kernel_reboot_timeout": 120,
+                    "gpufix_kernel_running_command": "gpufix-bootsim-uname",
+                    "gpufix_probe_cpu": True,
+                    "gpufix_probe_world_size": 2,
+                    "gpufix_probe_pythonpath": "/opt/gpufix-torch",
+                },
+                "hosts": hosts,
+            }
+        }
+        self.inventory.write_text(yaml.safe_dump(inv, sort_keys=False))
+
+    def stop(self, host: str) -> None:
+        """Take a host away for good (no restart): unreachable from now on."""
+        subprocess.run(["podman", "update", "--restart=no", self.hosts[host]], capture_output=True)
+        subprocess.run(["podman", "kill", self.hosts[host]], capture_output=True)
+
+
+def start(cname: str, prereqs: dict[str, Path]) -> None:
+    subprocess.run(
+        [
+            "podman",
+            "run",
+            "-d",
+            "--name",
+            cname,
+            "--hostname",
+            cname,
+            "--label",
+            "gpufix-e2e=1",
+            "--runtime=runc",
+            "--restart=always",
+            "--network=none",
+            "--tmpfs=/run:rw",
+            "--tmpfs=/tmp:rw",
+            "--ulimit=nofile=16384:16384",
+            "--ulimit=nproc=16384:16384",
+            "-v",
+            f"{REPO}:/srv/localrepo:ro",
+            "-v",
+            f"{prereqs['torch']}:/opt/gpufix-torch:ro",
+            "-v",
+            f"{prereqs['hang']}:/opt/gpufix-torch-hang:ro",
+            IMAGE,
+            "/sbin/init",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+PREPARE = """set -e
+systemctl is-system-running --wait >/dev/null 2>&1 || true
+echo 'deb [trusted=yes] file:/srv/localrepo ./' > /etc/apt/sources.list.d/gpufix-fixtures.list
+apt-get update -qq >/dev/null
+"""
+
+# A bionic host on its GA kernel with driver 535 and GRUB stand-ins (the kernel scenario's state).
+KERNEL_HOST = """set -e
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-image-4.15.0-213-generic \
+  gpufix-fixture-bootsim nvidia-driver-535 >/dev/null
+apt-mark auto linux-image-4.15.0-213-generic >/dev/null
+printf 'GRUB_DEFAULT=0\\nGRUB_TIMEOUT=0\\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\\nGRUB_CMDLINE_LINUX=""\\n' > /etc/default/grub
+"""
+
+
+def new_prefix() -> str:
+    return f"gpufix-e2e-{uuid.uuid4().hex[:8]}"

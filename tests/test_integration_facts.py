@@ -39,10 +39,24 @@ def container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
         pytest.skip(f"podman or {IMAGE} missing")
     name = f"gpufix-it-{uuid.uuid4().hex[:8]}"
     subprocess.run(
-        ["podman", "run", "-d", "--name", name, "--runtime=runc", "--network=none",
-         "--ulimit", "nofile=16384:16384", "--ulimit", "nproc=16384:16384",
-         "--tmpfs", "/run:rw", IMAGE],
-        check=True, capture_output=True,
+        [
+            "podman",
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--runtime=runc",
+            "--network=none",
+            "--ulimit",
+            "nofile=16384:16384",
+            "--ulimit",
+            "nproc=16384:16384",
+            "--tmpfs",
+            "/run:rw",
+            IMAGE,
+        ],
+        check=True,
+        capture_output=True,
     )
     try:
         stub = tmp_path_factory.mktemp("stub") / "nvidia-smi"
@@ -75,7 +89,9 @@ def container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*GPUFIX, *args], capture_output=True, text=True, timeout=180, check=False)
+    return subprocess.run(
+        [*GPUFIX, *args], capture_output=True, text=True, timeout=180, check=False
+    )
 
 
 def test_facts_from_a_real_container(container: tuple[str, Path]) -> None:

@@ -6,6 +6,7 @@ example inventory uses this so `gpufix plan host01` works on a fresh clone with 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,14 @@ class Target:
     vars: dict[str, Any]
 
 
+def _quiet_ansible() -> None:
+    """gpufix reports unknown names itself, in one line: keep Ansible's warnings off stderr.
+    ansible.constants reads these once, at its first import, so call this before any."""
+    os.environ.setdefault("ANSIBLE_HOST_PATTERN_MISMATCH", "ignore")
+    os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
+    os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
+
+
 def _manager(inventory: Path) -> Any:
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
@@ -31,6 +40,7 @@ def resolve(pattern: str, inventory: Path) -> list[Target]:
     """Hosts matched by a host name, group name or Ansible pattern, in inventory order."""
     if not inventory.is_file() and not inventory.is_dir():
         raise InvalidInput(f"inventory not found: {inventory}")
+    _quiet_ansible()
     from ansible.errors import AnsibleError
     from ansible.parsing.dataloader import DataLoader
     from ansible.vars.manager import VariableManager

@@ -1,0 +1,144 @@
+"""The CLI on the example inventory's recorded hosts: output, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTS = ROOT / "tests" / "fixtures" / "hosts"
+
+
+def gpufix(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpufix", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("gpufix: error:")
+    return lines[0]
+
+
+def test_plan_host01_shows_the_decision() -> None:
+    r = gpufix("plan", "host01")
+    assert r.returncode == 2, r.stderr  # changes proposed
+    out = r.stdout
+    for part in (
+        "Findings",
+        "Decision path",
+        "Strategies considered",
+        "Chosen strategy: kernel-upgrade",
+        "Reboot: yes",
+        "still below",
+        "Residual risks",
+    ):
+        assert part in out or part == "Residual risks", part
+    assert "linux-generic-hwe-18.04" in out
+
+
+def test_plan_json_is_json_alone_on_stdout() -> None:
+    r = gpufix("plan", "host01", "--json")
+    doc = json.loads(r.stdout)
+    (plan,) = doc["plans"]
+    assert plan["format"] == "gpufix-plan" and plan["host"] == "host01"
+    assert plan["strategy"] == "kernel-upgrade"
+    assert all(f["source"] for f in plan["findings"])
+
+
+def test_plan_group_covers_every_host(tmp_path: Path) -> None:
+    out = tmp_path / "fleet.json"
+    r = gpufix("plan", "gpu_fleet", "--json", "-o", str(out))
+    assert r.returncode == 2
+    hosts = {p["host"] for p in json.loads(r.stdout)["plans"]}
+    assert hosts == {"host01", "host02", "host03", "host04", "host05", "host07", "host08", "host09"}
+    assert len(json.loads(out.read_text())["plans"]) == 8
+
+
+def test_nothing_to_do_exits_0() -> None:
+    r = gpufix("plan", "host06")
+    assert r.returncode == 0
+    assert "Chosen strategy: none" in r.stdout
+
+
+def test_offline_plan_from_snapshot() -> None:
+    r = gpufix("plan", "whatever", "--facts", str(HOSTS / "jammy-470-torch23.json"), "--json")
+    assert r.returncode == 2
+    assert json.loads(r.stdout)["plans"][0]["strategy"] == "cuda-downgrade"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("plan", "nosuchhost"), "no host or group 'nosuchhost'"),
+        (("plan", "x", "--facts", "/nonexistent.json"), "/nonexistent.json"),
+        (("plan", "host02", "--strategy", "kernel-upgrade"), "not feasible"),
+        (("plan", "host01", "--strategy", "reinstall"), "reinstall"),
+        (("plan", "host01", "--image", "nvcr.io/nvidia/pytorch:24.04-py3"), "not pinned by digest"),
+        (("facts", "nosuchhost"), "nosuchhost"),
+        (("diff", "host01", "nosuchhost"), "nosuchhost"),
+        (("plan",), "Missing argument"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_3(args: tuple[str, ...], needle: str) -> None:
+    r = gpufix(*args)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert needle in one_line_error(r)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not JSON"),
+        ('{"format": "gpufix-facts", "version": 99, "host": "h", "facts": {}}', "version"),
+        ('{"format": "something-else", "version": 1}', "format"),
+        (
+            '{"format": "gpufix-facts", "version": 1, "host": "h", "gathered_at": "x", "facts": {"os": 1}}',
+            "",
+        ),
+    ],
+)
+def test_bad_snapshots_are_refused(tmp_path: Path, content: str, needle: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    r = gpufix("plan", "x", "--facts", str(bad))
+    assert r.returncode == 3
+    assert needle in one_line_error(r)
+
+
+def test_facts_writes_a_snapshot_that_plans_offline(tmp_path: Path) -> None:
+    snap = tmp_path / "h.json"
+    assert gpufix("facts", "host03", "-o", str(snap)).returncode == 0
+    r = gpufix("plan", "x", "--facts", str(snap), "--json")
+    assert json.loads(r.stdout)["plans"][0]["strategy"] == "driver-pin"
+
+
+def test_diff_puts_the_dependency_chain_first() -> None:
+    r = gpufix("diff", "host01", "host03", "--json")
+    assert r.returncode == 2
+    paths = [d["path"] for d in json.loads(r.stdout)]
+    assert paths[0].startswith("os")
+    assert paths.index("kernel.running") < paths.index("glibc")
+    assert any(p.startswith("driver.") for p in paths[:8])
+
+
+def test_diff_of_a_host_with_itself_is_empty() -> None:
+    r = gpufix("diff", "host01", "host01")
+    assert r.returncode == 0 and "no differences" in r.stdout
+
+
+def test_probe_refuses_a_recorded_host() -> None:
+    r = gpufix("probe", "host01")
+    assert r.returncode == 3
+    assert "recorded host" in one_line_error(r)

@@ -8,13 +8,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from corpus.harness import cases, evaluate  # noqa: E402
+from corpus.harness import cases, evaluate
 
 
 def kb_sources() -> set[str]:
     """Sources the knowledge base cites: a case from one of them is not independent evidence."""
     import yaml
-
     from gpufix.kb import DEFAULT_DIR
 
     out: set[str] = set()
@@ -32,19 +31,27 @@ def main() -> None:
         r["kb"] = r["source"].rstrip("/") in cited
     hits = sum(r["hit"] for r in rows)
     exact = sum(r["exact"] for r in rows)
-    print(f"{hits}/{len(rows)} hits ({exact} as the chosen strategy, {hits - exact} as the first alternative)")
+    print(
+        f"{hits}/{len(rows)} hits ({exact} as the chosen strategy, {hits - exact} as the first alternative)"
+    )
     ind = [r for r in rows if not r["kb"]]
-    print(f"{sum(r['hit'] for r in ind)}/{len(ind)} hits on cases the knowledge base does not cite\n")
+    print(
+        f"{sum(r['hit'] for r in ind)}/{len(ind)} hits on cases the knowledge base does not cite\n"
+    )
     by = Counter(r["want"] for r in rows)
     hit_by = Counter(r["want"] for r in rows if r["hit"])
     print("| confirmed fix | cases | hits |\n| --- | --- | --- |")
     for k, n in by.most_common():
         print(f"| {k} | {n} | {hit_by[k]} |")
-    print("\n| case | confirmed fix | chosen | first alternative | hit |\n| --- | --- | --- | --- | --- |")
+    print(
+        "\n| case | confirmed fix | chosen | first alternative | hit |\n| --- | --- | --- | --- | --- |"
+    )
     for r in rows:
         kb = " (cited by the knowledge base)" if r["kb"] else ""
         hit = "yes" if r["hit"] else "no"
-        print(f"| [{r['id']}]({r['source']}){kb} | {r['want']} | {r['chosen']} | {r['first_alternative']} | {hit} |")
+        print(
+            f"| [{r['id']}]({r['source']}){kb} | {r['want']} | {r['chosen']} | {r['first_alternative']} | {hit} |"
+        )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ either direction shows up and docs/decision.md is updated with it."""
 from __future__ import annotations
 
 import pytest
-
 from corpus.harness import cases, evaluate
 
 # id -> why the engine cannot get it from what the thread states

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from gpufix import versions
-from gpufix.decide import Constraints, best_stack, decide
+from gpufix.decide import Constraints, decide
 from gpufix.errors import InvalidInput
 from gpufix.kb import load
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from pathlib import Path
 from typing import Any
-
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from gpufix import versions
 from gpufix.decide import Constraints, decide
@@ -16,19 +14,42 @@ from gpufix.diagnose import arch_problem, driver_runs_cuda
 from gpufix.errors import InvalidInput
 from gpufix.kb import load
 from gpufix.plan import STRATEGIES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 HOSTS = sorted((Path(__file__).parent / "fixtures" / "hosts").glob("*.json"))
 KB = load()
 
 versionish = st.one_of(
-    st.sampled_from(["4.15.0-213-generic", "5.4.0-150-generic", "6.8.0-40-generic", "2.27", "2.35",
-                     "470.182.03", "535.183.01", "1:545.23.08-0ubuntu1", "3.6.9", "3.10.12",
-                     "2.7.1+cu118", "1.12.1+cu113", "garbage", "", "5"]),
+    st.sampled_from(
+        [
+            "4.15.0-213-generic",
+            "5.4.0-150-generic",
+            "6.8.0-40-generic",
+            "2.27",
+            "2.35",
+            "470.182.03",
+            "535.183.01",
+            "1:545.23.08-0ubuntu1",
+            "3.6.9",
+            "3.10.12",
+            "2.7.1+cu118",
+            "1.12.1+cu113",
+            "garbage",
+            "",
+            "5",
+        ]
+    ),
     st.text(max_size=12),
 )
 leaf = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 1 << 40), versionish,
-    st.fixed_dictionaries({"unknown": st.sampled_from(["nvidia-smi: not found", "timeout after 10s"])}),
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 1 << 40),
+    versionish,
+    st.fixed_dictionaries(
+        {"unknown": st.sampled_from(["nvidia-smi: not found", "timeout after 10s"])}
+    ),
     st.lists(st.integers(0, 3), max_size=2),
 )
 
@@ -57,10 +78,8 @@ def mutated_facts(draw: Any) -> dict[str, Any]:
     paths = _paths(facts)
     for _ in range(draw(st.integers(1, 6))):
         path = draw(st.sampled_from(paths))
-        try:
+        with contextlib.suppress(KeyError, IndexError, TypeError):
             _set(facts, path, draw(leaf))
-        except (KeyError, IndexError, TypeError):
-            pass
         paths = _paths(facts) or paths
     return facts
 
@@ -102,8 +121,16 @@ def _assert_stack_possible(facts: dict[str, Any], torch: str, python: str) -> No
     if isinstance(glibc, str) and versions.parse(glibc):
         assert versions.at_least(glibc, row.glibc_for(cu)), (torch, glibc)  # no torch 2.7 on 2.27
     py = python.removeprefix("python")
-    assert versions.major_minor(row.python_min) <= versions.major_minor(py) <= versions.major_minor(row.python_max)
-    driver = (facts.get("driver") or {}).get("kernel_module") if isinstance(facts.get("driver"), dict) else None
+    assert (
+        versions.major_minor(row.python_min)
+        <= versions.major_minor(py)
+        <= versions.major_minor(row.python_max)
+    )
+    driver = (
+        (facts.get("driver") or {}).get("kernel_module")
+        if isinstance(facts.get("driver"), dict)
+        else None
+    )
     if isinstance(driver, str) and versions.parse(driver):
         runs, _ = driver_runs_cuda(KB, driver, cuda)
         assert runs is not False, (torch, driver)  # no cu121 on driver 470

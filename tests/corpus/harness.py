@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from gpufix.probe import gpufix_probe
 
 HERE = Path(__file__).parent

@@ -1,0 +1,39 @@
+"""ml_stack from an offline wheelhouse of STAND-IN wheels, on the bionic-identity container.
+
+The wheelhouse also holds decoys (torch 2.1.2+cpu and 2.2.0+cu121, transformers 4.37.0,
+accelerate 0.26.0): only exact pins give the versions asserted here.
+"""
+
+import json
+
+VENV = "/opt/gpufix/venv"
+
+
+def test_venv_built_with_the_chosen_interpreter(host):
+    cfg = host.file(f"{VENV}/pyvenv.cfg")
+    assert cfg.exists
+    assert cfg.contains("^home = /usr/bin$")
+
+
+def test_constraints_written_next_to_the_venv(host):
+    f = host.file(f"{VENV}/gpufix-constraints.txt")
+    assert f.mode == 0o644
+    pins = [ln for ln in f.content_string.splitlines() if ln and not ln.startswith("#")]
+    assert pins == ["torch==2.1.2+cu121", "transformers==4.36.2", "accelerate==0.25.0"]
+
+
+def test_imports_report_the_exact_versions(host):
+    out = host.check_output(
+        f"{VENV}/bin/python -c \"import json, torch, transformers, accelerate; "
+        "print(json.dumps([torch.__version__, torch.version.cuda, transformers.__version__, "
+        'accelerate.__version__, torch.GPUFIX_STAND_IN]))"'
+    )
+    assert json.loads(out) == ["2.1.2+cu121", "12.1", "4.36.2", "0.25.0", True]
+
+
+def test_no_decoy_installed(host):
+    freeze = host.check_output(f"{VENV}/bin/python -m pip freeze").splitlines()
+    assert "torch==2.1.2+cu121" in freeze
+    assert not [ln for ln in freeze if ln.startswith(("torch==2.2", "torch==2.1.2+cpu"))]
+    assert "transformers==4.36.2" in freeze
+    assert "accelerate==0.25.0" in freeze

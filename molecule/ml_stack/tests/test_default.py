@@ -24,7 +24,7 @@ def test_constraints_written_next_to_the_venv(host):
 
 def test_imports_report_the_exact_versions(host):
     out = host.check_output(
-        f"{VENV}/bin/python -c \"import json, torch, transformers, accelerate; "
+        f'{VENV}/bin/python -c "import json, torch, transformers, accelerate; '
         "print(json.dumps([torch.__version__, torch.version.cuda, transformers.__version__, "
         'accelerate.__version__, torch.GPUFIX_STAND_IN]))"'
     )

@@ -245,3 +245,15 @@ def test_program_runs_on_python_3_6() -> None:
 def test_program_does_not_import_gpufix() -> None:
     source = program_path().read_text()
     assert not re.search(r"^\s*(from|import)\s+gpufix", source, re.M)
+
+
+def test_failing_single_gpu_baseline_skips_the_multi_rank_run(tmp_path: Path) -> None:
+    args = ["--cpu", "--world-size", "2", "--phase-deadline", "10", "--deadline", "30"]
+    verdict, _ = probe(tmp_path, args, "crash:alloc:0", only="single")
+
+    assert verdict["verdict"] == "failed"
+    assert verdict["failed_in"] == {"phase": "alloc", "ranks": [0]}
+    assert verdict["single_gpu"]["verdict"] == "failed"
+    assert {p["rank"] for p in verdict["phases"]} == {0}  # the baseline's phases only
+    assert "multi-GPU run skipped" in " ".join(verdict["notes"])
+    assert [c["id"] for c in verdict["causes"]] == ["gpu-init"]

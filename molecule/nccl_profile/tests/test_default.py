@@ -1,0 +1,40 @@
+"""nccl_profile on Debian 12: composed profiles, backup once, workaround removed, no debug knobs."""
+
+
+def _settings(host):
+    text = host.file("/etc/nccl.conf").content_string
+    return [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+
+
+def test_profiles_compose_in_order(host):
+    assert _settings(host) == [
+        "NCCL_P2P_DISABLE=1",
+        "NCCL_SOCKET_IFNAME==eth0",
+        "NCCL_IB_DISABLE=1",
+        "NCCL_IB_TIMEOUT=22",
+    ]
+
+
+def test_each_profile_says_when_and_what_it_costs(host):
+    conf = host.file("/etc/nccl.conf")
+    assert conf.mode == 0o644
+    assert conf.contains("^# Ansible managed")
+    assert conf.contains("^# --- profile no-p2p ---$")
+    assert conf.contains("^# when: LAST RESORT")
+    assert conf.contains("^# cost: All intra-node traffic goes through host memory")
+    assert conf.contains("^# source: https://docs.nvidia.com/deeplearning/nccl/")
+
+
+def test_no_debug_knobs(host):
+    assert not [s for s in _settings(host) if s.startswith("NCCL_DEBUG")]
+
+
+def test_foreign_config_backed_up_once(host):
+    backup = host.file("/etc/nccl.conf.gpufix-orig")
+    assert backup.exists
+    # The administrator's file, not one gpufix wrote on a later run.
+    assert backup.content_string == "NCCL_SOCKET_IFNAME=eth0\n"
+
+
+def test_single_gpu_workaround_removed(host):
+    assert not host.file("/etc/profile.d/gpufix-single-gpu.sh").exists

@@ -496,6 +496,7 @@ class Applier:
                 timeout=self.opts.step_timeout,
                 progress=self.report,
             )
+            _raise_if_canceled(res)
             still = []
             for h in ok:
                 hr = res.hosts.get(h) or runner.HostResult(
@@ -581,6 +582,7 @@ class Applier:
             timeout=self.opts.reboot_timeout + 300,
             progress=self.report,
         )
+        _raise_if_canceled(res)
         back = [h for h in hosts if h not in need]
         for h in go:
             hr = res.hosts.get(h)
@@ -622,6 +624,7 @@ class Applier:
             timeout=self.opts.reboot_timeout + 600,
             progress=self.report,
         )
+        _raise_if_canceled(res)
         for h in todo:
             hr = res.hosts.get(h)
             verdict = (hr.data.get("gpufix_probe_verdict") if hr else None) or {}
@@ -723,6 +726,12 @@ class Applier:
             check=self.opts.check,
             noop=noop,
         )
+
+
+def _raise_if_canceled(res: runner.RunResult) -> None:
+    """ansible-runner turns Ctrl-C / SIGTERM into a canceled job: treat it as an interrupt."""
+    if res.status == "canceled":
+        raise KeyboardInterrupt
 
 
 def _lost_in_reboot(hr: runner.HostResult) -> bool:

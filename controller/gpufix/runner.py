@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -132,6 +134,9 @@ def _run(
     ident = kwargs.pop("ident", None) or uuid.uuid4().hex[:12]
     hosts: dict[str, HostResult] = {}
     tmp = Path(tempfile.mkdtemp(prefix="gpufix-runner-"))
+    # ansible-runner installs SIGINT/SIGTERM handlers that cancel the job (status "canceled")
+    # and never puts the old ones back; restore them so Ctrl-C between runs still interrupts.
+    saved = _signal_handlers()
     try:
         r = ansible_runner.run(
             private_data_dir=str(tmp),
@@ -152,7 +157,20 @@ def _run(
                 shutil.copyfile(src, keep_artifacts / f"{ident}.stdout")
         return RunResult(ident=ident, rc=int(r.rc or 0), status=str(r.status), hosts=hosts)
     finally:
+        _restore_signal_handlers(saved)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _signal_handlers() -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore_signal_handlers(saved: dict[int, Any]) -> None:
+    for sig, handler in saved.items():
+        if handler is not None:
+            signal.signal(sig, handler)
 
 
 def gather_facts(

@@ -171,6 +171,8 @@ def run_preflight(
         progress=progress,
         keep_artifacts=keep_artifacts,
     )
+    if res.status == "canceled":  # Ctrl-C / SIGTERM reached ansible-runner
+        raise KeyboardInterrupt
     out: dict[str, Preflight] = {}
     for name, want in hosts.items():
         hr = res.hosts.get(name)

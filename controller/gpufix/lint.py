@@ -137,6 +137,12 @@ DATA_PARALLEL: frozenset[str] = frozenset(
     }
 )
 
+# Byte strings a file must contain for any rule to fire (every rule needs a literal name).
+_TRIGGERS: tuple[bytes, ...] = tuple(
+    k.encode()
+    for k in (*CUDA_INIT_VARS, *DEBUG_KNOBS, P2P_DISABLE_VAR, "DataParallel", "data_parallel")
+)
+
 _NOQA = re.compile(r"#\s*noqa(?P<colon>:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
 
@@ -273,7 +279,6 @@ class _Checker:
         self.funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.active: list[str] = []  # call stack of functions being followed
         self.findings: dict[tuple[str, int, int], Finding] = {}
-        self._bind_names()
 
     # -- names ----------------------------------------------------------------------------
     def _bind_names(self) -> None:
@@ -556,27 +561,35 @@ class _Checker:
         return self._follow_calls([stmt], state)
 
     # -- flow-insensitive rules -------------------------------------------------------------
-    def _flag_debug_and_p2p(self) -> None:
-        for n in ast.walk(self.tree):
-            for s in self._env_sets(n):
-                value = _const_str(s.value)
-                if s.key in DEBUG_KNOBS and value is not None:
-                    wanted = DEBUG_KNOBS[s.key]
-                    if wanted is None or value.strip().upper() in wanted:
-                        self._add(
-                            "GPF003",
-                            s.node,
-                            f"{s.key}={value} hard-coded: a debugging setting (verbose logs, "
-                            "slower runs); set it in the shell for a debugging run instead",
-                        )
-                if s.key == P2P_DISABLE_VAR and value is not None and _nonzero(value):
+    def _flag_late_cuda_vars(self) -> None:
+        self._block(self.tree.body, {}, "", [], module=True)
+        # Inside any function, in its own order, whether or not anything calls it.
+        for fn in ast.walk(self.tree):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                self.active = [fn.name]
+                self._block(fn.body, {}, "", [], module=False)
+        self.active = []
+
+    def _flag_debug_and_p2p(self, sets: Sequence[_EnvSet]) -> None:
+        for s in sets:
+            value = _const_str(s.value)
+            if s.key in DEBUG_KNOBS and value is not None:
+                wanted = DEBUG_KNOBS[s.key]
+                if wanted is None or value.strip().upper() in wanted:
                     self._add(
-                        "GPF004",
+                        "GPF003",
                         s.node,
-                        f"{P2P_DISABLE_VAR}={value} set in code: a workaround that costs "
-                        "GPU-to-GPU bandwidth and hides the cause (often PCIe ACS / IOMMU); "
-                        "fix the host instead",
+                        f"{s.key}={value} hard-coded: a debugging setting (verbose logs, "
+                        "slower runs); set it in the shell for a debugging run instead",
                     )
+            if s.key == P2P_DISABLE_VAR and value is not None and _nonzero(value):
+                self._add(
+                    "GPF004",
+                    s.node,
+                    f"{P2P_DISABLE_VAR}={value} set in code: a workaround that costs "
+                    "GPU-to-GPU bandwidth and hides the cause (often PCIe ACS / IOMMU); "
+                    "fix the host instead",
+                )
 
     def _flag_data_parallel(self) -> None:
         for n in ast.walk(self.tree):
@@ -591,16 +604,18 @@ class _Checker:
                     )
 
     def run(self, source: str) -> list[Finding]:
-        if "environ" in source or "putenv" in source:
-            self._block(self.tree.body, {}, "", [], module=True)
-            # Inside any function, in its own order, whether or not anything calls it.
-            for fn in ast.walk(self.tree):
-                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-                    self.active = [fn.name]
-                    self._block(fn.body, {}, "", [], module=False)
-            self.active = []
-            self._flag_debug_and_p2p()
-        if "DataParallel" in source or "data_parallel" in source:
+        # Substring tests first: most files name none of the variables, and skip the walks.
+        env_keys = [k for k in (*CUDA_INIT_VARS, *DEBUG_KNOBS, P2P_DISABLE_VAR) if k in source]
+        wants_dp = "DataParallel" in source or "data_parallel" in source
+        if not env_keys and not wants_dp:
+            return []
+        self._bind_names()
+        if env_keys:
+            sets = [s for n in ast.walk(self.tree) for s in self._env_sets(n)]
+            if any(s.key in CUDA_INIT_VARS for s in sets):
+                self._flag_late_cuda_vars()
+            self._flag_debug_and_p2p(sets)
+        if wants_dp:
             self._flag_data_parallel()
         return [f for f in self.findings.values() if not self._suppressed(f)]
 
@@ -628,7 +643,6 @@ def _nonzero(value: str) -> bool:
 
 def lint_source(source: str | bytes, path: str = "<string>") -> list[Finding]:
     """Findings for one file's contents, sorted by position."""
-    text = source if isinstance(source, str) else source.decode("utf-8", "replace")
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError as e:
@@ -639,6 +653,10 @@ def lint_source(source: str | bytes, path: str = "<string>") -> list[Finding]:
         ]
     except (ValueError, RecursionError, MemoryError) as e:
         return [Finding("GPF900", path, 1, 1, 1, 1, f"could not parse: {e}; not checked")]
+    data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
+    if not any(k in data for k in _TRIGGERS):  # nothing any rule looks for: no walk at all
+        return []
+    text = source if isinstance(source, str) else source.decode("utf-8", "replace")
     found = _Checker(path, tree, text).run(text)
     return sorted(found, key=lambda f: (f.line, f.col, f.rule))
 

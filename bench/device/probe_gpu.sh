@@ -33,8 +33,8 @@ print("%-28s verdict=%s rc=%s wall=%ss world=%s backend=%s where=%s error=%s"
       % (label, v["verdict"], rc, secs, v["world_size"], v["backend"], where, (v.get("error") or "")[:200]))
 print("%-28s single_gpu=%s allreduce=%s" % ("", v.get("single_gpu"),
       [(a["bytes"], a["busbw_gbps"]) for a in v.get("allreduce", [])]))
-print("%-28s phases=%s" % ("", [(p["phase"], p["rank"], round((p["end"] or 0) - p["start"], 3)) for p in v["phases"]]))
-print("%-28s causes=%s nccl_tail=%s" % ("", [c["id"] for c in v["causes"]], v.get("nccl_log_tail", [])[-3:]))
+print("%-28s phases=%s" % ("", [(p["phase"], p["rank"], None if p["end"] is None else round(p["end"] - p["start"], 3)) for p in v["phases"]]))
+print("%-28s causes=%s nccl_tail=%s" % ("", [c["id"] for c in v["causes"]], v.get("nccl_log_tail", [])[:3]))
 PY
 }
 

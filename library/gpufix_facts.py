@@ -42,6 +42,7 @@ options:
     description:
       - Interpreter paths whose site-packages are read for torch, transformers, accelerate and
         nvidia-nccl-* versions (from dist-info METADATA; nothing is imported).
+      - When empty, the C(python3) found on PATH and C(/usr/bin/python3) are read.
     type: list
     elements: path
     default: []
@@ -1128,9 +1129,21 @@ def read_packages(paths, wanted=None):
     return found
 
 
+def _default_envs(ctx):
+    """The python3 on PATH (often a training venv or conda) and the system one, deduplicated."""
+    out, seen = [], set()
+    for python in (ctx.which("python3"), "/usr/bin/python3"):
+        if python and os.access(python, os.X_OK):
+            real = os.path.realpath(python)
+            if real not in seen:
+                seen.add(real)
+                out.append(python)
+    return out
+
+
 def g_python_envs(ctx, opts):
     envs = []
-    for python in opts.get("python_envs") or []:
+    for python in opts.get("python_envs") or _default_envs(ctx):
         entry = {"python": python}
         try:
             data = json.loads(ctx.run([python, "-c", _ENV_SCRIPT]))

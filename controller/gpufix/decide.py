@@ -96,7 +96,9 @@ def kernel_upgrade(ctx: Ctx) -> Candidate:
         )
     running = versions.major_minor(h.kernel)
     target = versions.major_minor(rel.hwe_kernel)
-    if running is None or target is None:
+    if target is None:
+        return Candidate("kernel-upgrade", False, f"no HWE kernel series recorded for {rel.codename}")
+    if running is None:
         return Candidate("kernel-upgrade", False, "running kernel unknown")
     if running >= target:
         return Candidate(

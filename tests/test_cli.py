@@ -142,3 +142,27 @@ def test_probe_refuses_a_recorded_host() -> None:
     r = gpufix("probe", "host01")
     assert r.returncode == 3
     assert "recorded host" in one_line_error(r)
+
+
+def test_lint_command_exit_codes_and_sarif(tmp_path: Path) -> None:
+    bad = tmp_path / "train.py"
+    bad.write_text('import os\nimport torch\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n')
+    good = tmp_path / "ok.py"
+    good.write_text('import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\nimport torch\n')
+    assert gpufix("lint", str(good)).returncode == 0
+    r = gpufix("lint", "--sarif", str(bad))
+    assert r.returncode == 1
+    sarif = json.loads(r.stdout)
+    assert sarif["version"] == "2.1.0"
+    assert (
+        sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"]
+        == 3
+    )
+    assert gpufix("lint", str(tmp_path / "missing.py")).returncode == 3
+
+
+def test_preflight_command_on_a_snapshot() -> None:
+    r = gpufix("preflight", "--facts", str(HOSTS / "bionic-mismatch.json"), "--json")
+    assert r.returncode == 1  # a driver/library mismatch fails the job's preflight
+    report = json.loads(r.stdout)
+    assert any(c["status"] == "fail" for c in report["checks"])

@@ -1,0 +1,75 @@
+"""container_runtime on the bionic-identity container, with stub docker / nvidia-ctk packages."""
+
+import json
+
+import pytest
+
+IMAGE = (
+    "nvcr.io/nvidia/pytorch:23.10-py3@sha256:"
+    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+)
+CALLS = "/var/lib/gpufix-fixture/docker"
+
+
+def test_packages_pinned(host):
+    assert host.package("docker-ce").version == "5:24.0.6-1~ubuntu.18.04~bionic"
+    assert host.package("docker-ce-cli").version == "5:24.0.6-1~ubuntu.18.04~bionic"
+    assert host.package("nvidia-container-toolkit").version == "1.17.8-1"
+
+
+@pytest.mark.parametrize(
+    ("name", "uri"),
+    [("docker", "file:/srv/docker-repo"), ("nvidia-container-toolkit", "file:/srv/nvidia-repo")],
+)
+def test_deb822_sources(host, name, uri):
+    src = host.file(f"/etc/apt/sources.list.d/{name}.sources")
+    assert src.contains(f"^URIs: {uri}$")
+    assert src.contains("^Suites: ./$")
+    assert src.contains("^Trusted: yes$")
+
+
+def test_daemon_json_merged(host):
+    daemon = json.loads(host.file("/etc/docker/daemon.json").content_string)
+    assert daemon["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
+    # What the host had before stays.
+    assert daemon["log-driver"] == "json-file"
+    assert daemon["log-opts"] == {"max-size": "10m"}
+    assert "default-runtime" not in daemon
+
+
+def test_wrapper_runs_the_pinned_image_with_nccl_settings(host):
+    wrapper = host.file("/usr/local/bin/gpufix-run")
+    assert wrapper.mode == 0o755
+    before = len(host.file(CALLS).listdir()) if host.file(CALLS).exists else 0
+    host.check_output("cd /tmp && gpufix-run -- python -c 'print(1)' 'a b'")
+    argv = host.file(f"{CALLS}/call-{before + 1}").content_string.splitlines()
+    assert argv[:4] == ["run", "--rm", "--gpus", "all"]
+    assert "--ipc=host" in argv
+    assert not [a for a in argv if a.startswith("--shm-size")]
+    assert argv[argv.index("--network") + 1] == "host"
+    assert "memlock=-1" in argv and "stack=67108864" in argv
+    # The digest-pinned image, then the user's command exactly as given.
+    assert argv[argv.index(IMAGE) :] == [IMAGE, "python", "-c", "print(1)", "a b"]
+
+
+def test_wrapper_mounts_the_host_nccl_profile_when_there_is_one(host):
+    # testinfra runs as root in the container (podman exec).
+    host.check_output("printf 'NCCL_IB_DISABLE=1\\n' > /etc/nccl.conf")
+    try:
+        before = len(host.file(CALLS).listdir())
+        host.check_output("cd /tmp && gpufix-run true")
+        argv = host.file(f"{CALLS}/call-{before + 1}").content_string.splitlines()
+    finally:
+        host.check_output("rm -f /etc/nccl.conf")
+    assert "/etc/nccl.conf:/etc/nccl.conf:ro" in argv
+
+
+def test_wrapper_without_a_command_is_a_usage_error(host):
+    res = host.run("gpufix-run")
+    assert res.rc == 64
+    assert "usage: gpufix-run" in res.stderr
+
+
+def test_tools_answer(host):
+    assert "24.0.6" in host.check_output("docker --version")
+    assert "1.17.8" in host.check_output("nvidia-ctk --version")

@@ -103,10 +103,12 @@ def test_engine_never_crashes_and_plans_are_possible(facts: dict[str, Any], c: C
     assert plan.strategy in STRATEGIES
     if not c.reboot_allowed:
         assert not plan.reboot_required
-    for step in plan.steps:
-        torch = step.vars.get("gpufix_ml_stack_torch_version")
-        if torch:
-            _assert_stack_possible(facts, torch, step.vars["gpufix_ml_stack_python"])
+    stack = plan.extra.get("stack")
+    if stack:
+        step = plan.steps[0]
+        assert step.vars["gpufix_ml_stack_torch_version"] == stack["torch"]
+        assert step.vars["gpufix_ml_stack_torch_variant"] == stack["tag"]
+        _assert_stack_possible(facts, f"{stack['torch']}+{stack['tag']}", stack["python"])
 
 
 def _assert_stack_possible(facts: dict[str, Any], torch: str, python: str) -> None:
@@ -120,7 +122,7 @@ def _assert_stack_possible(facts: dict[str, Any], torch: str, python: str) -> No
     glibc = facts.get("glibc")
     if isinstance(glibc, str) and versions.parse(glibc):
         assert versions.at_least(glibc, row.glibc_for(cu)), (torch, glibc)  # no torch 2.7 on 2.27
-    py = python.removeprefix("python")
+    py = python
     assert (
         versions.major_minor(row.python_min)
         <= versions.major_minor(py)

@@ -7,6 +7,7 @@ torch/CUDA stack that fits, then containers; single GPU as the last resort.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,7 @@ class Candidate:
     outcome: str = ""
     risks: list[str] = field(default_factory=list)
     reboot: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,9 @@ def kernel_upgrade(ctx: Ctx) -> Candidate:
     running = versions.major_minor(h.kernel)
     target = versions.major_minor(rel.hwe_kernel)
     if target is None:
-        return Candidate("kernel-upgrade", False, f"no HWE kernel series recorded for {rel.codename}")
+        return Candidate(
+            "kernel-upgrade", False, f"no HWE kernel series recorded for {rel.codename}"
+        )
     if running is None:
         return Candidate("kernel-upgrade", False, "running kernel unknown")
     if running >= target:
@@ -130,14 +134,21 @@ def kernel_upgrade(ctx: Ctx) -> Candidate:
         PLAYBOOKS["kernel-upgrade"],
         f"install {rel.hwe_metapackage} and headers, keep {h.kernel} as fallback, boot the new "
         "kernel once, make it default after the probe passes",
-        {
-            "gpufix_kernel_hwe_metapackage": rel.hwe_metapackage,
-            "gpufix_kernel_expected_series": rel.hwe_kernel,
-            "gpufix_kernel_reboot_allowed": ctx.c.reboot_allowed,
-        },
+        _kernel_vars(ctx),
         reboot=True,
     )
     return _reboot_gate(ctx, Candidate("kernel-upgrade", True, gets, [step], outcome, risks, True))
+
+
+def _kernel_vars(ctx: Ctx) -> dict[str, Any]:
+    """Role variables: the role installs the release's HWE packages; name the target kernel
+    release when apt's candidate is known ('5.4.0.150.167~18.04.1' -> '5.4.0-150-generic')."""
+    out: dict[str, Any] = {"gpufix_kernel_reboot_allowed": ctx.c.reboot_allowed}
+    cand = ctx.host.hwe_candidate or ""
+    m = re.match(r"(\d+\.\d+\.\d+)\.(\d+)\.", cand)
+    if m:
+        out["gpufix_kernel_target"] = f"{m.group(1)}-{m.group(2)}-generic"
+    return out
 
 
 def best_stack(ctx: Ctx) -> dict[str, Any] | None:
@@ -238,8 +249,9 @@ def cuda_downgrade(ctx: Ctx) -> Candidate:
         f"build a venv at {ctx.c.venv_path} with {why.split(':')[0]}",
         {
             "gpufix_ml_stack_venv": ctx.c.venv_path,
-            "gpufix_ml_stack_python": f"python{py}",
-            "gpufix_ml_stack_torch_version": want,
+            "gpufix_ml_stack_python": h.python_paths.get(py, f"/usr/bin/python{py}"),
+            "gpufix_ml_stack_torch_version": best["torch"],
+            "gpufix_ml_stack_torch_variant": best["tag"],
             "gpufix_ml_stack_torch_index_url": f"https://download.pytorch.org/whl/{best['tag']}",
             "gpufix_ml_stack_transformers_version": best["transformers"],
             "gpufix_ml_stack_accelerate_version": best["accelerate"],
@@ -257,7 +269,7 @@ def cuda_downgrade(ctx: Ctx) -> Candidate:
         risks.append(f"code written for torch {current} may need changes for {best['torch']}")
     if h.kernel and versions.at_least(h.kernel, ctx.kb.accelerate_kernel_check.threshold) is False:
         risks.append("accelerate will still print the kernel warning; it is a risk factor only")
-    return Candidate("cuda-downgrade", True, why, [step], outcome, risks)
+    return Candidate("cuda-downgrade", True, why, [step], outcome, risks, extra={"stack": best})
 
 
 def container_fallback(ctx: Ctx) -> Candidate:
@@ -477,7 +489,6 @@ def driver_pin(ctx: Ctx) -> Candidate:
     branch = versions.driver_branch(target)
     vars_: dict[str, Any] = {
         "gpufix_driver_branch": branch,
-        "gpufix_driver_reboot_allowed": ctx.c.reboot_allowed,
     }
     if "." in target:
         vars_["gpufix_driver_version"] = target
@@ -505,7 +516,7 @@ def container_fix(ctx: Ctx) -> Candidate:
     vars_: dict[str, Any] = {"gpufix_container_runtime_ipc_host": True}
     what = ["--ipc=host (or a sized --shm-size) for the training container"]
     if ctx.has("container-private-network"):
-        vars_["gpufix_container_runtime_network_host"] = True
+        vars_["gpufix_container_runtime_multi_node"] = True
         what.append("--network host for multi-node NCCL")
     step = Step(PLAYBOOKS["container-fix"], "; ".join(what), vars_)
     note = ""
@@ -526,7 +537,10 @@ def single_gpu(ctx: Ctx) -> Candidate:
     step = Step(
         PLAYBOOKS["single-gpu"],
         "export CUDA_VISIBLE_DEVICES=0 for login shells (/etc/profile.d), set before torch is imported",
-        {"gpufix_nccl_profile_single_gpu_index": 0, "gpufix_nccl_profile_single_gpu": True},
+        {
+            "gpufix_nccl_profile_single_gpu_index": 0,
+            "gpufix_nccl_profile_single_gpu_state": "present",
+        },
     )
     return Candidate(
         "single-gpu",
@@ -701,6 +715,7 @@ def decide(
         facts_digest=digest(stable_facts(facts)),
         kb_digest=str(kb.digest),
         probe_verdict=(verdict or {}).get("verdict"),
+        extra=chosen.extra,
     )
 
 

@@ -33,6 +33,7 @@ class Host:
     codename: str | None
     version_id: str | None
     kernel: str | None
+    hwe_candidate: str | None  # apt's candidate version of the HWE metapackage
     glibc: str | None
     gpu_count: int | None  # None: could not tell
     gpu_names: tuple[str, ...]
@@ -59,6 +60,7 @@ class Host:
     dkms_nvidia: bool
     kernel_nvidia_modules: tuple[str, ...]
     pythons: tuple[str, ...]  # versions of interpreters present
+    python_paths: dict[str, str]  # "3.8" -> /usr/bin/python3.8
     env: PyEnv | None  # the environment that runs training (first with torch)
     nccl_settings: dict[str, str]
     xid: int | None
@@ -175,6 +177,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         codename=_str(fget(facts, "os.codename")),
         version_id=_str(fget(facts, "os.version_id")),
         kernel=_str(fget(facts, "kernel.running")),
+        hwe_candidate=_str(fget(facts, "kernel.hwe.candidate")),
         glibc=_str(fget(facts, "glibc")),
         gpu_count=gpu_count,
         gpu_names=tuple(str(g.get("name", "")) for g in gpu_list),
@@ -213,6 +216,11 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
             for p in _list(fget(facts, "pythons"))
             if isinstance(p, dict) and _str(p.get("version"))
         ),
+        python_paths={
+            ".".join(str(p.get("version")).split(".")[:2]): str(p.get("path"))
+            for p in reversed(_list(fget(facts, "pythons")))
+            if isinstance(p, dict) and _str(p.get("version")) and _str(p.get("path"))
+        },
         env=_env(facts),
         nccl_settings=settings,
         xid=_int(fget(facts, "kernel_log.xid")),

@@ -48,7 +48,7 @@ def test_gpf001_names_the_first_torch_import() -> None:
     path = FIXTURES / "hf_trainer_late_env.py"
     [f] = [f for f in lint_source(path.read_bytes(), str(path)) if f.rule == "GPF001"]
     assert "`from transformers import ...` (line 8)" in f.message
-    assert "no effect once CUDA is initialised" in f.message
+    assert "CUDA ignores it once initialised" in f.message
     assert f.related[0].line == 8 and f.related[0].path == str(path)
 
 

@@ -434,9 +434,10 @@ class _Checker:
                 continue
             via = f", in {first.via}" if first.via else ""
             msg = (
-                f"{s.key} set after `{first.text}` (line {first.line}{via}): no effect once CUDA "
-                "is initialised, which torch code may do from that import on; set it before the "
-                "first torch import or in the launch environment"
+                f"{s.key} set after `{first.text}` (line {first.line}{via}): CUDA ignores it "
+                "once initialised, which torch code may do from that import on (torch's device "
+                "count may then disagree with the devices in use); set it before the first torch "
+                "import or in the launch environment"
             )
             related = Related(
                 self.path,

@@ -122,6 +122,10 @@ def _gpus(facts: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]] | None, str
 # ------------------------------------------------------------------------------------ checks
 
 
+def _gpu_count(n: int) -> str:
+    return "1 GPU" if n == 1 else f"{n} GPUs"
+
+
 def check_kernel(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env) -> CheckResult:
     cid = "kernel"
     rule = kb.accelerate_kernel_check
@@ -275,7 +279,9 @@ def check_visible_devices(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env)
     )
     n = len(gpus)
     if value is None:
-        return CheckResult(cid, "pass", f"CUDA_VISIBLE_DEVICES is unset: all {n} GPUs visible")
+        return CheckResult(
+            cid, "pass", f"CUDA_VISIBLE_DEVICES is unset: all {_gpu_count(n)} visible"
+        )
     ev: dict[str, Any] = {"CUDA_VISIBLE_DEVICES": value, "gpu_count": n}
     if not value.strip():
         return CheckResult(
@@ -289,7 +295,7 @@ def check_visible_devices(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env)
             cid,
             "fail",
             f"CUDA_VISIBLE_DEVICES={value}: entry {parsed['invalid']!r} is not one of this "
-            f"host's {n} GPUs (0-{n - 1}) or repeats one; CUDA stops at it, so visible: {shown}",
+            f"host's {_gpu_count(n)} (0-{n - 1}) or repeats one; CUDA stops at it, so visible: {shown}",
             ev,
         )
     if parsed["unchecked"] is not None:
@@ -339,7 +345,7 @@ def check_shm(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env) -> CheckRes
             "NCCL and DataLoader workers may run out",
             ev,
         )
-    return CheckResult(cid, "pass", f"/dev/shm is {have} for {len(gpus)} GPUs", ev)
+    return CheckResult(cid, "pass", f"/dev/shm is {have} for {_gpu_count(len(gpus))}", ev)
 
 
 def _nccl_settings(facts: Mapping[str, Any], env: Env) -> list[tuple[str, str, str]]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 # Stable, documented in docs/exit-codes.md.
 EXIT_OK = 0  # nothing to do / healthy / clean
-EXIT_ERROR = 1  # an internal or runtime error (a bug, a failed play)
-EXIT_CHANGES = 2  # changes proposed (plan) or applied (apply); findings (lint, preflight)
+EXIT_ERROR = 1  # an error (a failed play, a bug); lint and preflight: findings / a failed check
+EXIT_CHANGES = 2  # changes proposed (plan) or applied (apply); differences (diff)
 EXIT_INVALID = 3  # invalid input: unknown host, bad file, unknown or infeasible strategy
 EXIT_UNREACHABLE = 4  # a host could not be reached or managed
 EXIT_VERIFY_FAILED = 5  # applied, but the post-change probe was not healthy

@@ -55,9 +55,10 @@ debootstrap --variant=minbase --include="$INCLUDE" bookworm "$rootfs" "$MIRROR" 
 : >"$rootfs/etc/apt/sources.list"
 rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
 : >"$rootfs/etc/machine-id"
-# Units that only make noise or hang in a container without hardware.
+# Units that only make noise or hang in a container without hardware. (systemd-logind stays:
+# ansible.builtin.reboot's default command schedules the shutdown through it.)
 for unit in systemd-remount-fs.service getty.target console-getty.service \
-  systemd-logind.service apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer; do
+  apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer; do
   ln -sf /dev/null "$rootfs/etc/systemd/system/$unit"
 done
 

@@ -61,7 +61,9 @@ def lab_prereqs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def make_lab(lab_prereqs: dict[str, Path], tmp_path: Path) -> Iterator[Callable[..., Lab]]:
     labs: list[Lab] = []
 
-    def make(n: int = 1, setup: str = "", hostvars: dict[str, dict] | None = None) -> Lab:
+    def make(
+        n: int = 1, setup: str = "", hostvars: dict[str, dict] | None = None, restart: bool = True
+    ) -> Lab:
         prefix = new_prefix()
         hosts = {f"h{i + 1}": f"{prefix}-h{i + 1}" for i in range(n)}
         lab = Lab(
@@ -74,7 +76,7 @@ def make_lab(lab_prereqs: dict[str, Path], tmp_path: Path) -> Iterator[Callable[
         )
         labs.append(lab)
         for cname in hosts.values():
-            start(cname, lab_prereqs)
+            start(cname, lab_prereqs, restart)
         for h in hosts:
             lab.sh(h, PREPARE + (KERNEL_HOST if setup == "kernel" else ""))
         lab.write_inventory()

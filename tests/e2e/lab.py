@@ -86,12 +86,13 @@ class Lab:
         self.inventory.write_text(yaml.safe_dump(inv, sort_keys=False))
 
     def stop(self, host: str) -> None:
-        """Take a host away for good (no restart): unreachable from now on."""
-        subprocess.run(["podman", "update", "--restart=no", self.hosts[host]], capture_output=True)
-        subprocess.run(["podman", "kill", self.hosts[host]], capture_output=True)
+        """Take a host away (a user stop: podman does not restart it): unreachable now."""
+        subprocess.run(["podman", "stop", "-t", "0", self.hosts[host]], capture_output=True)
 
 
-def start(cname: str, prereqs: dict[str, Path]) -> None:
+def start(cname: str, prereqs: dict[str, Path], restart: bool = True) -> None:
+    """restart=False: a reboot inside the container stops it for good (a host that never
+    comes back)."""
     subprocess.run(
         [
             "podman",
@@ -104,7 +105,7 @@ def start(cname: str, prereqs: dict[str, Path]) -> None:
             "--label",
             "gpufix-e2e=1",
             "--runtime=runc",
-            "--restart=always",
+            f"--restart={'always' if restart else 'no'}",
             "--network=none",
             "--tmpfs=/run:rw",
             "--tmpfs=/tmp:rw",

@@ -1,0 +1,32 @@
+"""probe on Debian 12 without torch or a GPU: the program ships and its verdict file parses."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import jsonschema
+
+ROOT = Path(__file__).resolve().parents[3]
+PROGRAM = ROOT / "controller/gpufix/probe/gpufix_probe.py"
+SCHEMA = ROOT / "controller/gpufix/schemas/probe.schema.json"
+
+
+def test_program_shipped_unchanged(host):
+    f = host.file("/usr/local/lib/gpufix/gpufix_probe.py")
+    assert f.mode == 0o755
+    assert f.sha256sum == hashlib.sha256(PROGRAM.read_bytes()).hexdigest()
+
+
+def test_last_verdict_on_the_host_is_valid(host):
+    # side_effect ends with a --cpu run: without torch it fails in import_torch.
+    verdict = json.loads(host.file("/var/lib/gpufix/probe.json").content_string)
+    jsonschema.validate(verdict, json.loads(SCHEMA.read_text()))
+    assert verdict["verdict"] == "failed"
+    assert verdict["failed_in"]["phase"] == "import_torch"
+    assert verdict["backend"] == "gloo"
+
+
+def test_no_probe_left_running(host):
+    # [g] keeps pgrep from matching the shell that runs it.
+    assert host.run("pgrep -f '[g]pufix_probe.py'").rc == 1
+    assert host.run("pgrep -f '[s]leep 600'").rc == 1

@@ -101,3 +101,26 @@ def test_options_typed_described_prefixed(role: str) -> None:
             values = default if kind == "list" else [default]
             bad = [v for v in values if v not in option["choices"]]
             assert not bad, f"{role}: {name}: default {bad} not among choices {option['choices']}"
+
+
+DOCS = ROLES.parent / "docs" / "roles.md"
+
+
+def _doc_section(role: str) -> str | None:
+    if not DOCS.is_file():
+        return None
+    text = DOCS.read_text()
+    marker = f"\n## {role}\n"
+    if marker not in text:
+        return None
+    body = text.split(marker, 1)[1]
+    return body.split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize("role", role_names())
+def test_documented_roles_list_every_option(role: str) -> None:
+    section = _doc_section(role)
+    if section is None:
+        pytest.skip(f"docs/roles.md has no section for {role} yet")
+    missing = sorted(name for name in _spec(role) if f"`{name}`" not in section)
+    assert not missing, f"docs/roles.md section {role} lacks: {missing}"

@@ -15,6 +15,8 @@ def test_packages_pinned(host):
     assert host.package("docker-ce").version == "5:24.0.6-1~ubuntu.18.04~bionic"
     assert host.package("docker-ce-cli").version == "5:24.0.6-1~ubuntu.18.04~bionic"
     assert host.package("nvidia-container-toolkit").version == "1.17.8-1"
+    held = host.check_output("apt-mark showhold").split()
+    assert sorted(held) == ["docker-ce", "docker-ce-cli", "nvidia-container-toolkit"]
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from gpufix import apply, safety
 from gpufix.decide import stable_facts
 from gpufix.errors import InvalidInput

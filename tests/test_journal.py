@@ -8,7 +8,6 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from gpufix import journal
 from gpufix.errors import InvalidInput
 from gpufix.journal import Journal, next_action, write_json_atomic

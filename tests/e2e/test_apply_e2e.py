@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gpufix.plan import Step
 from lab import Lab
 from plans import KERNEL_NO_MODULE_STEP, KERNEL_STEP, NCCL_STEP, make_plans
 
@@ -180,3 +181,20 @@ def test_ctrl_c_leaves_a_consistent_journal_and_apply_resumes(make_lab) -> None:
     # and once more: already applied, nothing to do
     code, doc, _ = _apply(lab, plan)
     assert code == 0 and doc["already_applied"]
+
+
+def test_controller_reboot_step_then_probe(make_lab) -> None:
+    """A step whose role does not reboot by itself: apply reboots it with playbooks/reboot.yml
+    only when allowed, waits for it, then probes."""
+    lab = make_lab(1)
+    plan = lab.workdir / "plan.json"
+    step = Step(NCCL_STEP.playbook, NCCL_STEP.description, dict(NCCL_STEP.vars), reboot=True)
+    make_plans(["h1"], lab.inventory, "nccl-profile", [step], plan)
+    code, doc, err = _apply(lab, plan, "--no-verify")
+    assert code == 2 and _hosts(doc)["h1"]["state"] == "reboot-pending", err
+    before = _pid1_start(lab, "h1")
+    code, doc, err = _apply(lab, plan, "--allow-reboot")  # the same plan: finish it
+    h1 = _hosts(doc)["h1"]
+    assert code == 2 and doc["resumed"], err
+    assert h1["state"] == "healthy" and h1["rebooted"], err
+    assert _pid1_start(lab, "h1") != before

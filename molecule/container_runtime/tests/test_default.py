@@ -37,6 +37,7 @@ def test_daemon_json_merged(host):
     assert daemon["log-driver"] == "json-file"
     assert daemon["log-opts"] == {"max-size": "10m"}
     assert "default-runtime" not in daemon
+    assert daemon["default-shm-size"] == "16g"  # not Docker's 64 MiB for other containers
 
 
 def test_wrapper_runs_the_pinned_image_with_nccl_settings(host):

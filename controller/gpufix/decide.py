@@ -513,8 +513,17 @@ def container_fix(ctx: Ctx) -> Candidate:
         return Candidate("container-fix", False, "training does not run in containers here")
     if not shm and not ctx.has("container-private-network"):
         return Candidate("container-fix", False, "container /dev/shm and network look fine")
-    vars_: dict[str, Any] = {"gpufix_container_runtime_ipc_host": True}
-    what = ["--ipc=host (or a sized --shm-size) for the training container"]
+    shm_gib = max(1, ctx.rules.thresholds["shm_min_bytes"] >> 30)
+    vars_: dict[str, Any] = {
+        "gpufix_container_runtime_ipc_host": True,
+        "gpufix_container_runtime_default_shm_size": f"{shm_gib}g",
+    }
+    if ctx.c.container_image:
+        vars_["gpufix_container_runtime_image"] = ctx.c.container_image
+    what = [
+        f"Docker's default /dev/shm raised to {shm_gib} GiB (daemon.json default-shm-size)",
+        "--ipc=host in the gpufix-run wrapper" + ("" if ctx.c.container_image else " (with --image)"),
+    ]
     if ctx.has("container-private-network"):
         vars_["gpufix_container_runtime_multi_node"] = True
         what.append("--network host for multi-node NCCL")

@@ -20,7 +20,8 @@ from gpufix.plan import STRATEGIES, Plan, load_plans
 def _inventory(value: str | None) -> Path:
     from gpufix.paths import default_inventory
 
-    return Path(value) if value else default_inventory()
+    # absolute: ansible-runner runs from the project directory, not the caller's
+    return Path(value).resolve() if value else default_inventory()
 
 
 def _progress(host: str, msg: str) -> None:

@@ -47,6 +47,7 @@ class Lab:
             text=True,
             env=self.env(),
             timeout=timeout,
+            stdin=subprocess.DEVNULL,  # never a TTY: --yes is needed to skip the prompt
             cwd=self.workdir,
         )
 

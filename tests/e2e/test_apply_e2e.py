@@ -149,6 +149,14 @@ def test_unreachable_host_before_the_run_and_stale_plan(make_lab) -> None:
     assert hosts["h1"]["state"] == "applied" and hosts["h1"]["changed"] >= 1
     assert hosts["h2"]["state"] == "unreachable"
     assert "NCCL_P2P_DISABLE=1" in lab.sh("h1", "cat /etc/nccl.conf").stdout
+    # re-plan on the spot: shown, then refused off a terminal without --yes
+    lab.sh("h1", "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nvidia-driver-535")
+    inv = str(lab.inventory)
+    r = lab.gpufix("apply", "--strategy", "single-gpu", "h1", "-i", inv, "--json")
+    assert r.returncode == 3 and "--yes" in r.stderr and r.stdout == ""
+    r = lab.gpufix("apply", "--strategy", "single-gpu", "h1", "-i", inv, "--yes", "--no-verify")
+    assert r.returncode == 2, r.stderr
+    assert lab.sh("h1", "cat /etc/profile.d/gpufix-single-gpu.sh").stdout.count("CUDA_VISIBLE")
 
 
 def test_ctrl_c_leaves_a_consistent_journal_and_apply_resumes(make_lab) -> None:

@@ -26,13 +26,15 @@ class Lab:
     extra_hostvars: dict[str, dict] = field(default_factory=dict)
 
     def sh(self, host: str, script: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(
+        r = subprocess.run(
             ["podman", "exec", self.hosts[host], "sh", "-c", script],
             capture_output=True,
             text=True,
-            check=check,
             timeout=300,
         )
+        if check and r.returncode != 0:
+            raise AssertionError(f"{host}: exit {r.returncode}: {r.stderr[-1500:]}")
+        return r
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)

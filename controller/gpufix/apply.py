@@ -34,10 +34,10 @@ WATCHED_FILES: dict[str, tuple[str, ...]] = {
     "container-fallback": ("/etc/docker/daemon.json", "/usr/local/bin/gpufix-run"),
     "nccl-profile": ("/etc/nccl.conf", "/etc/profile.d/gpufix-single-gpu.sh"),
     "single-gpu": ("/etc/nccl.conf", "/etc/profile.d/gpufix-single-gpu.sh"),
-    "pcie-acs": ("/etc/default/grub", "/etc/default/grub.d/gpufix.cfg"),
+    "pcie-acs": ("/etc/default/grub", "/etc/systemd/system/gpufix-pcie-acs.service"),
     "driver-pin": (
-        "/etc/apt/preferences.d/gpufix-nvidia",
-        "/etc/apt/apt.conf.d/51gpufix-unattended-upgrades",
+        "/etc/apt/preferences.d/gpufix-nvidia-driver.pref",
+        "/etc/apt/apt.conf.d/51gpufix-nvidia-driver",
     ),
     "container-fix": ("/etc/docker/daemon.json",),
 }

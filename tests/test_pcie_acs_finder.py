@@ -1,0 +1,34 @@
+"""roles/pcie_acs/files/gpufix-acs-bridges on a fake sysfs tree: the bridges above NVIDIA GPUs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+FINDER = Path(__file__).resolve().parents[1] / "roles" / "pcie_acs" / "files" / "gpufix-acs-bridges"
+
+
+def device(sys_root: Path, path: str, vendor: str, klass: str) -> None:
+    d = sys_root / "devices" / path
+    d.mkdir(parents=True)
+    (d / "vendor").write_text(vendor + "\n")
+    (d / "class").write_text(klass + "\n")
+    link = sys_root / "bus" / "pci" / "devices" / d.name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(d)
+
+
+def test_finds_the_bridges_above_each_gpu_and_nothing_else(tmp_path: Path) -> None:
+    sw = "pci0000:00/0000:00:01.0/0000:01:00.0"  # root port, then a PLX switch upstream port
+    device(tmp_path, f"{sw}/0000:02:08.0/0000:03:00.0", "0x10de", "0x030200")  # GPU 0
+    device(tmp_path, f"{sw}/0000:02:10.0/0000:04:00.0", "0x10de", "0x030200")  # GPU 1
+    device(tmp_path, f"{sw}/0000:02:10.0/0000:04:00.1", "0x10de", "0x040300")  # its audio: not a GPU
+    device(tmp_path, "pci0000:80/0000:80:01.0/0000:81:00.0", "0x15b3", "0x020000")  # a NIC
+    out = subprocess.run(["sh", str(FINDER), str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0000:00:01.0", "0000:01:00.0", "0000:02:08.0", "0000:02:10.0"]
+
+
+def test_no_gpu_means_no_bridges(tmp_path: Path) -> None:
+    device(tmp_path, "pci0000:00/0000:00:1f.0", "0x8086", "0x060100")
+    out = subprocess.run(["sh", str(FINDER), str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout == ""

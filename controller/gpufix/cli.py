@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from gpufix.plan import STRATEGIES
 def _inventory(value: str | None) -> Path:
     from gpufix.paths import default_inventory
 
-    return Path(value) if value else default_inventory()
+    # The runner works from the project folder: a relative path must not change meaning.
+    return Path(value).resolve() if value else default_inventory()
 
 
 def _progress(host: str, msg: str) -> None:
@@ -127,6 +129,13 @@ def _load_verdict(path: str | None) -> dict[str, Any] | None:
 @click.option(
     "--image", metavar="REF@sha256:DIGEST", help="Image for container-fallback, pinned by digest."
 )
+@click.option(
+    "--python-env",
+    "python_envs",
+    multiple=True,
+    metavar="PYTHON",
+    help="Interpreter on the hosts whose torch stack to read (repeatable; default: python3).",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Save the plan to PLANFILE.")
 @json_option
 def plan(
@@ -140,6 +149,7 @@ def plan(
     single_gpu_ok: bool,
     no_containers: bool,
     image: str | None,
+    python_envs: tuple[str, ...],
     output: str | None,
     as_json: bool,
 ) -> None:
@@ -167,7 +177,9 @@ def plan(
     else:
         from gpufix.collect import gather
 
-        got = gather(target, _inventory(inventory), progress=_progress)
+        got = gather(
+            target, _inventory(inventory), python_envs=list(python_envs) or None, progress=_progress
+        )
         snaps = [g.snapshot for g in got if g.snapshot is not None]
         failures = [(g.host, g.error, g.unreachable) for g in got if g.snapshot is None]
     verdicts: dict[str, dict[str, Any] | None] = {s.host: verdict for s in snaps}
@@ -181,6 +193,8 @@ def plan(
     plans = [
         decide(s.facts, verdicts.get(s.host), constraints, kb=kb, host_name=s.host) for s in snaps
     ]
+    if python_envs:  # apply re-gathers with the same interpreters to check the plan is fresh
+        plans = [replace(p, extra={**p.extra, "python_envs": list(python_envs)}) for p in plans]
     if output:
         save_plans(plans, Path(output))
         click.echo(f"wrote {output}", err=True)

@@ -522,7 +522,8 @@ def container_fix(ctx: Ctx) -> Candidate:
         vars_["gpufix_container_runtime_image"] = ctx.c.container_image
     what = [
         f"Docker's default /dev/shm raised to {shm_gib} GiB (daemon.json default-shm-size)",
-        "--ipc=host in the gpufix-run wrapper" + ("" if ctx.c.container_image else " (with --image)"),
+        "--ipc=host in the gpufix-run wrapper"
+        + ("" if ctx.c.container_image else " (with --image)"),
     ]
     if ctx.has("container-private-network"):
         vars_["gpufix_container_runtime_multi_node"] = True
@@ -724,7 +725,8 @@ def decide(
         facts_digest=digest(stable_facts(facts)),
         kb_digest=str(kb.digest),
         probe_verdict=(verdict or {}).get("verdict"),
-        extra=chosen.extra,
+        # The facts the plan was made from, so a stale-plan refusal can name what changed.
+        extra={**chosen.extra, "facts": stable_facts(facts)},
     )
 
 

@@ -25,10 +25,24 @@ def start(n: int) -> list[str]:
     names = [f"gpufix-bench-{uuid.uuid4().hex[:6]}-{i}" for i in range(n)]
     for name in names:
         subprocess.run(
-            ["podman", "run", "-d", "--name", name, "--runtime=runc", "--network=none",
-             "--ulimit", "nofile=16384:16384", "--ulimit", "nproc=16384:16384",
-             "--tmpfs", "/run:rw", IMAGE],
-            check=True, capture_output=True,
+            [
+                "podman",
+                "run",
+                "-d",
+                "--name",
+                name,
+                "--runtime=runc",
+                "--network=none",
+                "--ulimit",
+                "nofile=16384:16384",
+                "--ulimit",
+                "nproc=16384:16384",
+                "--tmpfs",
+                "/run:rw",
+                IMAGE,
+            ],
+            check=True,
+            capture_output=True,
         )
     return names
 
@@ -36,13 +50,18 @@ def start(n: int) -> list[str]:
 def inventory(names: list[str], path: Path) -> None:
     lines = ["all:", "  children:", "    bench:", "      hosts:"]
     for n in names:
-        lines += [f"        {n}:", "          ansible_connection: containers.podman.podman",
-                  "          ansible_python_interpreter: /usr/bin/python3"]
+        lines += [
+            f"        {n}:",
+            "          ansible_connection: containers.podman.podman",
+            "          ansible_python_interpreter: /usr/bin/python3",
+        ]
     path.write_text("\n".join(lines) + "\n")
 
 
 def timed(cmd: list[str]) -> float:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{BIN}:{os.environ['PATH']}")
+    env = dict(
+        os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{BIN}:{os.environ['PATH']}"
+    )
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     dt = time.perf_counter() - t
@@ -61,8 +80,14 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 inv = Path(tmp) / "hosts.yml"
                 inventory(names, inv)
-                base = [timed([str(BIN / "ansible"), "bench", "-i", str(inv), "-m", "setup"]) for _ in range(REPEAT)]
-                plan = [timed([str(BIN / "gpufix"), "plan", "bench", "-i", str(inv), "--json"]) for _ in range(REPEAT)]
+                base = [
+                    timed([str(BIN / "ansible"), "bench", "-i", str(inv), "-m", "setup"])
+                    for _ in range(REPEAT)
+                ]
+                plan = [
+                    timed([str(BIN / "gpufix"), "plan", "bench", "-i", str(inv), "--json"])
+                    for _ in range(REPEAT)
+                ]
             b, p = statistics.median(base), statistics.median(plan)
             print(f"{n:>3}  {b:>16.2f}s  {p:>11.2f}s  {p / b:>5.2f}x")
         finally:

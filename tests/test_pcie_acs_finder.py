@@ -22,13 +22,19 @@ def test_finds_the_bridges_above_each_gpu_and_nothing_else(tmp_path: Path) -> No
     sw = "pci0000:00/0000:00:01.0/0000:01:00.0"  # root port, then a PLX switch upstream port
     device(tmp_path, f"{sw}/0000:02:08.0/0000:03:00.0", "0x10de", "0x030200")  # GPU 0
     device(tmp_path, f"{sw}/0000:02:10.0/0000:04:00.0", "0x10de", "0x030200")  # GPU 1
-    device(tmp_path, f"{sw}/0000:02:10.0/0000:04:00.1", "0x10de", "0x040300")  # its audio: not a GPU
+    device(
+        tmp_path, f"{sw}/0000:02:10.0/0000:04:00.1", "0x10de", "0x040300"
+    )  # its audio: not a GPU
     device(tmp_path, "pci0000:80/0000:80:01.0/0000:81:00.0", "0x15b3", "0x020000")  # a NIC
-    out = subprocess.run(["sh", str(FINDER), str(tmp_path)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["sh", str(FINDER), str(tmp_path)], capture_output=True, text=True, check=True
+    )
     assert out.stdout.split() == ["0000:00:01.0", "0000:01:00.0", "0000:02:08.0", "0000:02:10.0"]
 
 
 def test_no_gpu_means_no_bridges(tmp_path: Path) -> None:
     device(tmp_path, "pci0000:00/0000:00:1f.0", "0x8086", "0x060100")
-    out = subprocess.run(["sh", str(FINDER), str(tmp_path)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["sh", str(FINDER), str(tmp_path)], capture_output=True, text=True, check=True
+    )
     assert out.stdout == ""

@@ -16,7 +16,10 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-IMAGE = "localhost/gpufix-bionic-identity:1"
+sys.path.insert(0, str(ROOT / "tests"))
+import containers  # noqa: E402
+
+IMAGE = containers.IMAGE
 BIN = ROOT / ".venv" / "bin"
 REPEAT = 3
 
@@ -24,26 +27,7 @@ REPEAT = 3
 def start(n: int) -> list[str]:
     names = [f"gpufix-bench-{uuid.uuid4().hex[:6]}-{i}" for i in range(n)]
     for name in names:
-        subprocess.run(
-            [
-                "podman",
-                "run",
-                "-d",
-                "--name",
-                name,
-                "--runtime=runc",
-                "--network=none",
-                "--ulimit",
-                "nofile=16384:16384",
-                "--ulimit",
-                "nproc=16384:16384",
-                "--tmpfs",
-                "/run:rw",
-                IMAGE,
-            ],
-            check=True,
-            capture_output=True,
-        )
+        containers.start(name, IMAGE)
     return names
 
 
@@ -91,7 +75,7 @@ def main() -> None:
             b, p = statistics.median(base), statistics.median(plan)
             print(f"{n:>3}  {b:>16.2f}s  {p:>11.2f}s  {p / b:>5.2f}x")
         finally:
-            subprocess.run(["podman", "rm", "-f", *names], capture_output=True, check=False)
+            containers.remove(*names)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import containers
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-IMAGE = "localhost/gpufix-bionic-identity:1"
+IMAGE = containers.IMAGE
 OUTPUTS = ROOT / "tests" / "fixtures" / "tool_outputs"
 GPUFIX = [str(ROOT / ".venv" / "bin" / "gpufix")]
 
@@ -38,26 +39,7 @@ def container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
             pytest.fail(f"podman or {IMAGE} missing (run tests/images/build.sh)")
         pytest.skip(f"podman or {IMAGE} missing")
     name = f"gpufix-it-{uuid.uuid4().hex[:8]}"
-    subprocess.run(
-        [
-            "podman",
-            "run",
-            "-d",
-            "--name",
-            name,
-            "--runtime=runc",
-            "--network=none",
-            "--ulimit",
-            "nofile=16384:16384",
-            "--ulimit",
-            "nproc=16384:16384",
-            "--tmpfs",
-            "/run:rw",
-            IMAGE,
-        ],
-        check=True,
-        capture_output=True,
-    )
+    containers.start(name, IMAGE)
     try:
         stub = tmp_path_factory.mktemp("stub") / "nvidia-smi"
         stub.write_text(
@@ -85,7 +67,7 @@ def container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
         )
         yield name, inv
     finally:
-        subprocess.run(["podman", "rm", "-f", name], check=False, capture_output=True)
+        containers.remove(name)
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

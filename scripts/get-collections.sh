@@ -46,7 +46,8 @@ archive="$(ls "$cache"/ansible-"$bundle"-*.whl "$cache"/ansible-"$bundle".tar.gz
 if [ -z "$archive" ]; then
   echo "get-collections: downloading ansible==$bundle from PyPI (once)" >&2
   "$pip" download --quiet --no-deps --dest "$cache" "ansible==$bundle"
-  archive="$(ls "$cache"/ansible-"$bundle"-*.whl "$cache"/ansible-"$bundle".tar.gz | head -n1)"
+  archive="$(ls "$cache"/ansible-"$bundle"-*.whl "$cache"/ansible-"$bundle".tar.gz 2>/dev/null | head -n1 || true)"
+  [ -n "$archive" ] || { echo "get-collections: download of ansible==$bundle failed" >&2; exit 1; }
 fi
 
 while read -r name version; do

@@ -166,3 +166,13 @@ def test_preflight_command_on_a_snapshot() -> None:
     assert r.returncode == 1  # a driver/library mismatch fails the job's preflight
     report = json.loads(r.stdout)
     assert any(c["status"] == "fail" for c in report["checks"])
+
+
+def test_probe_localhost_without_gpu_is_not_applicable_and_cpu_self_test_is_healthy() -> None:
+    r = gpufix("probe", "localhost", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["localhost"]["verdict"] == "not-applicable"
+    r = gpufix("probe", "localhost", "--cpu", "--world-size", "2", "--deadline", "60", "--json")
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)["localhost"]
+    assert v["verdict"] == "healthy" and v["backend"] == "gloo" and v["world_size"] == 2

@@ -108,3 +108,16 @@ def test_unreachable_host_is_one_line_and_exit_4(container: tuple[str, Path]) ->
     assert r.returncode == 4
     assert r.stderr.strip().count("\n") == 0 and "gone-host" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_plan_with_probe_runs_the_probe_on_the_host(container: tuple[str, Path]) -> None:
+    """`gpufix plan HOST --probe` ships the probe through ansible-runner and plans with its verdict.
+    The container has no torch and no real GPU, so whatever the probe says must be a verdict it
+    can give on such a host, and the plan must carry it."""
+    name, inv = container
+    r = run("plan", name, "-i", str(inv), "--probe", "--json")
+    assert r.returncode in (0, 2), r.stderr
+    plan = json.loads(r.stdout)["plans"][0]
+    assert plan["probe_verdict"] in ("not-applicable", "failed")
+    if plan["probe_verdict"] == "failed":
+        assert any(f["id"] == "probe-failed" for f in plan["findings"])

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 from types import ModuleType
 
 from gpufix.errors import GpufixError
 from gpufix.facts import Snapshot, from_module_result
+from gpufix.paths import project_root
 
 MODULE_FILE = "gpufix_facts.py"
 
 
 def module_path() -> Path:
-    """library/gpufix_facts.py under $GPUFIX_HOME, else next to this package's checkout."""
-    home = os.environ.get("GPUFIX_HOME")
-    base = Path(home) if home else Path(__file__).resolve().parents[2]
-    path = base / "library" / MODULE_FILE
+    """library/gpufix_facts.py of the checkout (paths.project_root: $GPUFIX_HOME or this tree)."""
+    path = project_root() / "library" / MODULE_FILE
     if not path.is_file():
         raise GpufixError(
             f"cannot find the facts module at {path}: set GPUFIX_HOME to the gpufix checkout"

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import copy
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufix import decide as engine
 from gpufix import versions
-from gpufix.decide import Constraints, decide
+from gpufix.decide import Constraints
 from gpufix.errors import InvalidInput
 from gpufix.kb import load
+from gpufix.rules import load as load_rules
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+# The engine does no I/O: the knowledge base and the rules are loaded here, once.
+decide = partial(engine.decide, kb=load(), rules=load_rules())
 
 
 def facts(name: str) -> dict[str, Any]:

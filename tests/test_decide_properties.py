@@ -14,11 +14,13 @@ from gpufix.diagnose import arch_problem, driver_runs_cuda
 from gpufix.errors import InvalidInput
 from gpufix.kb import load
 from gpufix.plan import STRATEGIES
+from gpufix.rules import load as load_rules
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 HOSTS = sorted((Path(__file__).parent / "fixtures" / "hosts").glob("*.json"))
 KB = load()
+RULES = load_rules()
 
 versionish = st.one_of(
     st.sampled_from(
@@ -96,7 +98,7 @@ constraints = st.builds(
 @given(mutated_facts(), constraints)
 def test_engine_never_crashes_and_plans_are_possible(facts: dict[str, Any], c: Constraints) -> None:
     try:
-        plan = decide(facts, constraints=c, kb=KB)
+        plan = decide(facts, constraints=c, kb=KB, rules=RULES)
     except InvalidInput as exc:  # only a forced strategy may be refused
         assert c.strategy is not None, exc
         return

@@ -159,6 +159,7 @@ def plan(
     from gpufix.facts import load_snapshot
     from gpufix.kb import load as load_kb
     from gpufix.plan import save_plans
+    from gpufix.rules import load as load_rules
 
     constraints = Constraints(
         reboot_allowed=not no_reboot,
@@ -170,6 +171,7 @@ def plan(
     if image and "@sha256:" not in image:
         raise InvalidInput(f"--image {image!r} is not pinned by digest (REF@sha256:DIGEST)")
     kb = load_kb()
+    rules = load_rules()
     verdict = _load_verdict(probe_verdict)
     failures: list[tuple[str, str, bool]] = []
     if facts_file:
@@ -191,7 +193,8 @@ def plan(
         ).items():
             verdicts[host] = v
     plans = [
-        decide(s.facts, verdicts.get(s.host), constraints, kb=kb, host_name=s.host) for s in snaps
+        decide(s.facts, verdicts.get(s.host), constraints, kb=kb, rules=rules, host_name=s.host)
+        for s in snaps
     ]
     if python_envs:  # apply re-gathers with the same interpreters to check the plan is fresh
         plans = [replace(p, extra={**p.extra, "python_envs": list(python_envs)}) for p in plans]
@@ -238,7 +241,7 @@ def diff(a: str, b: str, inventory: str | None, as_json: bool) -> None:
         if not diffs:
             c.print("no differences")
         for d in diffs:
-            c.print(f"{d.path}\n  {a}: {render._short(d.a)}\n  {b}: {render._short(d.b)}")
+            c.print(f"{d.path}\n  {a}: {render.short(d.a)}\n  {b}: {render.short(d.b)}")
     sys.exit(EXIT_CHANGES if diffs else EXIT_OK)
 
 

@@ -50,6 +50,7 @@ def _replan(target: str, strategy: str, inventory: Path) -> list[Plan]:
     from gpufix.collect import gather
     from gpufix.decide import Constraints, decide
     from gpufix.kb import load as load_kb
+    from gpufix.rules import load as load_rules
 
     kb = load_kb()
     got = gather(target, inventory, progress=_progress)
@@ -62,7 +63,9 @@ def _replan(target: str, strategy: str, inventory: Path) -> list[Plan]:
     # reboots are gated by apply's --allow-reboot, not by the plan
     constraints = Constraints(strategy=strategy, reboot_allowed=True)
     return [
-        decide(dict(g.snapshot.facts), None, constraints, kb=kb, host_name=g.host)
+        decide(
+            dict(g.snapshot.facts), None, constraints, kb=kb, rules=load_rules(), host_name=g.host
+        )
         for g in got
         if g.snapshot is not None
     ]

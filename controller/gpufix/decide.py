@@ -26,7 +26,6 @@ from gpufix.errors import InvalidInput
 from gpufix.host import Host, from_facts
 from gpufix.plan import PLAYBOOKS, STRATEGIES, Finding, Option, Plan, Step, digest
 from gpufix.rules import Rules
-from gpufix.rules import load as load_rules
 
 # Causes the probe names (see docs/probe.md) that point at the PCIe path rather than software.
 # Cause ids the probe names (CAUSES in gpufix_probe.py, docs/probe.md).
@@ -62,7 +61,6 @@ class Candidate:
 @dataclass(frozen=True)
 class Ctx:
     host: Host
-    facts: Mapping[str, Any]
     verdict: dict[str, Any] | None
     c: Constraints
     kb: Any
@@ -661,16 +659,13 @@ def decide(
     facts: Mapping[str, Any],
     verdict: dict[str, Any] | None = None,
     constraints: Constraints | None = None,
-    kb: Any = None,
-    rules: Rules | None = None,
+    *,
+    kb: Any,
+    rules: Rules,
     host_name: str = "",
 ) -> Plan:
+    """No I/O here: the caller loads the knowledge base (gpufix.kb.load) and rules (gpufix.rules.load)."""
     c = constraints or Constraints()
-    if kb is None:
-        from gpufix.kb import load
-
-        kb = load()
-    rules = rules or load_rules()
     if c.strategy is not None and c.strategy not in STRATEGIES:
         raise InvalidInput(
             f"unknown strategy {c.strategy!r}; choose one of: {', '.join(STRATEGIES)}"
@@ -679,7 +674,7 @@ def decide(
     st = stack(host, kb)
     order_sev = {"error": 0, "warning": 1, "info": 2}
     found = sorted(findings(host, verdict, kb, rules), key=lambda f: order_sev.get(f.severity, 3))
-    ctx = Ctx(host, facts, verdict, c, kb, rules, st, tuple(found))
+    ctx = Ctx(host, verdict, c, kb, rules, st, tuple(found))
     order, path = preference(ctx)
     cands = {s: EVALUATORS[s](ctx) for s in STRATEGIES}
     ranked = order + [s for s in STRATEGIES if s not in order]

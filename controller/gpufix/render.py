@@ -34,7 +34,7 @@ def plan(c: Console, p: Plan) -> None:
     if not p.findings:
         c.print("  (none)")
     for f in p.findings:
-        ev = ", ".join(f"{k}={_short(v)}" for k, v in f.evidence.items())
+        ev = ", ".join(f"{k}={short(v)}" for k, v in f.evidence.items())
         c.print(f"  {_MARK.get(f.severity, '-')} {f.severity:<7} {f.id}: {f.message}")
         c.print(f"      [dim]evidence: {ev}[/]")
         c.print(f"      [dim]source: {f.source}[/]")
@@ -59,7 +59,7 @@ def plan(c: Console, p: Plan) -> None:
         for i, s in enumerate(p.steps, 1):
             c.print(f"  {i}. [cyan]{s.playbook}[/]: {s.description}")
             for k, v in s.vars.items():
-                c.print(f"       {k} = {_short(v)}")
+                c.print(f"       {k} = {short(v)}")
     c.print(f"[bold]Reboot:[/] {'yes' if p.reboot_required else 'no'}")
     c.print(f"[bold]Expected outcome:[/] {p.outcome}")
     if p.risks:
@@ -69,6 +69,6 @@ def plan(c: Console, p: Plan) -> None:
     c.print()
 
 
-def _short(v: Any) -> str:
+def short(v: Any) -> str:
     s = str(v)
     return s if len(s) <= 80 else s[:77] + "..."

@@ -211,8 +211,12 @@ def verdict_for(case: dict[str, Any]) -> dict[str, Any]:
 
 def evaluate(case: dict[str, Any]) -> dict[str, Any]:
     from gpufix.decide import decide
+    from gpufix.kb import load
+    from gpufix.rules import load as load_rules
 
-    plan = decide(facts_for(case), verdict_for(case), host_name=case["id"])
+    plan = decide(
+        facts_for(case), verdict_for(case), kb=load(), rules=load_rules(), host_name=case["id"]
+    )
     alts = plan.alternatives()
     want = case["fix_strategy"]
     return {

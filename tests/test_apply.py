@@ -62,7 +62,7 @@ def _plan(base: dict, kb: str = "sha256:kb", **extra: object) -> Plan:
         strategy="nccl-profile",
         findings=[],
         options=[],
-        steps=[Step("nccl-profile.yml", "nccl", {"gpufix_nccl_profile_names": ["default"]})],
+        steps=[Step("nccl_profile.yml", "nccl", {"gpufix_nccl_profile_names": ["default"]})],
         reboot_required=False,
         outcome="",
         risks=[],
@@ -222,10 +222,10 @@ def test_validate_refuses_snapshot_hosts_and_foreign_playbooks(tmp_path: Path) -
 
 
 def test_reboot_allowed_vars_are_gated_by_allow_reboot() -> None:
-    step = Step("kernel-upgrade.yml", "", {"gpufix_kernel_reboot_allowed": True, "x": 1})
+    step = Step("kernel_upgrade.yml", "", {"gpufix_kernel_reboot_allowed": True, "x": 1})
     key = "gpufix_kernel_reboot_allowed"
     assert apply.step_vars(step, allow_reboot=False, check=False) == {key: False, "x": 1}
     assert apply.step_vars(step, allow_reboot=True, check=False)[key] is True
     assert apply.step_vars(step, allow_reboot=True, check=True)[key] is False
-    no = Step("kernel-upgrade.yml", "", {key: False})
+    no = Step("kernel_upgrade.yml", "", {key: False})
     assert apply.step_vars(no, allow_reboot=True, check=False)[key] is False

@@ -63,7 +63,7 @@ def test_bionic_kernel_step_says_what_it_really_gets() -> None:
     assert plan.reboot_required
     assert "5.4" in plan.outcome and "still below" in plan.outcome
     (step,) = plan.steps
-    assert step.playbook == "kernel-upgrade.yml"
+    assert step.playbook == "kernel_upgrade.yml"
     assert step.vars["gpufix_kernel_target"].startswith("5.4.0-")  # from apt's HWE candidate
 
 

@@ -23,7 +23,7 @@ from gpufix.errors import (
     InvalidInput,
 )
 from gpufix.journal import FINAL_OK, Journal, next_action
-from gpufix.paths import project_root
+from gpufix.paths import content_root
 from gpufix.plan import PLAYBOOKS, Plan, Step, digest
 
 # Files each strategy's roles may write: read before the change so rollback can restore them.
@@ -256,7 +256,7 @@ def validate(plans: list[Plan], inventory: Path) -> None:
                 f"{t.name} is a recorded snapshot ({t.snapshot.name}), not a live host: "
                 "apply needs a host Ansible can reach"
             )
-    book_dir = project_root() / "playbooks"
+    book_dir = content_root() / "playbooks"
     for p in plans:
         if p.strategy != "none" and p.strategy not in PLAYBOOKS:
             raise InvalidInput(f"{p.host}: unknown strategy {p.strategy!r} in the plan")

@@ -1,4 +1,4 @@
-"""Gather facts on this machine without Ansible, by importing library/gpufix_facts.py by path."""
+"""Gather facts on this machine without Ansible, by importing the facts module by path."""
 
 from __future__ import annotations
 
@@ -8,18 +8,14 @@ from types import ModuleType
 
 from gpufix.errors import GpufixError
 from gpufix.facts import Snapshot, from_module_result
-from gpufix.paths import project_root
-
-MODULE_FILE = "gpufix_facts.py"
+from gpufix.paths import facts_module
 
 
 def module_path() -> Path:
-    """library/gpufix_facts.py of the checkout (paths.project_root: $GPUFIX_HOME or this tree)."""
-    path = project_root() / "library" / MODULE_FILE
+    """plugins/modules/gpufix_facts.py of the installed content (paths.content_root)."""
+    path = facts_module()
     if not path.is_file():
-        raise GpufixError(
-            f"cannot find the facts module at {path}: set GPUFIX_HOME to the gpufix checkout"
-        )
+        raise GpufixError(f"cannot find the facts module at {path}: reinstall gpufix")
     return path
 
 

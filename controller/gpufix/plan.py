@@ -26,7 +26,7 @@ STRATEGIES = (
 )
 
 # Each strategy is carried out by one playbook in playbooks/.
-PLAYBOOKS = {s: f"{s}.yml" for s in STRATEGIES if s != "none"}
+PLAYBOOKS = {s: f"{s.replace('-', '_')}.yml" for s in STRATEGIES if s != "none"}
 
 
 @dataclass(frozen=True)

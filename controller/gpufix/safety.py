@@ -163,7 +163,7 @@ def run_preflight(
     """
     files = sorted({f for h in hosts.values() for f in h.get("files", [])})
     res = runner.run_playbook(
-        "preflight.yml",
+        "host_check.yml",
         inventory,
         limit=",".join(hosts),
         extravars={"gpufix_preflight_dpkg_wait": dpkg_wait, "gpufix_preflight_files": files},

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from gpufix.probe import gpufix_probe
+from gpufix.probe.local import load_program
+
+gpufix_probe = load_program()
 
 HERE = Path(__file__).parent
 BASE = HERE.parent / "fixtures" / "hosts" / "focal-4x4090.json"

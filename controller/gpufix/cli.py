@@ -186,7 +186,7 @@ def plan(
         failures = [(g.host, g.error, g.unreachable) for g in got if g.snapshot is None]
     verdicts: dict[str, dict[str, Any] | None] = {s.host: verdict for s in snaps}
     if run_probe and not facts_file:
-        from gpufix.probe_remote import probe_hosts
+        from gpufix.probe.remote import probe_hosts
 
         for host, v in probe_hosts(
             [s.host for s in snaps], _inventory(inventory), progress=_progress
@@ -285,7 +285,7 @@ def probe(
     as_json: bool,
 ) -> None:
     """Run the multi-GPU probe on TARGET; exit 0 healthy or not applicable, 5 otherwise."""
-    from gpufix.probe_remote import probe_hosts, show
+    from gpufix.probe.remote import probe_hosts, show
 
     verdicts = probe_hosts(
         None,

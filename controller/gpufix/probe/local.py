@@ -1,4 +1,4 @@
-"""Controller-side helpers for the probe: find it, run it here, validate and summarise verdicts."""
+"""Controller-side helpers for the probe: find it, run it here, validate verdicts."""
 
 from __future__ import annotations
 
@@ -18,22 +18,13 @@ import jsonschema
 from gpufix import paths
 from gpufix.errors import GpufixError, InvalidInput
 
+# Callers outside this folder (preflight) import summarize from here.
+from gpufix.probe.summary import summarize as summarize
+
 # Seconds the runner waits beyond the probe's own --deadline before it gives up: the probe
 # spends up to a couple of seconds killing workers and writing its verdict.
 _MARGIN_S = 15.0
 _DEFAULT_DEADLINE_S = 120.0
-
-# Short names for cause ids in one-line summaries.
-_CAUSE_LABELS = {
-    "p2p-path": "P2P path (ACS/IOMMU)",
-    "p2p-slow-copy": "P2P copies at a fraction of the link rate (ACS)",
-    "driver-mismatch": "driver/library version mismatch",
-    "driver-too-old": "driver too old for torch's CUDA",
-    "shm": "shared memory (/dev/shm) too small",
-    "nccl-transport": "NCCL transport or interface choice",
-    "gpu-init": "CUDA initialisation (driver state)",
-    "single-gpu-fallback": "multi-GPU path only",
-}
 
 
 def program_path() -> Path:
@@ -143,56 +134,3 @@ def run_local(
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1] if lines else ""
-
-
-def _ranks(where: Mapping[str, Any]) -> str:
-    return "[" + ", ".join(str(r) for r in where.get("ranks", [])) + "]"
-
-
-def summarize(verdict: Mapping[str, Any]) -> str:
-    """One line for a human: what happened, where, and the likely cause."""
-    kind = verdict.get("verdict")
-    parts: list[str] = []
-    if kind == "not-applicable":
-        notes = verdict.get("notes") or []
-        return "not applicable: " + (notes[0] if notes else "no GPU")
-    if kind == "hung":
-        stall = verdict.get("stalled") or {}
-        by_deadline = stall.get("by") == "probe deadline"
-        after = verdict.get("deadline_s") if by_deadline else verdict.get("phase_deadline_s")
-        parts.append(f"hung in {stall.get('phase')} on ranks {_ranks(stall)} after {after} s")
-    elif kind == "failed":
-        where = verdict.get("failed_in") or {}
-        parts.append(
-            f"failed in {where.get('phase')} on ranks {_ranks(where)}: {verdict.get('error')}"
-        )
-    elif kind == "degraded":
-        slow = verdict.get("slow") or []
-        what = [f"{s['phase']} on ranks {_ranks(s)} ({s['seconds']:.1f} s)" for s in slow]
-        what += verdict.get("notes") or []
-        parts.append("degraded: " + ("; ".join(what) if what else "slow"))
-    else:
-        parts.append(
-            f"healthy: {verdict.get('world_size')} ranks ({verdict.get('backend')}) "
-            f"in {verdict.get('duration_s')} s"
-        )
-        allreduce = verdict.get("allreduce") or []
-        if allreduce:
-            big = allreduce[-1]
-            parts.append(f"busbw {big['busbw_gbps']} GB/s at {big['bytes'] >> 20} MiB")
-    single = verdict.get("single_gpu")
-    if single:
-        if single.get("verdict") == "healthy":
-            parts.append(f"single GPU fine ({single.get('init_s')} s)")
-        else:
-            parts.append(f"single GPU {single.get('verdict')} too")
-    rerun = verdict.get("no_p2p_rerun")
-    if rerun:
-        parts.append(f"no-P2P rerun {rerun.get('verdict')}")
-    text = "; ".join(parts)
-    causes = verdict.get("causes") or []
-    if causes:
-        first = causes[0]
-        label = _CAUSE_LABELS.get(first["id"], first["id"])
-        text += f" → likely {label} [{first['strategy']}]"
-    return text

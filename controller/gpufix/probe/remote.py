@@ -97,9 +97,13 @@ def probe_hosts(
 
 
 def show(verdicts: dict[str, dict[str, Any]]) -> None:
+    from rich.markup import escape
+
     from gpufix import render
-    from gpufix.probe.local import summarize
+    from gpufix.probe.summary import summarize
 
     c = render.console()
     for host, v in verdicts.items():
-        c.print(f"[bold]{host}[/]: {v.get('verdict')}: {summarize(v)}")
+        # The summary starts with the verdict itself ("healthy: 2 ranks ..."); its brackets
+        # ("ranks [1]", "[pcie-acs]") are text, not markup.
+        c.print(f"[bold]{escape(host)}[/]: {escape(summarize(v))}")

@@ -122,9 +122,21 @@ CAUSES = {
         "single-gpu",
         "one GPU works on its own: train on one GPU until the multi-GPU path is fixed",
     ),
+    # The Python environment, not the host: no strategy changes the machine for these.
+    "torch-missing": (
+        "none",
+        "torch is not installed in the interpreter the probe ran with: run it with the "
+        "training environment's python (facts: python_envs; gpufix --python-env)",
+    ),
+    "torch-import": (
+        "none",
+        "`import torch` stalled or failed: the Python environment (a broken or partial "
+        "install, site-packages on a slow or unreachable file system), not the GPU driver",
+    ),
 }
 # Text signatures in worker errors, stderr and the NCCL log -> cause id.
 TEXT_SIGNS = (
+    (re.compile(r"No module named '?torch'?($|[^.\w])", re.M), "torch-missing"),
     (re.compile(r"driver/library version mismatch", re.I), "driver-mismatch"),
     (
         re.compile(r"driver version is insufficient|CUDA driver is too old|too old", re.I),
@@ -514,8 +526,10 @@ class Supervisor(object):
         return env
 
     def phase_deadline(self, phase: str) -> float:
-        # import torch after a reboot reads a cold page cache: give it twice the time.
-        return self.ns.phase_deadline * (2 if phase == "import_torch" else 1)
+        if phase == "import_torch":
+            # import torch after a reboot reads a cold page cache: twice the time by default.
+            return self.ns.import_deadline or self.ns.phase_deadline * 2
+        return self.ns.phase_deadline
 
     def run(self, kind: str, world: int) -> RunResult:
         ns = self.ns
@@ -569,6 +583,7 @@ class Supervisor(object):
                 res.stalled = self.describe_stall(res, phases)
                 if now >= self.deadline_at:
                     res.stalled["by"] = "probe deadline"
+                res.error = stall_text(res.stalled, self.phase_deadline(res.stalled["phase"]))
                 return
             time.sleep(POLL_S)
 
@@ -636,6 +651,18 @@ class Supervisor(object):
         ranks = sorted(st.rank for st in culprits)
         waiting = sorted(st.rank for st in unfinished if st.rank not in ranks)
         return {"phase": phase, "ranks": ranks, "waiting": waiting}
+
+
+def stall_text(stalled: Dict[str, Any], phase_deadline: float) -> str:
+    """One line for a hung run: who stalled where, and which deadline ran out."""
+    text = "ranks %s made no progress in %s" % (stalled["ranks"], stalled["phase"])
+    if stalled.get("by") == "probe deadline":
+        text += " when the probe deadline ran out"
+    else:
+        text += " for %.1f s (phase deadline)" % phase_deadline
+    if stalled.get("waiting"):
+        text += "; ranks %s were waiting for them" % stalled["waiting"]
+    return text
 
 
 # --------------------------------------------------------------------------- evidence
@@ -769,12 +796,21 @@ def find_causes(ev: Dict[str, Any]) -> List[Dict[str, str]]:
     nccl_phase = hung_in in COLLECTIVE or any(p in COLLECTIVE for p in slow)
     if nccl_phase and rerun.get("verdict") != "healthy" and not ids:
         ids.append("nccl-transport")
+    if where == "import_torch":
+        # The interpreter, not the GPU: say so, and blame nothing on the driver.
+        if "torch-missing" not in ids:
+            ids.append("torch-import")
+        return cause_records(ids)
     init_trouble = where in ("cuda_init", "alloc") or single.get("verdict") in ("hung", "failed")
     init_trouble = init_trouble or any(p in ("cuda_init", "alloc") for p in slow)
     if (init_trouble or ev.get("slow_single")) and not ids:
         ids.append("gpu-init")
     if single.get("verdict") == "healthy" and main.get("verdict") in ("hung", "failed"):
         ids.append("single-gpu-fallback")
+    return cause_records(ids)
+
+
+def cause_records(ids: List[str]) -> List[Dict[str, str]]:
     out = []
     for cid in ids:
         strategy, why = CAUSES[cid]
@@ -860,6 +896,7 @@ def cheap_facts(gpu: bool, timeout: float) -> Dict[str, Any]:
     facts: Dict[str, Any] = {
         "kernel": os.uname()[2],
         "python": sys.version.split()[0],
+        "python_executable": sys.executable,
         "driver": None,
         "topology": None,
         "topology_worst": None,
@@ -963,6 +1000,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu", action="store_true", help="gloo on CPU (testing without a GPU)")
     p.add_argument("--deadline", type=float, default=120.0, help="whole probe, seconds")
     p.add_argument("--phase-deadline", type=float, default=30.0, help="each phase, seconds")
+    p.add_argument(
+        "--import-deadline", type=float, default=None, help="import torch, seconds (2x phase)"
+    )
     p.add_argument("--quick", action="store_true", help="smaller copies, one all-reduce size")
     p.add_argument("--no-single-gpu", action="store_true", help="skip the single-GPU baseline")
     p.add_argument("--no-p2p-rerun", action="store_true", help="skip the NCCL_P2P_DISABLE rerun")
@@ -983,6 +1023,8 @@ def check_args(ns: argparse.Namespace) -> None:
         raise ArgError("--world-size must be between 1 and 256")
     if not ns.deadline > 0 or not ns.phase_deadline > 0:
         raise ArgError("--deadline and --phase-deadline must be positive")
+    if ns.import_deadline is not None and not ns.import_deadline > 0:
+        raise ArgError("--import-deadline must be positive")
     if ns.cpu and ns.backend == "nccl":
         raise ArgError("--cpu runs gloo; --backend nccl needs GPUs")
     if ns.worker and (not ns.run_dir or ns.kind not in ("main", "nop2p", "single")):
@@ -1040,6 +1082,11 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
         v["duration_s"] = round(time.monotonic() - t0, 3)
         return v
 
+    if not torch_installed():
+        no_torch_verdict(v, world)
+        v["duration_s"] = round(time.monotonic() - t0, 3)
+        return v
+
     run_root = tempfile.mkdtemp(prefix="gpufix-probe-%s-" % ns.run_id)
     if ns.nccl_log:
         nccl_dir = os.path.abspath(ns.nccl_log)
@@ -1065,6 +1112,25 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
         shutil.rmtree(run_root, ignore_errors=True)
     v["duration_s"] = round(time.monotonic() - t0, 3)
     return v
+
+
+def torch_installed() -> bool:
+    """Whether this interpreter (the workers' too: same executable, same environment) finds
+    torch, without importing it: an import that hangs is the workers' to report."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def no_torch_verdict(v: Dict[str, Any], world: int) -> None:
+    v["verdict"] = "failed"
+    v["failed_in"] = {"phase": "import_torch", "ranks": list(range(world))}
+    v["error"] = "No module named 'torch': torch is not installed in %s" % sys.executable
+    v["notes"].append("no worker started: torch is not installed in %s" % sys.executable)
+    v["causes"] = cause_records(["torch-missing"])
 
 
 def nccl_tail(nccl_dir: str, n: int) -> List[str]:

@@ -36,6 +36,7 @@ FAST = [
     "--phase-deadline",
     str(PHASE_DEADLINE),
     *SLOW_IMPORT,
+    "--no-experiments",
 ]
 
 
@@ -127,6 +128,8 @@ def test_healthy_run_times_every_phase(tmp_path: Path) -> None:
         assert row["algbw_gbps"] == pytest.approx(row["bytes"] / row["seconds"] / 1e9, rel=0.01)
         assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 4 / 3, rel=0.01)
     assert verdict["causes"] == [] and verdict["stalled"] is None
+    assert verdict["experiments"] == [] and verdict["decided_by"] is None  # healthy: none run
+    assert verdict["soak"] is None and verdict["scope"] == "host"
     assert json.loads(out.read_text()) == verdict
 
     samples = parse_prom(prom.read_text())
@@ -170,7 +173,8 @@ def test_injected_fault_is_named(
 
 def test_stall_gone_without_p2p_points_at_the_p2p_path(tmp_path: Path) -> None:
     # The fault hits the first multi-rank run only, as a broken peer path would.
-    verdict, _ = probe(tmp_path, [*FAST, "--deadline", "40"], "stall:pg_init:1", only="main")
+    args = [a for a in FAST if a != "--no-experiments"] + ["--experiments", "p2p-off"]
+    verdict, _ = probe(tmp_path, [*args, "--deadline", "40"], "stall:pg_init:1", only="main")
 
     assert verdict["verdict"] == "hung"
     assert verdict["stalled"]["phase"] == "pg_init" and verdict["stalled"]["ranks"] == [1]
@@ -182,6 +186,7 @@ def test_stall_gone_without_p2p_points_at_the_p2p_path(tmp_path: Path) -> None:
 
 def test_whole_probe_deadline_wins_over_phase_deadline(tmp_path: Path) -> None:
     args = ["--cpu", "--world-size", "2", "--no-single-gpu", "--phase-deadline", "60"]
+    args += ["--no-experiments"]
     verdict, elapsed = probe(tmp_path, [*args, "--deadline", "30"], "stall:barrier:1")
 
     assert verdict["verdict"] == "hung"
@@ -189,6 +194,7 @@ def test_whole_probe_deadline_wins_over_phase_deadline(tmp_path: Path) -> None:
         "phase": "barrier",
         "ranks": [1],
         "waiting": [0],
+        "called": [0],
         "by": "probe deadline",
     }
     assert verdict["duration_s"] <= 30 + 1.0

@@ -21,7 +21,7 @@ from gpufix.probe.remote import show
 pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = ["--cpu", "--world-size", "2", "--no-p2p-rerun", "--phase-deadline", "3"]
+FAST = ["--cpu", "--world-size", "2", "--no-experiments", "--phase-deadline", "3"]
 SLOW_IMPORT = ["--import-deadline", "60"]  # import torch takes over 10 s on a loaded machine
 
 

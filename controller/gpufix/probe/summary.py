@@ -16,6 +16,15 @@ _CAUSE_LABELS = {
     "gpu-init": "CUDA initialisation (driver state)",
     "single-gpu-fallback": "multi-GPU path only",
     "torch-import": "the Python environment (import torch stalled or failed), not the driver",
+    "shm-transport": "NCCL's shared-memory transport",
+    "cumem": "NCCL's cuMem allocations",
+    "ib-path": "the InfiniBand/RoCE path",
+    "nccl-protocol": "an NCCL protocol (LL/LL128)",
+    "nccl-algorithm": "an NCCL algorithm (tree/NVLS)",
+    "nvls": "NVLink SHARP",
+    "socket-interface": "the socket interface choice",
+    "gpu-path": "one GPU's PCIe path",
+    "link-path": "one GPU-to-GPU link",
 }
 
 
@@ -67,9 +76,21 @@ def _evidence(v: Mapping[str, Any]) -> list[str]:
             parts.append(f"single GPU fine ({single.get('init_s')} s)")
         else:
             parts.append(f"single GPU {single.get('verdict')} too")
-    rerun = v.get("no_p2p_rerun")
-    if rerun:
-        parts.append(f"no-P2P rerun {rerun.get('verdict')}")
+    exps = [e for e in v.get("experiments") or [] if e.get("verdict") != "skipped"]
+    if v.get("decided_by"):
+        parts.append(f"healthy with {v['decided_by']} ({len(exps)} experiments)")
+    elif exps:
+        parts.append(f"{len(exps)} experiments, none healthy")
+    elif v.get("no_p2p_rerun"):
+        parts.append(f"no-P2P rerun {v['no_p2p_rerun'].get('verdict')}")
+    suspects = v.get("suspects") or {}
+    if suspects.get("gpus"):
+        parts.append(f"pairs point at GPU {', '.join(str(g) for g in suspects['gpus'])}")
+    elif suspects.get("links"):
+        parts.append(f"pairs point at link {', '.join(suspects['links'])}")
+    soak = v.get("soak") or {}
+    if soak.get("stalled_at_bytes"):
+        parts.append(f"soak {soak.get('verdict')} at {soak['stalled_at_bytes']} bytes")
     return parts
 
 

@@ -25,6 +25,9 @@ _CAUSE_LABELS = {
     "socket-interface": "the socket interface choice",
     "gpu-path": "one GPU's PCIe path",
     "link-path": "one GPU-to-GPU link",
+    "rendezvous-unreachable": "the rendezvous port blocked between the hosts",
+    "bootstrap-blocked": "the ranks' connections between the hosts blocked",
+    "container-network": "the containers' private networks",
 }
 
 
@@ -108,11 +111,24 @@ def _cause(v: Mapping[str, Any]) -> str:
     return f" → likely {label} [{first['strategy']}]"
 
 
+def _multinode(v: Mapping[str, Any]) -> str:
+    hosts = ", ".join(v.get("hosts") or [])
+    kind = v.get("verdict")
+    if kind in ("healthy", "degraded"):
+        return f"{kind}: {v.get('world_size')} ranks on {hosts} ({v.get('backend')})"
+    where = (v.get("stalled") or v.get("failed_in") or {}).get("phase") or "no verdict"
+    layer = v.get("failed_layer") or "inside the host"
+    bad = ", ".join(v.get("failed_hosts") or [])
+    return f"{kind} in {where} on {bad} of {hosts}: {layer} layer"
+
+
 def summarize(verdict: Mapping[str, Any]) -> str:
     """One line: what happened, where, and the likely cause."""
     kind = str(verdict.get("verdict"))
     if kind == "not-applicable":
         notes = verdict.get("notes") or []
         return "not applicable: " + (notes[0] if notes else "no GPU")
+    if verdict.get("scope") == "multi-node":
+        return "; ".join([_multinode(verdict), *_evidence(verdict)]) + _cause(verdict)
     head = _HEADS.get(kind, lambda v: kind)(verdict)
     return "; ".join([head, *_evidence(verdict)]) + _cause(verdict)

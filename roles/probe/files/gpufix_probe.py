@@ -187,6 +187,24 @@ CAUSES.update(
             "pcie-acs",
             "one GPU pair hangs while every other pair passes: the peer link between those two",
         ),
+        # Multi-node (gpufix probe GROUP --multi-node names these from every host's part).
+        "rendezvous-unreachable": (
+            "none",
+            "ranks on some hosts never reached the rendezvous store on the first host: a "
+            "firewall or route between the hosts blocks MASTER_ADDR:MASTER_PORT; open it, or "
+            "give an address the others can reach",
+        ),
+        "bootstrap-blocked": (
+            "none",
+            "every rank reached the store but the process group did not form: the ranks' own "
+            "connections between the hosts are blocked (a firewall on their ports) or they "
+            "advertise an address the others cannot reach",
+        ),
+        "container-network": (
+            "container-fix",
+            "the hosts are containers on private networks and the ranks could not connect "
+            "across them: run the containers with host networking (--network=host)",
+        ),
     }
 )
 # The causes an experiment that turned the run healthy points at ("ifname" for any ifname-*).
@@ -688,12 +706,12 @@ class Supervisor(object):
             env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[g] for g in gpus)
         return env
 
-    def phase_deadline(self, phase: str) -> float:
+    def phase_deadline(self, phase: str, waiting: bool = False) -> float:
         if phase == "import_torch":
             # import torch after a reboot reads a cold page cache: twice the time by default.
             return self.ns.import_deadline or self.ns.phase_deadline * 2
-        if phase == "rendezvous":
-            # Waits for the other hosts' ranks, whose imports may be slower than ours.
+        if phase == "rendezvous" and waiting:
+            # Connected, waiting for the other hosts' ranks, whose imports may be slower.
             return self.ns.phase_deadline + (self.ns.import_deadline or self.ns.phase_deadline * 2)
         return self.ns.phase_deadline
 
@@ -765,7 +783,9 @@ class Supervisor(object):
                 res.stalled = self.describe_stall(res, phases)
                 if now >= res.deadline_at:
                     res.stalled["by"] = res.deadline_label
-                res.error = stall_text(res.stalled, self.phase_deadline(res.stalled["phase"]))
+                st = res.stalled
+                waited = bool(st["ranks"]) and set(st["ranks"]) <= set(st["called"])
+                res.error = stall_text(st, self.phase_deadline(st["phase"], waiting=waited))
                 return
             time.sleep(POLL_S)
 
@@ -819,7 +839,7 @@ class Supervisor(object):
                     continue
                 steps = [o.step[0] for o in peers if o.step is not None]
                 since = max([c for c in calls if c is not None] + steps)
-            if now - since > self.phase_deadline(phase):
+            if now - since > self.phase_deadline(phase, waiting=phase in st.call):
                 return st.rank
         return None
 

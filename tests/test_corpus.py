@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from corpus.harness import cases, evaluate
+from corpus.split import split_of
 
 # id -> why the engine cannot get it from what the thread states
 KNOWN_MISSES = {
@@ -34,3 +35,9 @@ def test_every_case_has_a_source_and_a_confirmed_fix() -> None:
     for c in CASES:
         assert c["source"].startswith("https://github.com/"), c["id"]
         assert c["confirmed_fix"] and c["confirmed_by"] in ("reporter", "maintainer", "both")
+
+
+def test_split_is_the_url_hash() -> None:
+    for c in CASES:
+        assert c["source"] == c["source"].strip().rstrip("/"), c["id"]
+        assert c["split"] == split_of(c["source"]), c["id"]

@@ -34,8 +34,8 @@ CLASSES = {
     "socket-interface",
     "multinode-ib",
     "multinode-bootstrap",
-    "nccl-version-up",
-    "nccl-version-down",
+    "stack-up",
+    "stack-down",
     "nccl-knob",
     "single-gpu",
 }
@@ -94,6 +94,8 @@ def test_every_case_is_sourced_confirmed_and_well_formed() -> None:
         assert c["class"] in CLASSES, c["id"]
         ev = c["evidence"]
         assert ev["probe_verdict"] in VERDICTS, c["id"]
+        if ev["probe_verdict"] == "hung":  # a probe always knows where it stalled
+            assert ev.get("stalled_phase"), f"{c['id']}: a hung case needs stalled_phase"
         for exp_id, verdict in (ev.get("experiments") or {}).items():
             experiment_env(exp_id)  # raises on an id outside the contract's vocabulary
             assert verdict in EXPERIMENT_VERDICTS, c["id"]

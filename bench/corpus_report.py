@@ -14,7 +14,7 @@ from corpus.harness import cases, evaluate
 def kb_sources() -> set[str]:
     """Sources the knowledge base cites: a case from one of them is not independent evidence."""
     import yaml
-    from gpufix.kb import DEFAULT_DIR
+    from gpufix.engine.kb import DEFAULT_DIR
 
     out: set[str] = set()
     for f in Path(DEFAULT_DIR).glob("*.yaml"):

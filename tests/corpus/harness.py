@@ -212,9 +212,9 @@ def verdict_for(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def evaluate(case: dict[str, Any]) -> dict[str, Any]:
-    from gpufix.decide import decide
-    from gpufix.kb import load
-    from gpufix.rules import load as load_rules
+    from gpufix.engine.decide import decide
+    from gpufix.engine.kb import load
+    from gpufix.engine.rules import load as load_rules
 
     plan = decide(
         facts_for(case), verdict_for(case), kb=load(), rules=load_rules(), host_name=case["id"]

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufix import runner, safety
+from gpufix import runner
+from gpufix.apply import hostcheck as safety
+from gpufix.apply.journal import FINAL_OK, Journal, next_action
+from gpufix.engine.plan import PLAYBOOKS, Plan, Step, digest
 from gpufix.errors import (
     EXIT_CHANGES,
     EXIT_ERROR,
@@ -22,9 +25,7 @@ from gpufix.errors import (
     GpufixError,
     InvalidInput,
 )
-from gpufix.journal import FINAL_OK, Journal, next_action
 from gpufix.paths import content_root
-from gpufix.plan import PLAYBOOKS, Plan, Step, digest
 
 # Files each strategy's roles may write: read before the change so rollback can restore them.
 # Kept in step with the roles' defaults (roles/*/defaults/main.yml).
@@ -197,7 +198,7 @@ def _facts_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def stale_reason(plan: Plan, facts: dict[str, Any], kb_digest: str) -> str | None:
     """Why `plan` no longer fits this host's facts and knowledge base, or None when it does."""
-    from gpufix.decide import stable_facts
+    from gpufix.engine.decide import stable_facts
 
     if plan.kb_digest != kb_digest:
         return "the knowledge base changed since the plan was made"
@@ -215,7 +216,8 @@ def check_fresh(
     plans: list[Plan], inventory: Path, progress: Report | None = None
 ) -> dict[str, str]:
     """Re-gather facts and refuse a stale plan. Returns {host: unreachable message}."""
-    from gpufix import collect, kb
+    from gpufix.engine import kb
+    from gpufix.facts import collect
 
     kb_digest = str(kb.load().digest)
     envs = sorted({e for p in plans for e in p.extra.get("python_envs", [])})

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufix import versions
-from gpufix.diagnose import (
+from gpufix.engine.diagnose import (
     Stack,
     arch_problem,
     driver_runs_cuda,
@@ -22,10 +22,10 @@ from gpufix.diagnose import (
     shares_switch,
     stack,
 )
+from gpufix.engine.plan import PLAYBOOKS, STRATEGIES, Finding, Option, Plan, Step, digest
+from gpufix.engine.rules import Rules
 from gpufix.errors import InvalidInput
-from gpufix.host import Host, from_facts
-from gpufix.plan import PLAYBOOKS, STRATEGIES, Finding, Option, Plan, Step, digest
-from gpufix.rules import Rules
+from gpufix.facts.host import Host, from_facts
 
 # Causes the probe names (see docs/probe.md) that point at the PCIe path rather than software.
 # Cause ids the probe names (CAUSES in gpufix_probe.py, docs/probe.md).
@@ -664,7 +664,7 @@ def decide(
     rules: Rules,
     host_name: str = "",
 ) -> Plan:
-    """No I/O here: the caller loads the knowledge base (gpufix.kb.load) and rules (gpufix.rules.load)."""
+    """No I/O here: the caller loads the knowledge base (gpufix.engine.kb.load) and rules (gpufix.engine.rules.load)."""
     c = constraints or Constraints()
     if c.strategy is not None and c.strategy not in STRATEGIES:
         raise InvalidInput(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from gpufix import versions
 from gpufix.engine import decide as engine
-from gpufix.engine.decide import Constraints
+from gpufix.engine.context import Constraints
 from gpufix.engine.kb import load
 from gpufix.engine.rules import load as load_rules
 from gpufix.errors import InvalidInput

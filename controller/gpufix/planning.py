@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gpufix.engine.decide import Constraints, decide
+from gpufix.engine.context import Constraints
+from gpufix.engine.decide import decide
 from gpufix.engine.kb import load as load_kb
 from gpufix.engine.plan import Plan
 from gpufix.engine.rules import load as load_rules

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufix import runner
+from gpufix import runner, strategies
 from gpufix.apply import hostcheck as safety
 from gpufix.apply.journal import FINAL_OK, Journal, next_action
-from gpufix.engine.plan import PLAYBOOKS, Plan, Step, digest
+from gpufix.engine.plan import Plan, Step, digest
 from gpufix.errors import (
     EXIT_CHANGES,
     EXIT_ERROR,
@@ -26,25 +26,6 @@ from gpufix.errors import (
     InvalidInput,
 )
 from gpufix.paths import content_root
-
-# Files each strategy's roles may write: read before the change so rollback can restore them.
-# Kept in step with the roles' defaults (roles/*/defaults/main.yml).
-WATCHED_FILES: dict[str, tuple[str, ...]] = {
-    "kernel-upgrade": ("/etc/default/grub", "/etc/default/grub.d/gpufix.cfg"),
-    "cuda-downgrade": ("/etc/profile.d/gpufix-cuda.sh",),
-    "container-fallback": ("/etc/docker/daemon.json", "/usr/local/bin/gpufix-run"),
-    "nccl-profile": ("/etc/nccl.conf", "/etc/profile.d/gpufix-single-gpu.sh"),
-    "single-gpu": ("/etc/nccl.conf", "/etc/profile.d/gpufix-single-gpu.sh"),
-    "pcie-acs": ("/etc/default/grub", "/etc/systemd/system/gpufix-pcie-acs.service"),
-    "driver-pin": (
-        "/etc/apt/preferences.d/gpufix-nvidia-driver.pref",
-        "/etc/apt/apt.conf.d/51gpufix-nvidia-driver",
-    ),
-    "container-fix": ("/etc/docker/daemon.json",),
-}
-
-# Strategies whose rollback restores the kernel command line: reboot again after restoring.
-REBOOT_AFTER_RESTORE = ("pcie-acs",)
 
 # Hosts a probe verdict counts as verified; every other verdict fails the host.
 HEALTHY = ("healthy",)
@@ -260,7 +241,7 @@ def validate(plans: list[Plan], inventory: Path) -> None:
             )
     book_dir = content_root() / "playbooks"
     for p in plans:
-        if p.strategy != "none" and p.strategy not in PLAYBOOKS:
+        if p.strategy not in strategies.REGISTRY:
             raise InvalidInput(f"{p.host}: unknown strategy {p.strategy!r} in the plan")
         for s in p.steps:
             if "/" in s.playbook or not (book_dir / s.playbook).is_file():
@@ -271,7 +252,7 @@ def validate(plans: list[Plan], inventory: Path) -> None:
 
 def _kernel_step(plan: Plan) -> bool:
     return plan.strategy == "kernel-upgrade" or any(
-        s.playbook == PLAYBOOKS["kernel-upgrade"] for s in plan.steps
+        s.playbook == strategies.get("kernel-upgrade").playbook for s in plan.steps
     )
 
 
@@ -451,7 +432,7 @@ class Applier:
             h: {
                 "strategy": self.plans[h].strategy,
                 "kernel_step": _kernel_step(self.plans[h]),
-                "files": list(WATCHED_FILES.get(self.plans[h].strategy, ())),
+                "files": list(strategies.get(self.plans[h].strategy).watched_files),
             }
             for h in hosts
         }
@@ -796,8 +777,13 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
         "gpufix_rollback_reboot": bool(rec.get("rebooted")),
         # a restored kernel command line takes effect only at the next boot
         "gpufix_rollback_reboot_after": bool(rec.get("rebooted"))
-        and rec.get("strategy") in REBOOT_AFTER_RESTORE,
+        and _reboot_after_restore(str(rec.get("strategy"))),
     }
+
+
+def _reboot_after_restore(name: str) -> bool:
+    s = strategies.REGISTRY.get(name)
+    return bool(s and s.reboot_after_restore)
 
 
 def rollback(

@@ -19,8 +19,9 @@ from gpufix.cli.common import (
     json_option,
     progress,
 )
-from gpufix.engine.plan import STRATEGIES, Plan, load_plans
+from gpufix.engine.plan import Plan, load_plans
 from gpufix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, GpufixError, InvalidInput
+from gpufix.strategies import NAMES as STRATEGIES
 
 
 def _console(stderr: bool = False) -> Any:
@@ -41,7 +42,7 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> Any:
 
 
 def _replan(target: str, strategy: str, inventory: Path) -> list[Plan]:
-    from gpufix.engine.decide import Constraints
+    from gpufix.engine.context import Constraints
     from gpufix.planning import make_plans
 
     # reboots are gated by apply's --allow-reboot, not by the plan

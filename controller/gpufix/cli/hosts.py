@@ -20,8 +20,8 @@ from gpufix.cli.common import (
     json_option,
     progress,
 )
-from gpufix.engine.plan import STRATEGIES
 from gpufix.errors import EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, GpufixError, InvalidInput
+from gpufix.strategies import NAMES as STRATEGIES
 
 
 @click.command("facts")
@@ -133,7 +133,7 @@ def plan(
     Exit 0 when planning succeeded; with --detailed-exitcode, 2 when changes are proposed.
     """
     from gpufix.cli import render
-    from gpufix.engine.decide import Constraints
+    from gpufix.engine.context import Constraints
     from gpufix.engine.plan import save_plans
     from gpufix.planning import make_plans
 

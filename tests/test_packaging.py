@@ -20,7 +20,9 @@ PACKAGE = ROOT / "controller" / "gpufix"
 
 
 def test_the_package_list_names_every_package() -> None:
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
     found = {
         ".".join(p.parent.relative_to(ROOT / "controller").parts)
         for p in PACKAGE.rglob("__init__.py")
@@ -41,11 +43,31 @@ def test_collection_metadata_agrees_with_the_project() -> None:
     assert all("-" not in p.stem for p in (ROOT / "playbooks").glob("*.yml"))
 
 
+def _clean_tree(dest: Path) -> Path:
+    """The files git would commit (tracked and untracked, not ignored): a build from the
+    working tree would pick up a stale build/ folder of another layout."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for rel in filter(None, listed):
+        src, dst = ROOT / rel, dest / rel
+        if not src.exists() and not src.is_symlink():
+            continue  # deleted in the working tree, not yet committed
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            dst.symlink_to(os.readlink(src))
+        else:
+            dst.write_bytes(src.read_bytes())
+    return dest
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
+    src = _clean_tree(tmp_path_factory.mktemp("src"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
         check=True,
         capture_output=True,
         timeout=600,
@@ -72,12 +94,14 @@ def test_wheel_carries_the_ansible_content(wheel: Path) -> None:
     ):
         assert needed in names, needed
     assert not [n for n in names if "__pycache__" in n or n.startswith("gpufix/_content/tests")]
+    # every module in the wheel is one of the source tree's (no stale build/ leftovers)
+    modules = {n for n in names if n.endswith(".py") and not n.startswith("gpufix/_content/")}
+    source = {str(p.relative_to(ROOT / "controller")) for p in PACKAGE.rglob("*.py")}
+    assert modules == source, modules ^ source
 
 
 @pytest.mark.slow
-def test_wheel_runs_from_a_fresh_venv_outside_the_checkout(
-    wheel: Path, tmp_path: Path
-) -> None:
+def test_wheel_runs_from_a_fresh_venv_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     """What CI checks for pipx users: no GPUFIX_HOME, no checkout, any directory."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)

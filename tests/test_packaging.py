@@ -7,12 +7,12 @@ import os
 import subprocess
 import sys
 import tarfile
-import tomllib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]

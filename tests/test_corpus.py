@@ -16,8 +16,8 @@ from corpus.harness import Result, cases, expected, run_all, score
 from corpus.snapshot import snapshot_for
 from corpus.split import split_of
 from corpus.verdict import LAYERS, experiment_env, schema_errors, verdict_for
-from gpufix.facts import validate
-from gpufix.plan import STRATEGIES
+from gpufix.facts.snapshot import validate
+from gpufix.strategies import NAMES as STRATEGIES
 
 CASES = cases()
 IDS = [c["id"] for c in CASES]

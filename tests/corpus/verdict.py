@@ -8,12 +8,9 @@ verdict still validates; until then they stay in the case file (README.md, "Verd
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -66,18 +63,10 @@ def schema_errors(doc: dict[str, Any]) -> list[str]:
 
 @cache
 def probe_program() -> ModuleType:
-    """The probe program: a package module today, a role file in the target layout."""
-    try:
-        return importlib.import_module("gpufix.probe.gpufix_probe")
-    except ImportError:
-        root = Path(__file__).resolve().parents[2]
-        path = root / "roles" / "probe" / "files" / "gpufix_probe.py"
-        spec = importlib.util.spec_from_file_location("gpufix_probe", path)
-        if spec is None or spec.loader is None:
-            raise
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
+    """The probe program (its cause table), loaded the way gpufix itself loads it."""
+    from gpufix.probe.local import load_program
+
+    return load_program()
 
 
 def experiment_env(exp_id: str) -> tuple[dict[str, str], list[int] | None]:

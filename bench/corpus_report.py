@@ -43,6 +43,33 @@ def field_notes_tree(case: dict[str, Any]) -> str:
     return "cuda-downgrade"
 
 
+def kb_sources() -> set[str]:
+    """Threads the knowledge base cites: a case from one of them is not independent evidence."""
+    from gpufix.engine.kb import DEFAULT_DIR
+
+    out: set[str] = set()
+    for f in Path(DEFAULT_DIR).glob("*.yaml"):
+        for row in yaml.safe_load(f.read_text()) or []:
+            if isinstance(row, dict) and row.get("source"):
+                out.add(str(row["source"]).rstrip("/"))
+    return out
+
+
+def independent(rows: list[tuple[dict[str, Any], Result]]) -> list[str]:
+    cited = kb_sources()
+    out = []
+    for split in ("dev", "test"):
+        group = [(c, r) for c, r in rows if c["split"] == split]
+        names = [r.id for c, r in group if c["source"] in cited]
+        rest = [r for c, r in group if c["source"] not in cited]
+        out.append(
+            f"{split}: {len(names)} case(s) from threads the knowledge base cites"
+            f"{' (' + ', '.join(names) + ')' if names else ''}; "
+            f"without them {rate(sum(r.hit for r in rest), len(rest))}"
+        )
+    return out
+
+
 def rate(hits: int, total: int) -> str:
     return f"{hits}/{total} ({100 * hits / total:.0f}%)" if total else "0/0"
 
@@ -126,6 +153,8 @@ def main() -> None:
         )
     print()
     print("\n".join(table(rows)))
+    print()
+    print("\n".join(independent(rows)))
     print()
     print("\n".join(per_case(rows)))
     if args.update_expected:

@@ -33,7 +33,7 @@ def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
 
 def test_plan_host01_shows_the_decision() -> None:
     r = gpufix("plan", "host01")
-    assert r.returncode == 2, r.stderr  # changes proposed
+    assert r.returncode == 0, r.stderr  # planning succeeded (terraform's convention)
     out = r.stdout
     for part in (
         "Findings",
@@ -59,22 +59,29 @@ def test_plan_json_is_json_alone_on_stdout() -> None:
 
 def test_plan_group_covers_every_host(tmp_path: Path) -> None:
     out = tmp_path / "fleet.json"
-    r = gpufix("plan", "gpu_fleet", "--json", "-o", str(out))
-    assert r.returncode == 2
+    r = gpufix("plan", "gpu_fleet", "--json", "-o", str(out), "--detailed-exitcode")
+    assert r.returncode == 2  # changes proposed
     hosts = {p["host"] for p in json.loads(r.stdout)["plans"]}
     assert hosts == {"host01", "host02", "host03", "host04", "host05", "host07", "host08", "host09"}
     assert len(json.loads(out.read_text())["plans"]) == 8
 
 
 def test_nothing_to_do_exits_0() -> None:
-    r = gpufix("plan", "host06")
+    r = gpufix("plan", "host06", "--detailed-exitcode")
     assert r.returncode == 0
     assert "Chosen strategy: none" in r.stdout
 
 
+@pytest.mark.parametrize(("flags", "code"), [((), 0), (("--detailed-exitcode",), 2)])
+def test_plan_exit_codes_follow_terraform(flags: tuple[str, ...], code: int) -> None:
+    """0 when planning succeeded; 2 for "changes proposed" only when asked, so that
+    `gpufix plan host01 && next` works in a shell."""
+    assert gpufix("plan", "host01", *flags).returncode == code
+
+
 def test_offline_plan_from_snapshot() -> None:
     r = gpufix("plan", "whatever", "--facts", str(HOSTS / "jammy-470-torch23.json"), "--json")
-    assert r.returncode == 2
+    assert r.returncode == 0
     assert json.loads(r.stdout)["plans"][0]["strategy"] == "cuda-downgrade"
 
 
@@ -125,7 +132,7 @@ def test_facts_writes_a_snapshot_that_plans_offline(tmp_path: Path) -> None:
 
 
 def test_diff_puts_the_dependency_chain_first() -> None:
-    r = gpufix("diff", "host01", "host03", "--json")
+    r = gpufix("diff", "host01", "host03", "--json", "--detailed-exitcode")
     assert r.returncode == 2
     paths = [d["path"] for d in json.loads(r.stdout)]
     assert paths[0].startswith("os")

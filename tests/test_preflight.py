@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpufix import kb as kbmod
-from gpufix import preflight
+from gpufix.engine import kb as kbmod
 from gpufix.errors import InvalidInput
-from gpufix.facts import Snapshot, save_snapshot
-from gpufix.preflight import CHECK_IDS, NO_GPU, main_preflight, run
+from gpufix.facts.snapshot import Snapshot, save_snapshot
+from gpufix.workload import preflight
+from gpufix.workload.preflight import CHECK_IDS, NO_GPU, main_preflight, run
 
 GIB = 1 << 30
 

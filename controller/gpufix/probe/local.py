@@ -70,19 +70,25 @@ def load_verdict(path: Path) -> dict[str, Any]:
     return validate(data)
 
 
-def _deadline(args: Sequence[str]) -> float:
+def _option(args: Sequence[str], name: str, default: float) -> float:
     for i, arg in enumerate(args):
         value = None
-        if arg == "--deadline" and i + 1 < len(args):
+        if arg == name and i + 1 < len(args):
             value = args[i + 1]
-        elif arg.startswith("--deadline="):
+        elif arg.startswith(name + "="):
             value = arg.split("=", 1)[1]
         if value is not None:
             try:
                 return float(value)
             except ValueError:
                 break  # the probe itself reports the bad value
-    return _DEFAULT_DEADLINE_S
+    return default
+
+
+def _own_time(args: Sequence[str]) -> float:
+    """The longest the program may take by its own deadlines: the probe, then experiments."""
+    budget = 0.0 if "--no-experiments" in args else _option(args, "--experiment-budget", 180.0)
+    return _option(args, "--deadline", _DEFAULT_DEADLINE_S) + budget
 
 
 def run_local(
@@ -93,11 +99,11 @@ def run_local(
 ) -> dict[str, Any]:
     """Run the probe on this machine with `python`; return its validated verdict.
 
-    `timeout` defaults to the probe's --deadline plus a margin. The probe never hangs by
+    `timeout` defaults to the probe's --deadline and experiment budget plus a margin. The probe never hangs by
     design; if it does overrun, it gets SIGTERM (it then kills its workers) and, 5 s later,
     SIGKILL.
     """
-    limit = timeout if timeout is not None else _deadline(args) + _MARGIN_S
+    limit = timeout if timeout is not None else _own_time(args) + _MARGIN_S
     cmd = [python, str(program_path()), *args]
     try:
         proc = subprocess.Popen(

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import runner
-from gpufix.errors import InvalidInput
+from gpufix.errors import GpufixError, InvalidInput, Unreachable
 from gpufix.inventory import Target, resolve
 from gpufix.probe import merge, multiverdict, nodes
 from gpufix.probe.merge import Outcome, Part
@@ -108,12 +108,15 @@ def _targets(pattern: str, inventory: Path) -> list[Target]:
 
 
 def _facts(pattern: str, inventory: Path, progress: runner.Progress | None) -> dict[str, Any]:
-    from gpufix.collect import gather
+    from gpufix.facts.collect import gather
 
     got = gather(pattern, inventory, progress=progress)
-    missing = [f"{g.host}: {g.error}" for g in got if g.snapshot is None]
+    missing = [g for g in got if g.snapshot is None]
     if missing:
-        raise InvalidInput("no facts, so no multi-node probe: " + "; ".join(missing))
+        text = "no facts, so no multi-node probe: " + "; ".join(
+            f"{g.host}: {g.error}" for g in missing
+        )
+        raise (Unreachable if any(g.unreachable for g in missing) else GpufixError)(text)
     return {g.host: g.snapshot.facts for g in got if g.snapshot is not None}
 
 

@@ -89,7 +89,7 @@ def probe_hosts(
 def show(verdicts: dict[str, dict[str, Any]]) -> None:
     from rich.markup import escape
 
-    from gpufix import render
+    from gpufix.cli import render
     from gpufix.probe.summary import summarize
 
     c = render.console()

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from gpufix.plan import Plan
+from gpufix.engine.plan import Plan
 
 _MARK = {"error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]i[/]"}
 

@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from gpufix import versions
+from gpufix.engine.kb import KnowledgeBase
+from gpufix.engine.kb import load as load_kb
 from gpufix.errors import EXIT_OK, GpufixError
-from gpufix.facts import (
+from gpufix.facts.local import gather_local
+from gpufix.facts.snapshot import (
     Snapshot,
     get,
     is_unknown,
@@ -25,9 +28,6 @@ from gpufix.facts import (
     unknown_reason,
     validate,
 )
-from gpufix.hostfacts import gather_local
-from gpufix.kb import KnowledgeBase
-from gpufix.kb import load as load_kb
 from gpufix.lint import DEBUG_KNOBS, P2P_DISABLE_VAR
 
 EXIT_FAILED = 1  # a check failed (the brief's contract, as for `gpufix lint`)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufix.facts import is_unknown
+from gpufix.facts.snapshot import is_unknown
 
 # Most decisive first: the field notes' environment comparison, ordered by the dependency chain.
 PRIORITY = (

@@ -1,0 +1,263 @@
+"""`gpufix facts | plan | diff | probe`: the commands that read hosts. Parse, call, print."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpufix.cli.common import (
+    changes_exit,
+    detailed_exitcode_option,
+    emit_json,
+    inventory_option,
+    inventory_path,
+    json_option,
+    progress,
+)
+from gpufix.errors import EXIT_ERROR, EXIT_UNREACHABLE, GpufixError, InvalidInput
+from gpufix.strategies import NAMES as STRATEGIES
+
+
+@click.command("facts")
+@click.argument("host")
+@inventory_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the snapshot to FILE.")
+@click.option(
+    "--python-env",
+    "python_envs",
+    multiple=True,
+    metavar="PYTHON",
+    help="Interpreter whose packages to read (repeatable).",
+)
+@json_option
+def facts(
+    host: str,
+    inventory: str | None,
+    output: str | None,
+    python_envs: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Gather facts from HOST (or read its recorded snapshot) and print or save them."""
+    from gpufix.facts.collect import one
+    from gpufix.facts.snapshot import save_snapshot
+
+    snap = one(
+        host, inventory_path(inventory), python_envs=list(python_envs) or None, progress=progress
+    )
+    if output:
+        save_snapshot(snap, Path(output))
+        click.echo(f"wrote {output}", err=True)
+        if not as_json:
+            return
+    emit_json(snap.to_doc())
+
+
+def _load_verdict(path: str | None) -> dict[str, Any] | None:
+    if not path:
+        return None
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InvalidInput(f"cannot read probe verdict {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"probe verdict {path} is not JSON: {exc.msg}") from None
+    if not isinstance(doc, dict) or doc.get("format") != "gpufix-probe":
+        raise InvalidInput(f"{path} is not a gpufix probe verdict")
+    return doc
+
+
+@click.command("plan")
+@click.argument("target")
+@inventory_option
+@click.option(
+    "--facts",
+    "facts_file",
+    type=click.Path(dir_okay=False),
+    help="Plan from a snapshot file, offline.",
+)
+@click.option(
+    "--strategy", type=click.Choice(STRATEGIES), help="Force a strategy (refused if infeasible)."
+)
+@click.option(
+    "--probe", "run_probe", is_flag=True, help="Run the multi-GPU probe first and use its verdict."
+)
+@click.option(
+    "--probe-verdict", type=click.Path(dir_okay=False), help="Use a saved probe verdict (JSON)."
+)
+@click.option(
+    "--allow-reboot/--no-reboot",
+    "allow_reboot",
+    default=True,
+    show_default=True,
+    help="Consider strategies that need a reboot (apply still reboots only with --allow-reboot).",
+)
+@click.option("--single-gpu-ok", is_flag=True, help="Training does not need several GPUs.")
+@click.option("--no-containers", is_flag=True, help="Containers are not an option here.")
+@click.option(
+    "--image", metavar="REF@sha256:DIGEST", help="Image for container-fallback, pinned by digest."
+)
+@click.option(
+    "--python-env",
+    "python_envs",
+    multiple=True,
+    metavar="PYTHON",
+    help="Interpreter on the hosts whose torch stack to read (repeatable; default: python3).",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Save the plan to PLANFILE.")
+@detailed_exitcode_option
+@json_option
+def plan(
+    target: str,
+    inventory: str | None,
+    facts_file: str | None,
+    strategy: str | None,
+    run_probe: bool,
+    probe_verdict: str | None,
+    allow_reboot: bool,
+    single_gpu_ok: bool,
+    no_containers: bool,
+    image: str | None,
+    python_envs: tuple[str, ...],
+    output: str | None,
+    detailed_exitcode: bool,
+    as_json: bool,
+) -> None:
+    """Decide what to change on TARGET (host or group) and why.
+
+    Exit 0 when planning succeeded; with --detailed-exitcode, 2 when changes are proposed.
+    """
+    from gpufix.cli import render
+    from gpufix.engine.context import Constraints
+    from gpufix.engine.plan import save_plans
+    from gpufix.planning import make_plans
+
+    if image and "@sha256:" not in image:
+        raise InvalidInput(f"--image {image!r} is not pinned by digest (REF@sha256:DIGEST)")
+    constraints = Constraints(
+        reboot_allowed=allow_reboot,
+        multi_gpu_required=not single_gpu_ok,
+        strategy=strategy,
+        containers_allowed=not no_containers,
+        container_image=image,
+    )
+    got = make_plans(
+        target,
+        inventory_path(inventory),
+        constraints,
+        facts_file=Path(facts_file) if facts_file else None,
+        verdict=_load_verdict(probe_verdict),
+        run_probe=run_probe,
+        python_envs=list(python_envs) or None,
+        progress=progress,
+    )
+    plans, failures = got.plans, got.failures
+    if output:
+        save_plans(plans, Path(output))
+        click.echo(f"wrote {output}", err=True)
+    for f in failures:
+        click.echo(f"gpufix: {f.host}: {f.error}", err=True)
+    if as_json:
+        emit_json(
+            {
+                "plans": [p.to_dict() for p in plans],
+                "failed": [{"host": f.host, "error": f.error} for f in failures],
+            }
+        )
+    else:
+        c = render.console()
+        for p in plans:
+            render.plan(c, p)
+    if failures:
+        code = EXIT_UNREACHABLE if any(f.unreachable for f in failures) else EXIT_ERROR
+        names = ", ".join(f.host for f in failures)
+        raise GpufixError(f"no facts from {names}" if not plans else f"not planned: {names}", code)
+    sys.exit(changes_exit(any(p.changes for p in plans), detailed_exitcode))
+
+
+@click.command("diff")
+@click.argument("a")
+@click.argument("b")
+@inventory_option
+@detailed_exitcode_option
+@json_option
+def diff(a: str, b: str, inventory: str | None, detailed_exitcode: bool, as_json: bool) -> None:
+    """Compare two hosts or snapshot files; what matters for multi-GPU start-up first."""
+    from gpufix.cli import render
+    from gpufix.facts.diff import diff as diff_facts
+
+    fa, fb = _facts_of(a, inventory), _facts_of(b, inventory)
+    diffs = diff_facts(fa, fb)
+    if as_json:
+        emit_json([{"path": d.path, "a": d.a, "b": d.b} for d in diffs])
+    else:
+        c = render.console()
+        if not diffs:
+            c.print("no differences")
+        for d in diffs:
+            c.print(f"{d.path}\n  {a}: {render.short(d.a)}\n  {b}: {render.short(d.b)}")
+    sys.exit(changes_exit(bool(diffs), detailed_exitcode))
+
+
+def _facts_of(ref: str, inventory: str | None) -> Mapping[str, Any]:
+    from gpufix.facts.snapshot import load_snapshot
+
+    if ref.endswith(".json") or os.sep in ref:
+        return load_snapshot(Path(ref)).facts
+    from gpufix.facts.collect import one
+
+    return one(ref, inventory_path(inventory), progress=progress).facts
+
+
+@click.command("probe")
+@click.argument("target")
+@inventory_option
+@click.option(
+    "--deadline",
+    type=click.IntRange(5, 3600),
+    default=120,
+    show_default=True,
+    help="Seconds before the probe gives a verdict, whatever happens (experiments come after).",
+)
+@click.option("--phase-deadline", type=click.IntRange(1, 600), default=30, show_default=True)
+@click.option("--import-deadline", type=click.IntRange(0, 1200), default=0, help="0: 2x phase.")
+@click.option("--cpu", is_flag=True, help="Self-test on CPU (gloo) where there is no GPU.")
+@click.option("--world-size", type=click.IntRange(1, 64), help="Ranks (per host; one per GPU).")
+@click.option(
+    "--python",
+    "--python-env",
+    "python",
+    metavar="PYTHON",
+    help="The training environment's interpreter on the hosts (default: python3; here: this one).",
+)
+@click.option("--no-experiments", is_flag=True, help="No reruns with one mechanism changed.")
+@click.option("--experiment-budget", type=click.IntRange(0, 3600), default=180, show_default=True)
+@click.option("--soak", is_flag=True, help="All-reduce size sweep after the main phases.")
+@click.option("--soak-min-bytes", default="1K", show_default=True, help="nccl-tests -b.")
+@click.option("--soak-max-bytes", default="64M", show_default=True, help="nccl-tests -e.")
+@click.option("--soak-factor", type=click.IntRange(1, 1024), default=4, show_default=True)
+@click.option("--soak-iters", type=click.IntRange(1, 100000), default=20, show_default=True)
+@click.option("--ifname", help="NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME for the ranks.")
+@click.option("--multi-node", is_flag=True, help="Probe TARGET's hosts as one multi-node job.")
+@click.option("--master-addr", help="The first host's address (default: inventory, facts).")
+@click.option("--master-port", type=click.IntRange(1, 65535), default=29500, show_default=True)
+@json_option
+def probe(target: str, inventory: str | None, as_json: bool, **kw: Any) -> None:
+    """Run the multi-GPU probe on TARGET; exit 0 healthy or not applicable, 5 otherwise."""
+    from gpufix.probe import command
+    from gpufix.probe.options import ProbeOptions, Soak
+
+    soak = [kw.pop(k) for k in ("soak_min_bytes", "soak_max_bytes", "soak_factor", "soak_iters")]
+    options = ProbeOptions(
+        soak=Soak(*soak) if kw.pop("soak") else None,
+        experiments=not kw.pop("no_experiments"),
+        multi_node=kw.pop("multi_node"),
+        **kw,
+    )
+    path = inventory_path(inventory)
+    sys.exit(command.run(target, path, options, as_json=as_json, progress=progress))

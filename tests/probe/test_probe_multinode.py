@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 29500
-FAST = ["--cpu", "--world-size", "1", "--phase-deadline", "8", "--import-deadline", "45"]
+FAST = ["--cpu", "--world-size", "1", "--phase-deadline", "8", "--import-deadline", "90"]
 
 
 @pytest.fixture(scope="module")

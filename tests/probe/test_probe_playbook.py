@@ -21,7 +21,7 @@ TRAIN = "/opt/venvs/train/bin/python"
 CPU = {
     "gpufix_probe_cpu": True,
     "gpufix_probe_deadline": 120,
-    "gpufix_probe_import_deadline": 45,
+    "gpufix_probe_import_deadline": 90,
     "gpufix_probe_experiments": False,
 }
 

@@ -192,3 +192,13 @@ def test_an_interface_experiment_that_decides_is_the_cause(prog: types.ModuleTyp
     assert v["decided_by"] == "ifname-eth0" and v["failed_layer"] == "interface"
     assert [c["id"] for c in v["causes"]] == ["socket-interface"]
     assert "healthy with ifname-eth0 (1 experiments)" in summarize(v)
+
+
+def test_the_soak_is_the_worst_hosts(prog: types.ModuleType) -> None:
+    sweep = {"sizes": [1024, 4096], "iters": 5}
+    r = run(Outcome("hung", "soak", ["h2"], [1], "h2: stuck"), "collective")
+    r.parts[0].verdict["soak"] = {**sweep, "verdict": "hung", "stalled_at_bytes": 4096}  # type: ignore[index]
+    r.parts[1].verdict["soak"] = {**sweep, "verdict": "skipped", "stalled_at_bytes": None}  # type: ignore[index]
+    v = validate(multiverdict.build(r, prog))
+    assert v["soak"]["verdict"] == "hung" and v["soak"]["stalled_at_bytes"] == 4096
+    assert "soak hung at 4096 bytes" in summarize(v)

@@ -79,6 +79,13 @@ def _causes(run: MultiRun, prog: Any) -> list[dict[str, str]]:
     return out
 
 
+def _soak(parts: Sequence[Part]) -> dict[str, Any] | None:
+    """The sweep as the worst host saw it (every host ran the same sizes together)."""
+    rank = {"hung": 0, "failed": 1, "degraded": 2, "skipped": 3, "healthy": 4}
+    soaks = [p.verdict["soak"] for p in parts if p.verdict and p.verdict.get("soak")]
+    return min(soaks, key=lambda s: rank.get(s.get("verdict"), 5)) if soaks else None
+
+
 def _stall(run: MultiRun) -> dict[str, Any] | None:
     o = run.outcome
     if o.verdict != "hung":
@@ -121,7 +128,7 @@ def build(run: MultiRun, prog: Any) -> dict[str, Any]:
         "experiments": run.experiments,
         "decided_by": run.decided_by,
         "suspects": None,
-        "soak": None,
+        "soak": _soak(run.parts),
         "allreduce": bandwidth(run.parts, world),
         "causes": _causes(run, prog),
         "notes": run.notes,

@@ -1551,7 +1551,9 @@ def main_spec(ns: argparse.Namespace, world: int, ngpu: int, deadline_at: float)
         first = ns.node_rank * world
         ranks = list(range(first, first + world))
         env = experiment_env(ns.experiment)[0] if ns.experiment else {}
-        return RunSpec("main", "main", world * ns.nnodes, deadline_at, ranks=ranks, env=env)
+        return RunSpec(
+            "main", "main", world * ns.nnodes, deadline_at, ranks=ranks, env=env, soak=ns.soak
+        )
     gpus = list(range(min(world, ngpu))) if ngpu else list(range(world))
     env = experiment_env(ns.experiment)[0] if ns.experiment else {}
     return RunSpec("main", "main", world, deadline_at, gpus=gpus, env=env, soak=ns.soak)

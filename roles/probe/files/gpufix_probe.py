@@ -465,8 +465,11 @@ class Worker(object):
     def timeout(self) -> Any:
         import datetime
 
-        # Longer than any deadline of ours: the supervisor, not torch, decides a rank hung.
-        return datetime.timedelta(seconds=max(self.ns.phase_deadline * 4, 60))
+        # Longer than any deadline of ours (the rendezvous wait is phase + import deadline):
+        # the supervisor, not a torch timeout, decides that a rank hung.
+        pd = self.ns.phase_deadline
+        longest = pd + (self.ns.import_deadline or 2 * pd)
+        return datetime.timedelta(seconds=max(60.0, 4 * pd, 2 * longest))
 
     def phase_rendezvous(self) -> Dict[str, Any]:
         addr, port = self.ns.master_addr, self.ns.master_port
@@ -721,6 +724,8 @@ class Supervisor(object):
         cmd += ["--kind", spec.kind, "--rank", str(rank), "--world-size", str(spec.world)]
         cmd += ["--backend", ns.backend, "--run-dir", run_dir]
         cmd += ["--phase-deadline", str(ns.phase_deadline)]
+        if ns.import_deadline:
+            cmd += ["--import-deadline", str(ns.import_deadline)]
         cmd += ["--gpus", ",".join(str(g) for g in spec.gpus)]
         cmd += ["--cpu"] if ns.cpu else []
         quick = spec.quick if spec.quick is not None else ns.quick or spec.kind in ("exp", "pair")

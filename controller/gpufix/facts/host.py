@@ -100,6 +100,12 @@ def _str(v: Any) -> str | None:
     return str(v)
 
 
+def _driver(v: Any) -> str | None:
+    """A driver version string, or None when it does not read as one ("abc", "")."""
+    s = _str(v)
+    return s if versions.driver(s) is not None else None
+
+
 def _bool(v: Any) -> bool | None:
     return v if isinstance(v, bool) else None
 
@@ -184,8 +190,9 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         compute_caps=tuple(
             str(g["compute_capability"]) for g in gpu_list if _str(g.get("compute_capability"))
         ),
-        driver=_str(fget(facts, "driver.kernel_module")) or _str(fget(facts, "driver.userspace")),
-        driver_userspace=_str(fget(facts, "driver.userspace")),
+        driver=_driver(fget(facts, "driver.kernel_module"))
+        or _driver(fget(facts, "driver.userspace")),
+        driver_userspace=_driver(fget(facts, "driver.userspace")),
         driver_mismatch=_bool(fget(facts, "driver.mismatch")),
         nvml_error=_str(fget(facts, "driver.nvml_error")),
         worst_link=_str(fget(facts, "topology.worst"))

@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufix import versions
+from gpufix.facts import topology
 from gpufix.facts.snapshot import get as fget
 from gpufix.facts.snapshot import is_unknown
-
-# Kinds of link in `nvidia-smi topo -m`, best first.
-_LINK_ORDER = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
 
 
 @dataclass(frozen=True)
@@ -40,15 +38,20 @@ class Host:
     compute_caps: tuple[str, ...]
     driver: str | None  # kernel module version, else userspace
     driver_userspace: str | None
+    driver_flavor: str | None  # open | proprietary (the loaded module's licence)
+    driver_reinstallable: bool | None  # the installed version is still in an apt index
     driver_mismatch: bool | None
     nvml_error: str | None
-    worst_link: str | None
+    worst_link: str | None  # canonical: NV, PIX, PXB, PHB, NODE, SYS
     acs_bridges: tuple[str, ...]  # BDFs of bridges above GPUs with ACS redirect on
+    acs_ports: dict[str, str | None]  # those bridges' port types: root, upstream, downstream
     acs_known: bool  # lspci could be read: an empty acs_bridges means "none", not "unknown"
+    p2p_read: bool | None  # nvidia-smi topo -p2p r: any pair OK / none OK / not read
     behind_switch: bool | None
     iommu_mode: str | None
     cpu_vendor: str | None
     shm_bytes: int | None
+    gathered_in: str | None  # host | container: where the facts module ran
     in_container: bool | None
     ipc_host: bool | None
     net_host: bool | None
@@ -73,6 +76,11 @@ class Host:
     @property
     def multi_gpu(self) -> bool:
         return (self.gpu_count or 0) > 1
+
+    @property
+    def from_container(self) -> bool:
+        """The facts describe a container: host-level changes belong on the container's host."""
+        return self.gathered_in == "container"
 
     @property
     def torch_cuda(self) -> tuple[int, int] | None:
@@ -114,19 +122,29 @@ def _list(v: Any) -> list[Any]:
     return v if isinstance(v, list) else []
 
 
-def _worst_link(matrix: Any) -> str | None:
-    if not isinstance(matrix, dict):
+_P2P_NO = ("NS", "CNS", "GNS", "TNS", "NV_NS")
+
+
+def _p2p_read(read: Any) -> bool | None:
+    """True when any GPU pair reads OK in `nvidia-smi topo -p2p r`, False when every pair reads
+    "not supported", None when the matrix is missing or says something else."""
+    if not isinstance(read, dict):
         return None
-    worst = -1
-    for row in matrix.values():
-        if not isinstance(row, dict):
-            continue
-        for cell in row.values():
-            kind = str(cell)
-            for i, prefix in enumerate(_LINK_ORDER):
-                if kind.startswith(prefix):
-                    worst = max(worst, i)
-    return _LINK_ORDER[worst] if worst >= 0 else None
+    cells = [str(c) for row in read.values() if isinstance(row, dict) for c in row.values()]
+    if any(c == "OK" for c in cells):
+        return True
+    if cells and all(c in _P2P_NO for c in cells):
+        return False
+    return None
+
+
+def _gathered_in(facts: Mapping[str, Any]) -> str | None:
+    where = _str(fget(facts, "gathered_in.where"))
+    if where in ("host", "container"):
+        return where
+    # Snapshots from facts module 1.0.0 have no gathered_in; its container check is the same.
+    inside = _bool(fget(facts, "containers.in_container"))
+    return None if inside is None else ("container" if inside else "host")
 
 
 def _env(facts: Mapping[str, Any]) -> PyEnv | None:
@@ -152,11 +170,8 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
     gpu_list = [g for g in _list(gpus) if isinstance(g, dict)]
     gpu_count = None if gpus is None or is_unknown(gpus) else len(gpu_list)
     bridges = [b for b in _list(fget(facts, "pcie.bridges")) if isinstance(b, dict)]
-    acs = tuple(
-        str(b.get("bdf"))
-        for b in bridges
-        if b.get("above_gpu") is True and b.get("acs_enabled") is True
-    )
+    acs_rows = [b for b in bridges if b.get("above_gpu") is True and b.get("acs_enabled") is True]
+    acs = tuple(str(b.get("bdf")) for b in acs_rows)
     settings: dict[str, str] = {}
     files = fget(facts, "nccl.files")
     if isinstance(files, dict):
@@ -193,16 +208,21 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         driver=_driver(fget(facts, "driver.kernel_module"))
         or _driver(fget(facts, "driver.userspace")),
         driver_userspace=_driver(fget(facts, "driver.userspace")),
+        driver_flavor=_str(fget(facts, "driver.flavor")),
+        driver_reinstallable=_bool(fget(facts, "packages.driver_rollback.installable")),
         driver_mismatch=_bool(fget(facts, "driver.mismatch")),
         nvml_error=_str(fget(facts, "driver.nvml_error")),
-        worst_link=_str(fget(facts, "topology.worst"))
-        or _worst_link(fget(facts, "topology.matrix")),
+        worst_link=topology.canonical(fget(facts, "topology.worst"))
+        or topology.worst_link(fget(facts, "topology.matrix")),
         acs_bridges=acs,
+        acs_ports={str(b.get("bdf")): _str(b.get("port")) for b in acs_rows},
         acs_known=isinstance(fget(facts, "pcie.bridges"), list),
+        p2p_read=_p2p_read(fget(facts, "p2p.read")),
         behind_switch=_bool(fget(facts, "pcie.gpus_behind_switch")),
         iommu_mode=_str(fget(facts, "iommu.mode")),
         cpu_vendor=_str(fget(facts, "cpu.vendor")),
         shm_bytes=_int(fget(facts, "shm.size_bytes")),
+        gathered_in=_gathered_in(facts),
         in_container=_bool(fget(facts, "containers.in_container")),
         ipc_host=_bool(fget(facts, "containers.ipc_host")),
         net_host=_bool(fget(facts, "containers.net_host")),

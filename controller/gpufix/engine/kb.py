@@ -639,7 +639,7 @@ class KnowledgeBase:
 
     def checked(self) -> date:
         """The newest day any dated row was checked: the plan date when the caller gives none."""
-        days = [r.checked for r in (*self.driver_branches, *self.gpu_p2p)]
+        days = [r.checked for r in self.driver_branches] + [r.checked for r in self.gpu_p2p]
         return date.fromisoformat(max(days))
 
 

@@ -52,6 +52,10 @@ TABLE = [
     ("container-shm64m", None, "container-fix", {"shm-too-small"}),
     ("a100-fm-mismatch", None, "driver-pin", {"fabricmanager-version-mismatch"}),
     ("bionic-mismatch", None, "driver-pin", {"driver-library-mismatch"}),
+    # issue 11's example hosts: Blackwell, Pascal, and facts from inside a container
+    ("noble-4x5090", None, "driver-pin", {"torch-cuda-needs-newer-driver", "gpu-no-p2p"}),
+    ("jammy-4xp100-torch28", None, "cuda-downgrade", {"gpu-arch-dropped"}),
+    ("container-acs-4xada", None, "pcie-acs", {"acs-enabled-above-gpus", "facts-from-container"}),
 ]
 
 

@@ -329,3 +329,27 @@ def test_one_shm_floor() -> None:
     from gpufix.engine.rules import shm_floor_bytes
 
     assert shm_floor_bytes() == 1 << 30
+
+
+# --- the example hosts (inventory/example.yml): what a GPU-fleet engineer would do ------------
+
+
+def test_example_blackwell_host_gets_r570_or_later_open() -> None:
+    plan = decide(facts("noble-4x5090"), constraints=Constraints(plan_date=TODAY))
+    v = plan.steps[0].vars
+    assert plan.strategy == "driver-pin" and int(v["gpufix_driver_branch"]) >= 570
+    assert v["gpufix_driver_flavour"].endswith("open") and v["gpufix_driver_source"] == "ubuntu"
+
+
+def test_example_pascal_host_gets_a_build_with_sm_60_kernels() -> None:
+    plan = decide(facts("jammy-4xp100-torch28"), constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "cuda-downgrade"
+    assert plan.steps[0].vars["gpufix_ml_stack_torch_variant"] == "cu126"
+    assert "6.0" in plan.extra["stack"]["archs"]
+
+
+def test_example_container_host_aims_host_level_steps_at_its_host() -> None:
+    plan = decide(facts("container-acs-4xada"), constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "pcie-acs"
+    assert [s.target for s in plan.steps] == ["container-host"]
+    assert "host that runs it" in plan.outcome

@@ -23,6 +23,9 @@ EXPECTED_HOSTS = {
     "container-shm64m",
     "a100-fm-mismatch",
     "bionic-mismatch",
+    "noble-4x5090",
+    "jammy-4xp100-torch28",
+    "container-acs-4xada",
 }
 
 

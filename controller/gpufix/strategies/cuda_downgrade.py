@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from packaging.version import Version
+
 from gpufix import versions
 from gpufix.engine.context import Candidate, Ctx
+from gpufix.engine.kb import LibRelease
 from gpufix.engine.plan import Step
 from gpufix.engine.stack import arch_problem, driver_runs_cuda
 from gpufix.strategies.base import Strategy
@@ -30,7 +33,7 @@ def best_stack(ctx: Ctx) -> dict[str, Any] | None:
             pys = f"{py[0]}.{py[1]}"
             if not _in_range(pys, t.python_min, t.python_max):
                 continue
-            fits: list[tuple[bool, Any, str]] = []
+            fits: list[tuple[bool, Version, str]] = []
             for cu in t.cuda:
                 cuda = versions.major_minor(cu)
                 if cuda is None or versions.at_least(h.glibc, t.glibc_for(cu)) is False:
@@ -65,7 +68,7 @@ def _in_range(py: str, lo: str | None, hi: str | None) -> bool:
     return not (hi and v > versions.major_minor(hi))  # type: ignore[operator]
 
 
-def _newest_lib(rows: Any, py: str, torch: str) -> Any:
+def _newest_lib(rows: tuple[LibRelease, ...], py: str, torch: str) -> LibRelease | None:
     ok = [
         r
         for r in rows

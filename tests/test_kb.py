@@ -79,6 +79,7 @@ def test_accelerate_threshold_since_0_24_0(k: kb.KnowledgeBase) -> None:
     ("cuda", "driver"),
     [
         ("10.2", "440.33"),
+        ("11.0", "450.51.05"),  # the GA (11.0.2), not the RC's 450.36.06 (issue 11, finding 18)
         ("11.8", "520.61.05"),
         ("12.0", "525.60.13"),
         ("12.1", "530.30.02"),

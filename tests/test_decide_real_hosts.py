@@ -179,6 +179,13 @@ def test_acs_on_root_ports_with_a_translating_iommu_is_a_finding() -> None:
     assert "acs-enabled-above-gpus" in ids(plan)
 
 
+def test_acs_on_root_ports_with_the_iommu_unknown_is_still_a_finding() -> None:
+    f = copy.deepcopy(facts("jammy-470-torch23"))
+    f["iommu"] = {"unknown": "not readable"}
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert "acs-enabled-above-gpus" in ids(plan)
+
+
 def test_gpus_without_p2p_get_no_acs_finding_and_no_full_rate_promise() -> None:
     """RTX 4090 has no P2P (nccl#1127): ACS and IOMMU cannot be its problem."""
     plan = decide(facts("focal-4x4090"), constraints=Constraints(plan_date=TODAY))

@@ -149,13 +149,13 @@ def no_p2p(h: Host, kb: KnowledgeBase) -> bool:
 
 
 def acs_bridges_that_matter(h: Host) -> tuple[str, ...]:
-    """ACS-redirecting bridges that change P2P: switch ports always; root ports only when the
-    IOMMU translates (with it off or in pass-through, P2P across root ports is not redirected
-    through a translation). A bridge of unknown type counts as a switch port behind a switch."""
+    """ACS-redirecting bridges that change P2P: switch ports always; root ports unless the IOMMU
+    is known to be off or in pass-through (then P2P across root ports is not redirected through
+    a translation). A bridge of unknown type counts as a switch port behind a switch."""
     out = []
     for bdf in h.acs_bridges:
         port = h.acs_ports.get(bdf) or ("downstream" if h.behind_switch else "root")
-        if port != "root" or h.iommu_mode == "translated":
+        if port != "root" or h.iommu_mode not in ("off", "pt"):
             out.append(bdf)
     return tuple(out)
 
@@ -182,7 +182,8 @@ def check_p2p_path(i: Inputs) -> Iterator[Finding]:
             + (
                 "P2P between GPUs on one switch is bounced up to the root complex"
                 if shares_switch(h)
-                else "on root ports with a translating IOMMU it routes P2P through the IOMMU"
+                else "on root ports it routes P2P through the IOMMU unless that is off or in "
+                "pass-through"
             ),
             {"pcie.bridges": list(matter), "topology.worst": h.worst_link},
         )

@@ -257,7 +257,17 @@ def test_container_facts_do_not_plan_kernel_or_driver_changes_for_the_container(
     assert plan.strategy != "kernel-upgrade"
     ku = option(plan, "kernel-upgrade")
     assert not ku.feasible and "container" in ku.reason
-    assert not option(plan, "driver-pin").feasible
+
+
+def test_driver_pin_from_container_facts_targets_the_host_without_guessing_its_release() -> None:
+    """The image's os-release is not the host's: no repository is named, and the step is for
+    the container's host."""
+    f = container(facts("jammy-470-torch23"))
+    plan = decide(f, constraints=Constraints(strategy="driver-pin", plan_date=TODAY))
+    (step,) = plan.steps
+    assert step.target == "container-host" and "gpufix_driver_source" not in step.vars
+    assert step.vars["gpufix_driver_branch"] == "580"
+    assert any("release is not in the facts" in r for r in plan.risks)
 
 
 def test_host_level_steps_from_container_facts_target_the_container_host() -> None:
@@ -360,3 +370,12 @@ def test_example_container_host_aims_host_level_steps_at_its_host() -> None:
     assert plan.strategy == "pcie-acs"
     assert [s.target for s in plan.steps] == ["container-host"]
     assert "host that runs it" in plan.outcome
+
+
+def test_unknown_release_still_gets_a_supported_branch_with_the_gap_stated() -> None:
+    f = copy.deepcopy(facts("jammy-470-torch23"))
+    f["os"] = {"unknown": "os-release not readable"}
+    plan = decide(f, constraints=Constraints(strategy="driver-pin", plan_date=TODAY))
+    v = plan.steps[0].vars
+    assert v["gpufix_driver_branch"] == "580" and "gpufix_driver_source" not in v
+    assert any("release is not in the facts" in r for r in plan.risks)

@@ -80,7 +80,7 @@ def cannot_drive(
 @dataclass(frozen=True)
 class Choice:
     branch: int
-    origin: str  # ubuntu | nvidia: the repository the role installs from
+    origin: str | None  # ubuntu | nvidia: the repository; None when the release is unknown
     flavour: str  # the driver role's gpufix_driver_flavour: "", server, open, server-open
     row: DriverBranch
 
@@ -89,7 +89,10 @@ class Choice:
         return self.flavour.endswith("open")
 
     def describe(self) -> str:
-        repo = "the Ubuntu archive" if self.origin == "ubuntu" else "NVIDIA's CUDA repository"
+        repo = {
+            "ubuntu": "the Ubuntu archive",
+            "nvidia": "NVIDIA's CUDA repository",
+        }.get(self.origin or "", "the host's configured repositories (release unknown)")
         kind = {"lts": "long-term support", "production": "production"}.get(self.row.kind, "")
         pkg = f"nvidia-driver-{self.branch}" + (f"-{self.flavour}" if self.flavour else "")
         if self.origin == "nvidia":
@@ -131,6 +134,12 @@ def choose(kb: KnowledgeBase, want: Wanted) -> Choice | str:
             f"{'/'.join(needs.archs) or 'these GPUs'}"
             + (f" at >= {want.min_driver}" if want.min_driver else "")
         )
+    if not want.codename:
+        # No release in the facts: NVIDIA's support and the GPUs decide; the role resolves the
+        # package from the host's own sources before it changes anything.
+        flavour = "open" if needs.open else ""
+        best = min(fits, key=lambda b: _rank(Choice(b.branch, None, flavour, b), want.prefer))
+        return Choice(best.branch, None, flavour, best)
     choices = [c for b in fits for c in _sources(kb, want.codename, b, needs.open)]
     if not choices:
         return (

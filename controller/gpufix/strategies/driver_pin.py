@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufix.engine import branches
-from gpufix.engine.context import Candidate, Ctx, reboot_gate
+from gpufix.engine.context import Candidate, Ctx, on_container_host, reboot_gate
 from gpufix.engine.diagnose import known_driver_issues
 from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
@@ -42,12 +42,17 @@ def _move(ctx: Ctx, want: branches.Wanted, why: str) -> Target | str:
     got = branches.choose(ctx.kb, want)
     if isinstance(got, str):
         return got
-    vars_: dict[str, Any] = {
-        "gpufix_driver_branch": str(got.branch),
-        "gpufix_driver_source": got.origin,
-        "gpufix_driver_flavour": got.flavour,
-    }
-    return Target(vars_, f"{why}: {got.describe()}, and hold it")
+    vars_: dict[str, Any] = {"gpufix_driver_branch": str(got.branch)}
+    risks = []
+    if got.origin:
+        vars_["gpufix_driver_source"] = got.origin
+    else:
+        risks.append(
+            f"the host's release is not in the facts: whether its repositories carry R{got.branch} "
+            "is known only when the driver role resolves the package, before it changes anything"
+        )
+    vars_["gpufix_driver_flavour"] = got.flavour
+    return Target(vars_, f"{why}: {got.describe()}, and hold it", risks=risks)
 
 
 def _target(ctx: Ctx) -> Target | str:
@@ -68,7 +73,9 @@ def _target(ctx: Ctx) -> Target | str:
             f"install fabric manager at exactly the driver's {h.driver}, start it and hold both",
             False,
         )
-    want = branches.Wanted(ctx.day, h.codename, h.compute_caps)
+    # Inside a container, os-release is the image's: the host's release is unknown.
+    release = None if h.from_container else h.codename
+    want = branches.Wanted(ctx.day, release, h.compute_caps)
     issues = known_driver_issues(h, ctx.kb)
     if issues:
         issue = issues[0]
@@ -121,13 +128,6 @@ def evaluate(ctx: Ctx) -> Candidate:
     h = ctx.host
     if h.gpu_count == 0:
         return Candidate("driver-pin", False, "no GPU")
-    if h.from_container:
-        return Candidate(
-            "driver-pin",
-            False,
-            "facts come from inside a container: the host's release and driver packages are not "
-            "visible from there; gather facts on the container's host",
-        )
     target = _target(ctx)
     if isinstance(target, str):
         return Candidate("driver-pin", False, target)
@@ -150,7 +150,7 @@ def evaluate(ctx: Ctx) -> Candidate:
     if not target.reboot:
         outcome = f"fabric manager at {what} running and held; the driver is unchanged, no reboot"
     cand = Candidate("driver-pin", True, target.why, [step], outcome, risks, target.reboot)
-    return reboot_gate(ctx, cand)
+    return on_container_host(ctx, reboot_gate(ctx, cand))
 
 
 STRATEGY = Strategy(

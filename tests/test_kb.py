@@ -312,7 +312,12 @@ def test_torch_build_unknown(k: kb.KnowledgeBase) -> None:
 
 def test_gpus_without_p2p(k: kb.KnowledgeBase) -> None:
     assert k.gpu_p2p_capable("NVIDIA GeForce RTX 4090") is False
+    assert k.gpu_p2p_capable("NVIDIA GeForce RTX 4080 SUPER") is False
+    assert k.gpu_p2p_capable("RTX 4090") is False
     assert k.gpu_p2p_capable("NVIDIA A100-SXM4-80GB") is None
+    # workstation Ada cards are not GeForce 40 cards
+    assert k.gpu_p2p_capable("NVIDIA RTX 4000 Ada Generation") is None
+    assert k.gpu_p2p_capable("NVIDIA RTX 6000 Ada Generation") is None
 
 
 def test_driver_issues_match_driver_versions(k: kb.KnowledgeBase) -> None:

@@ -18,9 +18,6 @@ from gpufix.engine.rules import Rules
 from gpufix.engine.stack import Stack, stack
 from gpufix.facts.host import Host
 
-DEBUG_KNOBS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
-
-
 @dataclass(frozen=True)
 class Inputs:
     host: Host
@@ -242,7 +239,7 @@ def check_driver_issues(i: Inputs) -> Iterator[Finding]:
 
 def check_nccl(i: Inputs) -> Iterator[Finding]:
     h = i.host
-    knobs = [k for k in DEBUG_KNOBS if k in h.nccl_settings]
+    knobs = [k for k in i.kb.nccl_debug_knobs() if k in h.nccl_settings]
     if knobs:
         yield i.finding(
             "nccl-debug-knobs", f"{', '.join(knobs)} set in NCCL configuration", {"nccl": knobs}

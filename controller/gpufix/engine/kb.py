@@ -613,6 +613,10 @@ class KnowledgeBase:
     def nccl_profile(self, name: str) -> NcclProfile | None:
         return next((p for p in self.nccl_profiles if p.name == name), None)
 
+    def nccl_debug_knobs(self) -> tuple[str, ...]:
+        """The NCCL settings that belong in a diagnosis run only: the debug profile's keys."""
+        return tuple(k for p in self.nccl_profiles if p.debug for k in p.settings)
+
     def torch_build(self, torch: object, cuda: object) -> TorchBuild | None:
         """The architecture list of torch `torch` built for CUDA `cuda` ('2.8.0', '12.8')."""
         v = versions.parse(str(torch).split("+", 1)[0]) if torch is not None else None

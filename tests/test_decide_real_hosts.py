@@ -379,3 +379,11 @@ def test_unknown_release_still_gets_a_supported_branch_with_the_gap_stated() -> 
     v = plan.steps[0].vars
     assert v["gpufix_driver_branch"] == "580" and "gpufix_driver_source" not in v
     assert any("release is not in the facts" in r for r in plan.risks)
+
+
+def test_debug_knobs_come_from_the_knowledge_bases_debug_profile() -> None:
+    f = copy.deepcopy(facts("bionic-hwe-8xa100"))
+    f["nccl"]["files"]["/etc/nccl.conf"]["NCCL_DEBUG_FILE"] = "/tmp/nccl.%h.log"
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    found = next(x for x in plan.findings if x.id == "nccl-debug-knobs")
+    assert found.evidence == {"nccl": ["NCCL_DEBUG_FILE"]}

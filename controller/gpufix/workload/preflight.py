@@ -185,9 +185,11 @@ def _cuda_of_env(
         if name.startswith("nvidia-nccl-cu") and version and name[14:].isdigit():
             return None, int(name[14:]), f"torch {torch} with {name} {version}"
     if tag:
-        return None, None, (
-            f"torch {torch} is a source build (as in NGC containers) that the knowledge base "
-            "does not list: its CUDA version is not in the version string"
+        why = "its CUDA version is not in the version string"
+        return (
+            None,
+            None,
+            f"torch {torch} is a source build the knowledge base does not list: {why}",
         )
     return None, None, f"torch {torch} names no CUDA version"
 

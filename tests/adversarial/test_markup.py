@@ -137,3 +137,10 @@ def test_tables_of_plain_strings_are_not_interpreted() -> None:
 def test_clean_shows_control_characters_as_escapes(raw: str, shown: str) -> None:
     assert render.clean(raw) == shown
     assert "\n" not in render.one_line("a\nb") and "\t" not in render.one_line("a\tb")
+
+
+def test_labelled_lines_keep_brackets_and_escape_controls() -> None:
+    """The probe's per-host line: `host: summary`, both data."""
+    out = io.StringIO()
+    render.labelled(render.SafeConsole(file=out, width=200), CLOSING + TITLE, "ranks [1]\nx")
+    assert out.getvalue() == f"{CLOSING}\\x1b]0;pwned\\x07: ranks [1]\\nx\n"

@@ -79,6 +79,13 @@ def _columns() -> int:
     return int(value) if value.isdigit() and 40 <= int(value) <= 1000 else 160
 
 
+def labelled(c: Console, label: str, text: str) -> None:
+    """`label: text` with the label in bold; both are data (a host name, a summary)."""
+    line = Text(one_line(label), style="bold")
+    line.append(f": {one_line(text)}")
+    c.print(line)
+
+
 def _heading(c: Console, label: str, value: str | None = None) -> None:
     t = Text(label, style="bold")
     if value is not None:

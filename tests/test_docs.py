@@ -2,10 +2,9 @@
 
 Conventions (for anyone writing docs):
 - Lines in fenced blocks that start with `$ ` are commands; the lines after one, up to the next
-  `$ `, are its transcript. Commands run with `bash -c`, in order, one empty working directory
-  per document (so a file one line writes is there for the next), with `.venv/bin` on PATH (as
-  README's set-up says), `scripts` and `.venv` linked in as in a clone, a private HOME and
-  GPUFIX_STATE_DIR.
+  `$ `, are its transcript. Commands run with `bash -c`, in order, from the root of a fresh copy
+  of the clone per document (so a file one line writes is there for the next), with the
+  installed `.venv/bin` on PATH (as README's set-up says), a private HOME and GPUFIX_STATE_DIR.
 - A command must exit 0, unless its comment ends with `(exit N)`, or the transcript shows the
   code (`$ echo $?` on the next line, or `; echo $?` on the same line, then the number).
   "Traceback" or "internal error" on stderr always fails.
@@ -116,11 +115,23 @@ def commands(mode: str | None = None) -> list[Command]:
 
 
 def workdir(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """An empty directory that looks like a clone for `scripts/...` and `.venv/...` lines."""
-    work = tmp_path / "work"
-    work.mkdir()
-    for name in ("scripts", ".venv"):
-        (work / name).symlink_to(ROOT / name)
+    """A fresh copy of the clone (the files git tracks or would track) with this checkout's
+    installed `.venv` linked in: README's commands run from a clone after scripts/install.sh."""
+    work = tmp_path / "clone"
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for rel in filter(None, listed.split("\0")):
+        src, dst = ROOT / rel, work / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():  # relative links (inventory/snapshots) stay links
+            dst.symlink_to(os.readlink(src))
+        elif src.is_file():  # a file deleted but not yet committed is listed too
+            shutil.copy2(src, dst)
+    (work / ".venv").symlink_to(ROOT / ".venv")
     env = dict(os.environ)
     env.update(
         PATH=f"{ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}",

@@ -144,3 +144,10 @@ def test_labelled_lines_keep_brackets_and_escape_controls() -> None:
     out = io.StringIO()
     render.labelled(render.SafeConsole(file=out, width=200), CLOSING + TITLE, "ranks [1]\nx")
     assert out.getvalue() == f"{CLOSING}\\x1b]0;pwned\\x07: ranks [1]\\nx\n"
+
+
+def test_preflight_text_shows_a_hostile_kernel_escaped(tmp_path: Path) -> None:
+    snap = snapshot(tmp_path, "k.json", f"h{TITLE}", kernel__running=f"4.15.0{CLEAR}")
+    r = gpufix("preflight", "--facts", str(snap))
+    assert "4.15.0\\x1b[2J\\x1b[H" in r.stdout and "h\\x1b]0;pwned\\x07: " in r.stdout
+    no_escape_reaches_the_terminal(r.stdout)

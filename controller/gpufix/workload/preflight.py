@@ -571,11 +571,14 @@ def run(
 
 
 def format_text(report: Report) -> str:
+    """One line per check; messages quote facts, so control characters are shown escaped."""
+    from gpufix.cli.render import one_line
+
     width = max(len(c.id) for c in report.checks)
-    lines = [f"{c.status.upper():4}  {c.id:<{width}}  {c.message}" for c in report.checks]
+    lines = [f"{c.status.upper():4}  {c.id:<{width}}  {one_line(c.message)}" for c in report.checks]
     counts = {s: sum(c.status == s for c in report.checks) for s in STATUSES}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    lines.append(f"{report.host}: {report.status} ({summary})")
+    lines.append(f"{one_line(report.host)}: {report.status} ({summary})")
     return "\n".join(lines) + "\n"
 
 

@@ -18,6 +18,7 @@ from gpufix.engine.rules import Rules
 from gpufix.engine.stack import Stack, stack
 from gpufix.facts.host import Host
 
+
 @dataclass(frozen=True)
 class Inputs:
     host: Host

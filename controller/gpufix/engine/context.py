@@ -86,7 +86,7 @@ def on_container_host(ctx: Ctx, cand: Candidate) -> Candidate:
         True,
         cand.reason,
         steps,
-        f"{cand.outcome}. {where}",
+        f"{cand.outcome.rstrip('.')}. {where}",
         [
             *cand.risks,
             "the steps target the container's host, which gpufix has not gathered facts from",

@@ -129,6 +129,18 @@ def test_a_release_without_a_supported_branch_is_not_offered_one() -> None:
 # --- finding 3 (engine side): fabric manager alone needs no reboot ------------------------------
 
 
+def test_keeping_a_driver_keeps_its_package_flavour() -> None:
+    """nvidia-driver-535-server stays -server: pinning nvidia-driver-535 would swap packages."""
+    f = copy.deepcopy(facts("a100-fm-mismatch"))
+    f["packages"]["nvidia"] = {
+        k.replace("-535", "-535-server"): v for k, v in f["packages"]["nvidia"].items()
+    }
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert plan.steps[0].vars["gpufix_driver_flavour"] == "server"
+    plain = decide(facts("a100-fm-mismatch"), constraints=Constraints(plan_date=TODAY))
+    assert plain.steps[0].vars["gpufix_driver_flavour"] == ""
+
+
 def test_fabric_manager_fix_needs_no_reboot() -> None:
     plan = decide(facts("a100-fm-mismatch"), constraints=Constraints(plan_date=TODAY))
     assert plan.strategy == "driver-pin"

@@ -6,6 +6,7 @@ can say "unknown" instead of guessing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,9 @@ class Host:
     driver_userspace: str | None
     driver_flavor: str | None  # open | proprietary (the loaded module's licence)
     driver_reinstallable: bool | None  # the installed version is still in an apt index
+    driver_packages_flavour: (
+        str | None
+    )  # installed nvidia-driver-NNN[-server][-open]: "", server, ...
     driver_mismatch: bool | None
     nvml_error: str | None
     worst_link: str | None  # canonical: NV, PIX, PXB, PHB, NODE, SYS
@@ -138,6 +142,21 @@ def _p2p_read(read: Any) -> bool | None:
     return None
 
 
+_DRIVER_PKG = re.compile(r"nvidia-driver-\d+(?:-(server-open|server|open))?")
+
+
+def _packages_flavour(nvidia: Any) -> str | None:
+    """The flavour of the installed Ubuntu driver metapackage (nvidia-driver-535-server ->
+    "server"); None when no such package is installed or the list is unknown."""
+    if not isinstance(nvidia, dict):
+        return None
+    for name in sorted(nvidia):
+        m = _DRIVER_PKG.fullmatch(str(name))
+        if m:
+            return m.group(1) or ""
+    return None
+
+
 def _gathered_in(facts: Mapping[str, Any]) -> str | None:
     where = _str(fget(facts, "gathered_in.where"))
     if where in ("host", "container"):
@@ -210,6 +229,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         driver_userspace=_driver(fget(facts, "driver.userspace")),
         driver_flavor=_str(fget(facts, "driver.flavor")),
         driver_reinstallable=_bool(fget(facts, "packages.driver_rollback.installable")),
+        driver_packages_flavour=_packages_flavour(fget(facts, "packages.nvidia")),
         driver_mismatch=_bool(fget(facts, "driver.mismatch")),
         nvml_error=_str(fget(facts, "driver.nvml_error")),
         worst_link=topology.canonical(fget(facts, "topology.worst"))

@@ -31,6 +31,9 @@ def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> Target:
         "gpufix_driver_branch": str(version.split(".")[0]),
         "gpufix_driver_version": version,
     }
+    if ctx.host.driver_packages_flavour is not None:
+        # Keep the installed package flavour: another one would replace every driver package.
+        vars_["gpufix_driver_flavour"] = ctx.host.driver_packages_flavour
     risks = []
     row = ctx.kb.driver_branch(version)
     if row is not None and not row.supported_on(ctx.day):

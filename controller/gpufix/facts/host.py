@@ -184,13 +184,8 @@ def _env(facts: Mapping[str, Any]) -> PyEnv | None:
     )
 
 
-def from_facts(facts: Mapping[str, Any]) -> Host:
-    gpus = fget(facts, "gpus")
-    gpu_list = [g for g in _list(gpus) if isinstance(g, dict)]
-    gpu_count = None if gpus is None or is_unknown(gpus) else len(gpu_list)
-    bridges = [b for b in _list(fget(facts, "pcie.bridges")) if isinstance(b, dict)]
-    acs_rows = [b for b in bridges if b.get("above_gpu") is True and b.get("acs_enabled") is True]
-    acs = tuple(str(b.get("bdf")) for b in acs_rows)
+def _nccl_settings(facts: Mapping[str, Any]) -> dict[str, str]:
+    """NCCL_* settings from the config files, then the environment (which wins, as in NCCL)."""
     settings: dict[str, str] = {}
     files = fget(facts, "nccl.files")
     if isinstance(files, dict):
@@ -200,6 +195,24 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
     env_kv = fget(facts, "nccl.env")
     if isinstance(env_kv, dict):
         settings.update({str(k): str(v) for k, v in env_kv.items()})
+    return settings
+
+
+def _interfaces(facts: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(
+        str(i.get("name"))
+        for i in _list(fget(facts, "network.interfaces"))
+        if isinstance(i, dict) and i.get("up") and i.get("name") not in (None, "lo")
+    )
+
+
+def from_facts(facts: Mapping[str, Any]) -> Host:
+    gpus = fget(facts, "gpus")
+    gpu_list = [g for g in _list(gpus) if isinstance(g, dict)]
+    gpu_count = None if gpus is None or is_unknown(gpus) else len(gpu_list)
+    bridges = [b for b in _list(fget(facts, "pcie.bridges")) if isinstance(b, dict)]
+    acs_rows = [b for b in bridges if b.get("above_gpu") is True and b.get("acs_enabled") is True]
+    acs = tuple(str(b.get("bdf")) for b in acs_rows)
     procs = fget(facts, "gpu_processes")
     uu = fget(facts, "unattended_upgrades")
     uu_touch = None
@@ -207,11 +220,6 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         uu_touch = bool(
             uu.get("installed") and uu.get("enabled") and not uu.get("nvidia_blacklisted")
         )
-    ifaces = tuple(
-        str(i.get("name"))
-        for i in _list(fget(facts, "network.interfaces"))
-        if isinstance(i, dict) and i.get("up") and i.get("name") not in (None, "lo")
-    )
     return Host(
         os_id=_str(fget(facts, "os.id")),
         codename=_str(fget(facts, "os.codename")),
@@ -269,11 +277,11 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
             if isinstance(p, dict) and _str(p.get("version")) and _str(p.get("path"))
         },
         env=_env(facts),
-        nccl_settings=settings,
+        nccl_settings=_nccl_settings(facts),
         xid=_int(fget(facts, "kernel_log.xid")),
         aer=_int(fget(facts, "kernel_log.aer")),
         gpu_processes=len(procs) if isinstance(procs, list) else None,
         unattended_touches_nvidia=uu_touch,
-        interfaces=ifaces,
+        interfaces=_interfaces(facts),
         infiniband=tuple(str(x) for x in _list(fget(facts, "network.infiniband"))),
     )

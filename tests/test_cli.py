@@ -64,8 +64,9 @@ def test_plan_group_covers_every_host(tmp_path: Path) -> None:
     r = gpufix("plan", "gpu_fleet", "--json", "-o", str(out), "--detailed-exitcode")
     assert r.returncode == 2  # changes proposed
     hosts = {p["host"] for p in json.loads(r.stdout)["plans"]}
-    assert hosts == {"host01", "host02", "host03", "host04", "host05", "host07", "host08", "host09"}
-    assert len(json.loads(out.read_text())["plans"]) == 8
+    want = {f"host{n:02d}" for n in range(1, 13)} - {"host06"}  # host06 is in cpu_only
+    assert hosts == want
+    assert len(json.loads(out.read_text())["plans"]) == 11
 
 
 def test_nothing_to_do_exits_0() -> None:
@@ -84,7 +85,7 @@ def test_plan_exit_codes_follow_terraform(flags: tuple[str, ...], code: int) -> 
 def test_offline_plan_from_snapshot() -> None:
     r = gpufix("plan", "whatever", "--facts", str(HOSTS / "jammy-470-torch23.json"), "--json")
     assert r.returncode == 0
-    assert json.loads(r.stdout)["plans"][0]["strategy"] == "cuda-downgrade"
+    assert json.loads(r.stdout)["plans"][0]["strategy"] == "driver-pin"
 
 
 @pytest.mark.parametrize(
@@ -130,7 +131,7 @@ def test_facts_writes_a_snapshot_that_plans_offline(tmp_path: Path) -> None:
     snap = tmp_path / "h.json"
     assert gpufix("facts", "host03", "-o", str(snap)).returncode == 0
     r = gpufix("plan", "x", "--facts", str(snap), "--json")
-    assert json.loads(r.stdout)["plans"][0]["strategy"] == "driver-pin"
+    assert json.loads(r.stdout)["plans"][0]["strategy"] == "nccl-profile"  # 4090s have no P2P
 
 
 def test_diff_puts_differences_first_in_chain_order_with_why() -> None:
@@ -188,7 +189,7 @@ def test_group_plan_leads_with_one_summary_row_per_host() -> None:
     r = gpufix("plan", "gpu_fleet")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0] == "gpufix plan: 8 hosts, 6 with changes"
+    assert lines[0] == "gpufix plan: 11 hosts, 9 with changes"
     assert lines[1].split() == ["host", "strategy", "reboot", "steps", "key", "findings"]
     row = next(line for line in lines if line.split()[0] == "host09")
     assert row.split()[1:5] == ["driver-pin", "yes", "1", "error:"]
@@ -196,7 +197,7 @@ def test_group_plan_leads_with_one_summary_row_per_host() -> None:
     assert len(lines) < 15 and "Decision path" not in r.stdout
     verbose = gpufix("plan", "gpu_fleet", "--verbose").stdout
     assert verbose.startswith(r.stdout.split("details:")[0])
-    assert verbose.count("Decision path") == 8
+    assert verbose.count("Decision path") == 11
 
 
 def test_probe_refuses_a_recorded_host() -> None:

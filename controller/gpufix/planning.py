@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,8 @@ def make_plans(
     from gpufix.facts.snapshot import load_snapshot
 
     kb, rules = load_kb(), load_rules()
+    if constraints.plan_date is None:  # support windows are judged on the day the plan is made
+        constraints = replace(constraints, plan_date=date.today())
     out = Planned()
     if facts_file is not None:
         snaps = [load_snapshot(facts_file)]

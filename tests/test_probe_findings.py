@@ -13,6 +13,7 @@ import subprocess
 import sys
 import venv
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gpufix.probe import run_local, summarize
@@ -66,13 +67,17 @@ def test_import_torch_stall_is_the_environment_not_the_driver(tmp_path: Path) ->
 
 
 def test_probe_line_names_the_verdict_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpufix.render
-    from rich.console import Console
+    from gpufix.cli import render
 
     out = io.StringIO()
-    monkeypatch.setattr(
-        gpufix.render, "console", lambda stderr=False: Console(file=out, width=200, no_color=True)
-    )
+    real = render.console
+
+    def to_buffer(stderr: bool = False) -> Any:
+        c = real(stderr)
+        c.file = out
+        return c
+
+    monkeypatch.setattr(render, "console", to_buffer)
     verdict = {"verdict": "healthy", "world_size": 2, "backend": "gloo", "duration_s": 4.2}
     show({"h1": verdict})
     assert out.getvalue().strip() == "h1: healthy: 2 ranks (gloo) in 4.2 s"

@@ -87,13 +87,10 @@ def probe_hosts(
 
 
 def show(verdicts: dict[str, dict[str, Any]]) -> None:
-    from rich.markup import escape
-
     from gpufix.cli import render
     from gpufix.probe.summary import summarize
 
-    c = render.console()
+    c = render.console()  # no markup: hosts and summaries are text
     for host, v in verdicts.items():
-        # The summary starts with the verdict itself ("healthy: 2 ranks ..."); its brackets
-        # ("ranks [1]", "[pcie-acs]") are text, not markup.
-        c.print(f"[bold]{escape(host)}[/]: {escape(summarize(v))}")
+        # The summary starts with the verdict itself ("healthy: 2 ranks ...").
+        c.print(f"{host}: {summarize(v)}")

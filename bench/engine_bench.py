@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from gpufix.decide import decide
-from gpufix.facts import validate
-from gpufix.kb import load
-from gpufix.rules import load as load_rules
+from gpufix.engine.decide import decide
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
+from gpufix.facts.snapshot import validate
 
 HOSTS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "hosts"
 KERNELS = ["4.15.0-213-generic", "5.4.0-150-generic", "5.15.0-91-generic", "6.8.0-40-generic"]

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpufix import decide as engine
 from gpufix import versions
-from gpufix.decide import Constraints
+from gpufix.engine import decide as engine
+from gpufix.engine.context import Constraints
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
 from gpufix.errors import InvalidInput
-from gpufix.kb import load
-from gpufix.rules import load as load_rules
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 # The engine does no I/O: the knowledge base and the rules are loaded here, once.
@@ -161,7 +161,7 @@ def test_bionic_stack_respects_glibc_and_python() -> None:
 
 
 def test_plan_json_round_trip(tmp_path: Path) -> None:
-    from gpufix.plan import load_plans, save_plans
+    from gpufix.engine.plan import load_plans, save_plans
 
     plan = decide(facts("bionic-ga-2x3090"), host_name="host01")
     save_plans([plan], tmp_path / "p.json")

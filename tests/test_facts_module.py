@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpufix import facts as F
-from gpufix.hostfacts import gather_local, load_module, module_path
+from gpufix.facts import snapshot as F
+from gpufix.facts.local import gather_local, load_module, module_path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

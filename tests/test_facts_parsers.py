@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gpufix.hostfacts import load_module
+from gpufix.facts.local import load_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

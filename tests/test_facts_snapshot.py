@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpufix import facts as F
 from gpufix.errors import EXIT_INVALID, InvalidInput
+from gpufix.facts import snapshot as F
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 HOST_FILES = sorted(HOSTS.glob("*.json"))
@@ -52,7 +52,7 @@ def test_docs_schema_is_the_package_schema() -> None:
 
 
 def test_schema_lists_exactly_the_module_keys() -> None:
-    from gpufix.hostfacts import load_module
+    from gpufix.facts.local import load_module
 
     keys = set(F.schema()["properties"]["facts"]["required"])
     assert keys == set(load_module().FACT_KEYS)

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
-from gpufix import kb, versions
+from gpufix import versions
+from gpufix.engine import kb
 from gpufix.errors import GpufixError
 from packaging.version import Version
 

@@ -8,25 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufix import runner, versions
+from gpufix import runner, strategies, versions
 
 # Checks a user may override with --force.
 FORCEABLE = ("gpu-processes", "disk")
-
-# Free space a strategy needs, in MiB: (/boot, /). Our own estimates, not vendor figures:
-# an Ubuntu kernel image + initramfs + modules package set is ~100-150 MiB in /boot and
-# ~300 MiB in /; a driver branch ~500 MiB; a CUDA toolkit 3-5 GiB; a CUDA container image
-# 5-10 GiB under /var/lib/docker. Margins are on the generous side.
-DISK_NEEDS_MIB: dict[str, tuple[int, int]] = {
-    "kernel-upgrade": (200, 1024),
-    "cuda-downgrade": (0, 6144),
-    "container-fallback": (0, 12288),
-    "nccl-profile": (0, 16),
-    "single-gpu": (0, 16),
-    "pcie-acs": (64, 64),
-    "driver-pin": (200, 1024),
-    "container-fix": (0, 64),
-}
 
 
 @dataclass(frozen=True)
@@ -115,7 +100,7 @@ def evaluate(
             )
         )
 
-    need_boot, need_root = DISK_NEEDS_MIB.get(strategy, (0, 0))
+    need_boot, need_root = strategies.get(strategy).disk_need_mib
     disk = report.get("disk_mib") or {}
     for mount, need in (("/boot", need_boot), ("/", need_root)):
         free = disk.get(mount)

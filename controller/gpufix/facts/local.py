@@ -7,7 +7,7 @@ from pathlib import Path
 from types import ModuleType
 
 from gpufix.errors import GpufixError
-from gpufix.facts import Snapshot, from_module_result
+from gpufix.facts.snapshot import Snapshot, from_module_result
 from gpufix.paths import facts_module
 
 

@@ -37,6 +37,6 @@ def preflight_cmd(as_json: bool, probe: bool, facts_file: str | None) -> None:
 
     Exit 0: no check failed (warnings allowed); 1: a check failed; 3: bad input (docs/preflight.md).
     """
-    from gpufix.preflight import main_preflight
+    from gpufix.workload.preflight import main_preflight
 
     sys.exit(main_preflight(json_out=as_json, probe=probe, facts_file=facts_file))

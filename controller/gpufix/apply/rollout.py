@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufix import runner, safety
+from gpufix import runner, strategies
+from gpufix.apply import hostcheck as safety
+from gpufix.apply.journal import FINAL_OK, Journal, next_action
+from gpufix.engine.plan import Plan, Step, digest
 from gpufix.errors import (
     EXIT_CHANGES,
     EXIT_ERROR,
@@ -22,28 +25,7 @@ from gpufix.errors import (
     GpufixError,
     InvalidInput,
 )
-from gpufix.journal import FINAL_OK, Journal, next_action
 from gpufix.paths import content_root
-from gpufix.plan import PLAYBOOKS, Plan, Step, digest
-
-# Files each strategy's roles may write: read before the change so rollback can restore them.
-# Kept in step with the roles' defaults (roles/*/defaults/main.yml).
-WATCHED_FILES: dict[str, tuple[str, ...]] = {
-    "kernel-upgrade": ("/etc/default/grub", "/etc/default/grub.d/gpufix.cfg"),
-    "cuda-downgrade": ("/etc/profile.d/gpufix-cuda.sh",),
-    "container-fallback": ("/etc/docker/daemon.json", "/usr/local/bin/gpufix-run"),
-    "nccl-profile": ("/etc/nccl.conf", "/etc/profile.d/gpufix-single-gpu.sh"),
-    "single-gpu": ("/etc/nccl.conf", "/etc/profile.d/gpufix-single-gpu.sh"),
-    "pcie-acs": ("/etc/default/grub", "/etc/systemd/system/gpufix-pcie-acs.service"),
-    "driver-pin": (
-        "/etc/apt/preferences.d/gpufix-nvidia-driver.pref",
-        "/etc/apt/apt.conf.d/51gpufix-nvidia-driver",
-    ),
-    "container-fix": ("/etc/docker/daemon.json",),
-}
-
-# Strategies whose rollback restores the kernel command line: reboot again after restoring.
-REBOOT_AFTER_RESTORE = ("pcie-acs",)
 
 # Hosts a probe verdict counts as verified; every other verdict fails the host.
 HEALTHY = ("healthy",)
@@ -197,7 +179,7 @@ def _facts_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def stale_reason(plan: Plan, facts: dict[str, Any], kb_digest: str) -> str | None:
     """Why `plan` no longer fits this host's facts and knowledge base, or None when it does."""
-    from gpufix.decide import stable_facts
+    from gpufix.engine.decide import stable_facts
 
     if plan.kb_digest != kb_digest:
         return "the knowledge base changed since the plan was made"
@@ -215,7 +197,8 @@ def check_fresh(
     plans: list[Plan], inventory: Path, progress: Report | None = None
 ) -> dict[str, str]:
     """Re-gather facts and refuse a stale plan. Returns {host: unreachable message}."""
-    from gpufix import collect, kb
+    from gpufix.engine import kb
+    from gpufix.facts import collect
 
     kb_digest = str(kb.load().digest)
     envs = sorted({e for p in plans for e in p.extra.get("python_envs", [])})
@@ -258,7 +241,7 @@ def validate(plans: list[Plan], inventory: Path) -> None:
             )
     book_dir = content_root() / "playbooks"
     for p in plans:
-        if p.strategy != "none" and p.strategy not in PLAYBOOKS:
+        if p.strategy not in strategies.REGISTRY:
             raise InvalidInput(f"{p.host}: unknown strategy {p.strategy!r} in the plan")
         for s in p.steps:
             if "/" in s.playbook or not (book_dir / s.playbook).is_file():
@@ -269,7 +252,7 @@ def validate(plans: list[Plan], inventory: Path) -> None:
 
 def _kernel_step(plan: Plan) -> bool:
     return plan.strategy == "kernel-upgrade" or any(
-        s.playbook == PLAYBOOKS["kernel-upgrade"] for s in plan.steps
+        s.playbook == strategies.get("kernel-upgrade").playbook for s in plan.steps
     )
 
 
@@ -449,7 +432,7 @@ class Applier:
             h: {
                 "strategy": self.plans[h].strategy,
                 "kernel_step": _kernel_step(self.plans[h]),
-                "files": list(WATCHED_FILES.get(self.plans[h].strategy, ())),
+                "files": list(strategies.get(self.plans[h].strategy).watched_files),
             }
             for h in hosts
         }
@@ -794,8 +777,13 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
         "gpufix_rollback_reboot": bool(rec.get("rebooted")),
         # a restored kernel command line takes effect only at the next boot
         "gpufix_rollback_reboot_after": bool(rec.get("rebooted"))
-        and rec.get("strategy") in REBOOT_AFTER_RESTORE,
+        and _reboot_after_restore(str(rec.get("strategy"))),
     }
+
+
+def _reboot_after_restore(name: str) -> bool:
+    s = strategies.REGISTRY.get(name)
+    return bool(s and s.reboot_after_restore)
 
 
 def rollback(

@@ -13,21 +13,6 @@ from gpufix.errors import InvalidInput
 FORMAT = "gpufix-plan"
 VERSION = 1
 
-STRATEGIES = (
-    "none",
-    "kernel-upgrade",
-    "cuda-downgrade",
-    "container-fallback",
-    "nccl-profile",
-    "single-gpu",
-    "pcie-acs",
-    "driver-pin",
-    "container-fix",
-)
-
-# Each strategy is carried out by one playbook in playbooks/.
-PLAYBOOKS = {s: f"{s.replace('-', '_')}.yml" for s in STRATEGIES if s != "none"}
-
 
 @dataclass(frozen=True)
 class Finding:

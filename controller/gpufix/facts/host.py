@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufix import versions
-from gpufix.facts import get as fget
-from gpufix.facts import is_unknown
+from gpufix.facts.snapshot import get as fget
+from gpufix.facts.snapshot import is_unknown
 
 # Kinds of link in `nvidia-smi topo -m`, best first.
 _LINK_ORDER = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpufix import runner
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
-from gpufix.facts import Snapshot, load_snapshot
+from gpufix.facts.snapshot import Snapshot, load_snapshot
 from gpufix.inventory import resolve
 
 

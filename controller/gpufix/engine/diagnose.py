@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufix import versions
-from gpufix.host import Host
-from gpufix.plan import Finding
-from gpufix.rules import Rules
+from gpufix.engine.plan import Finding
+from gpufix.engine.rules import Rules
+from gpufix.facts.host import Host
 
 DEBUG_KNOBS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 

@@ -54,8 +54,8 @@ def _facts(config: pytest.Config) -> Any:
     """The session's facts snapshot, gathered (or read) once."""
     if _FACTS not in config.stash:
         from gpufix.errors import GpufixError
-        from gpufix.facts import load_snapshot
-        from gpufix.hostfacts import gather_local
+        from gpufix.facts.local import gather_local
+        from gpufix.facts.snapshot import load_snapshot
 
         path = config.getoption("--gpufix-facts")
         try:
@@ -75,7 +75,7 @@ def gpufix_facts(pytestconfig: pytest.Config) -> Any:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("gpu_check") is None:
         return
-    from gpufix.facts import is_unknown, unknown_reason
+    from gpufix.facts.snapshot import is_unknown, unknown_reason
 
     gpus = _facts(item.config).facts.get("gpus")
     if is_unknown(gpus):
@@ -96,24 +96,28 @@ class PreflightItem(pytest.Item):
         self.check_id = check_id
 
     def runtest(self) -> None:
-        from gpufix import preflight
+        from gpufix.cli.render import one_line
+        from gpufix.workload import preflight
 
         config = self.config
         if _REPORT not in config.stash:
             config.stash[_REPORT] = preflight.run(_facts(config), env=_live_env(config))
         result = config.stash[_REPORT].check(self.check_id)
         if result.status == "skip":
-            pytest.skip(result.message)
+            pytest.skip(one_line(result.message))
         if result.status == "fail":
             raise PreflightFailed(result)
         if result.status == "warn":
-            warnings.warn(PreflightWarning(f"{self.check_id}: {result.message}"), stacklevel=1)
+            message = f"{self.check_id}: {one_line(result.message)}"
+            warnings.warn(PreflightWarning(message), stacklevel=1)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, PreflightFailed):
+            from gpufix.cli.render import one_line
+
             result = excinfo.value.args[0]
-            lines = [f"{result.id}: {result.message}"]
-            lines += [f"  {k}: {v}" for k, v in result.evidence.items()]
+            lines = [f"{result.id}: {one_line(result.message)}"]
+            lines += [f"  {one_line(k)}: {one_line(v)}" for k, v in result.evidence.items()]
             return "\n".join(lines)
         return str(super().repr_failure(excinfo))
 
@@ -128,7 +132,7 @@ def _live_env(config: pytest.Config) -> dict[str, str] | None:
 
 class PreflightCollector(pytest.Collector):
     def collect(self) -> list[pytest.Item]:
-        from gpufix.preflight import CHECK_IDS
+        from gpufix.workload.preflight import CHECK_IDS
 
         return [PreflightItem.from_parent(self, name=cid, check_id=cid) for cid in CHECK_IDS]
 

@@ -1,36 +1,31 @@
-"""`gpufix apply`, `gpufix status` and `gpufix rollback`: parse, call gpufix.apply, print.
+"""`gpufix apply`, `gpufix status` and `gpufix rollback`: parse, call gpufix.apply.rollout, print.
 Registered by gpufix.cli. Exit codes: docs/apply.md."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from gpufix import apply as applymod
+from gpufix.apply import rollout as applymod
+from gpufix.apply.journal import Journal, list_runs
+from gpufix.cli.common import (
+    changes_exit,
+    detailed_exitcode_option,
+    inventory_path,
+    json_option,
+    progress,
+)
+from gpufix.engine.plan import Plan, load_plans
 from gpufix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, GpufixError, InvalidInput
-from gpufix.journal import Journal, list_runs
-from gpufix.plan import STRATEGIES, Plan, load_plans
-
-
-def _inventory(value: str | None) -> Path:
-    from gpufix.paths import default_inventory
-
-    # absolute: ansible-runner runs from the project directory, not the caller's
-    return Path(value).resolve() if value else default_inventory()
-
-
-def _progress(host: str, msg: str) -> None:
-    if sys.stderr.isatty() or os.environ.get("GPUFIX_PROGRESS"):
-        click.echo(f"  {host}: {msg}", err=True)
+from gpufix.strategies import NAMES as STRATEGIES
 
 
 def _console(stderr: bool = False) -> Any:
-    from gpufix.render import console
+    from gpufix.cli.render import console
 
     return console(stderr=stderr)
 
@@ -47,32 +42,23 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> Any:
 
 
 def _replan(target: str, strategy: str, inventory: Path) -> list[Plan]:
-    from gpufix.collect import gather
-    from gpufix.decide import Constraints, decide
-    from gpufix.kb import load as load_kb
-    from gpufix.rules import load as load_rules
+    from gpufix.engine.context import Constraints
+    from gpufix.planning import make_plans
 
-    kb = load_kb()
-    got = gather(target, inventory, progress=_progress)
-    bad = [g for g in got if g.snapshot is None]
-    if bad:
-        raise GpufixError(
-            "; ".join(f"{g.host}: {g.error}" for g in bad),
-            4 if any(g.unreachable for g in bad) else EXIT_ERROR,
-        )
     # reboots are gated by apply's --allow-reboot, not by the plan
-    constraints = Constraints(strategy=strategy, reboot_allowed=True)
-    return [
-        decide(
-            dict(g.snapshot.facts), None, constraints, kb=kb, rules=load_rules(), host_name=g.host
+    got = make_plans(
+        target, inventory, Constraints(strategy=strategy, reboot_allowed=True), progress=progress
+    )
+    if got.failures:
+        raise GpufixError(
+            "; ".join(f"{f.host}: {f.error}" for f in got.failures),
+            4 if any(f.unreachable for f in got.failures) else EXIT_ERROR,
         )
-        for g in got
-        if g.snapshot is not None
-    ]
+    return got.plans
 
 
 def _confirm(plans: list[Plan], yes: bool, as_json: bool) -> None:
-    from gpufix import render
+    from gpufix.cli import render
 
     c = _console(stderr=as_json)
     for p in plans:
@@ -122,7 +108,13 @@ def _print_result(res: applymod.Result, as_json: bool) -> None:
     help="Re-plan TARGET (host or group) with this strategy, show it and ask to confirm.",
 )
 @click.option("--check", is_flag=True, help="Run the playbooks in check mode with diffs.")
-@click.option("--allow-reboot", is_flag=True, help="Reboot hosts whose change needs it.")
+@click.option(
+    "--allow-reboot/--no-reboot",
+    "allow_reboot",
+    default=False,
+    show_default=True,
+    help="Reboot hosts whose change needs it (otherwise they stop at reboot-pending).",
+)
 @click.option(
     "--rollback-on-failure/--no-rollback-on-failure",
     default=None,
@@ -150,7 +142,8 @@ def _print_result(res: applymod.Result, as_json: bool) -> None:
 @click.option("--probe-python", metavar="PATH", help="Interpreter with torch on the hosts.")
 @click.option("--probe-deadline", type=click.IntRange(10, 3600), default=120, show_default=True)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (required when stdin is not a TTY).")
-@click.option("--json", "as_json", is_flag=True, help="JSON alone on stdout.")
+@detailed_exitcode_option
+@json_option
 def apply_cmd(
     target: str,
     inventory: str | None,
@@ -169,14 +162,15 @@ def apply_cmd(
     probe_python: str | None,
     probe_deadline: int,
     yes: bool,
+    detailed_exitcode: bool,
     as_json: bool,
 ) -> None:
     """Apply PLANFILE exactly (refused when stale), or --strategy S on a HOST|GROUP.
 
-    Exit 0 nothing to do, 2 applied, 5 a probe after the change was not healthy,
-    4 a host unreachable, 3 invalid input, 1 error.
+    Exit 0 applied or nothing to do (2 when something changed, with --detailed-exitcode),
+    5 a probe after the change was not healthy, 4 a host unreachable, 3 invalid input, 1 error.
     """
-    inv = _inventory(inventory)
+    inv = inventory_path(inventory)
     applymod.parse_batch(batch, 1)
     probe_vars: dict[str, Any] = {"gpufix_probe_deadline": probe_deadline}
     if probe_cpu:
@@ -200,7 +194,7 @@ def apply_cmd(
     if strategy:
         plans = _replan(target, strategy, inv)
         _confirm(plans, yes, as_json)
-        res = applymod.apply(plans, opts, report=_progress, fresh_facts=True)
+        res = applymod.apply(plans, opts, report=progress, fresh_facts=True)
     else:
         path = Path(target)
         if not path.is_file():
@@ -209,9 +203,10 @@ def apply_cmd(
                 "or --strategy S HOST|GROUP"
             )
         plans = load_plans(path)
-        res = applymod.apply(plans, opts, plan_file=str(path.resolve()), report=_progress)
+        res = applymod.apply(plans, opts, plan_file=str(path.resolve()), report=progress)
     _print_result(res, as_json)
-    sys.exit(res.exit_code)
+    code = res.exit_code
+    sys.exit(changes_exit(True, detailed_exitcode) if code == EXIT_CHANGES else code)
 
 
 def _host_row(rec: dict[str, Any]) -> list[str]:
@@ -232,7 +227,7 @@ def _host_row(rec: dict[str, Any]) -> list[str]:
 
 @click.command("status")
 @click.argument("run", required=False)
-@click.option("--json", "as_json", is_flag=True, help="JSON alone on stdout.")
+@json_option
 def status_cmd(run: str | None, as_json: bool) -> None:
     """List apply runs, or show where each host of RUN stands ('latest' for the newest)."""
     if run is None:
@@ -271,13 +266,19 @@ def status_cmd(run: str | None, as_json: bool) -> None:
 @click.argument("host")
 @click.option("-i", "--inventory", metavar="PATH", help="Inventory (default: the run's).")
 @click.option("--reboot-timeout", type=click.IntRange(30, 7200), default=600, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="JSON alone on stdout.")
+@detailed_exitcode_option
+@json_option
 def rollback_cmd(
-    run: str, host: str, inventory: str | None, reboot_timeout: int, as_json: bool
+    run: str,
+    host: str,
+    inventory: str | None,
+    reboot_timeout: int,
+    detailed_exitcode: bool,
+    as_json: bool,
 ) -> None:
     """Replay HOST's journal of RUN backwards: packages, holds, files, boot entry.
 
-    Exit 2 rolled back, 1 the rollback failed, 3 nothing to roll back.
+    Exit 0 rolled back (2 with --detailed-exitcode), 1 the rollback failed, 3 nothing to roll back.
     """
     j = Journal.open(run)
     if j.state == "running":
@@ -288,7 +289,7 @@ def rollback_cmd(
     inv = Path(inventory) if inventory else Path(j.meta.get("options", {}).get("inventory", ""))
     if not inv.is_file() and not inv.is_dir():
         raise InvalidInput(f"inventory {inv} of run {j.run_id} not found: give -i PATH")
-    state = applymod.rollback(j, host, inv, report=_progress, reboot_timeout=reboot_timeout)
+    state = applymod.rollback(j, host, inv, report=progress, reboot_timeout=reboot_timeout)
     rec = j.host(host)
     if as_json:
         click.echo(json.dumps({"run": j.run_id, "host": host, **rec}, indent=2, default=str))
@@ -300,4 +301,4 @@ def rollback_cmd(
                 [_host_row(rec)],
             )
         )
-    sys.exit(EXIT_CHANGES if state == "rolled-back" else EXIT_ERROR)
+    sys.exit(changes_exit(True, detailed_exitcode) if state == "rolled-back" else EXIT_ERROR)

@@ -20,4 +20,5 @@ def test_no_reboot_without_permission(host):
     assert host.check_output("gpufix-bootsim-uname") == "4.15.0-213-generic"
     assert "next_entry" not in host.check_output("grub-editenv list")
     assert host.file("/etc/default/grub").contains("^GRUB_DEFAULT=0$")
+    assert not host.file("/etc/default/grub.d/99-gpufix-kernel.cfg").exists
     assert not host.file("/var/lib/gpufix-bootsim/update-grub.count").exists

@@ -1,4 +1,5 @@
-"""kernel role after a reboot into the HWE kernel (simulated boot in a container restart)."""
+"""kernel role after a one-shot reboot into the HWE kernel (simulated boot in a container
+restart), before the finalize phase: the new kernel runs, the old one is still GRUB's default."""
 
 ENTRY = "Advanced options for Ubuntu>Ubuntu, with Linux {}"
 
@@ -10,18 +11,32 @@ def test_booted_the_target_kernel(host):
 def test_container_really_restarted(host):
     # bootsim writes /run/gpufix-bootsim/kernel at boot; /run is a tmpfs a restart empties, so
     # the one-shot entry was consumed by a real restart, not by a call before it.
-    env = host.check_output("grub-editenv list")
-    assert "next_entry" not in env
+    assert "next_entry" not in host.check_output("grub-editenv list")
 
 
-def test_new_kernel_is_now_the_saved_default(host):
+def test_previous_kernel_stays_the_saved_default_until_finalize(host):
     env = host.check_output("grub-editenv list").splitlines()
-    assert "saved_entry=" + ENTRY.format("5.4.0-150-generic") in env
+    assert "saved_entry=" + ENTRY.format("4.15.0-213-generic") in env
 
 
-def test_grub_default_saved_and_regenerated_once(host):
-    assert host.file("/etc/default/grub").contains("^GRUB_DEFAULT=saved$")
+def test_one_shot_drop_in_arms_an_unattended_fallback(host):
+    dropin = host.file("/etc/default/grub.d/99-gpufix-kernel.cfg")
+    assert dropin.contains("^GRUB_DEFAULT=saved$")
+    assert dropin.contains("^GRUB_RECORDFAIL_TIMEOUT=10$")
+    # sourced after the cloud image's 50-cloudimg-settings.cfg, so it wins in grub.cfg
+    generated = host.file("/var/lib/gpufix-bootsim/grub.cfg").content_string.splitlines()
+    assert "GRUB_DEFAULT=saved" in generated
+    assert "GRUB_RECORDFAIL_TIMEOUT=10" in generated
+    # the host's own settings are not edited
+    assert host.file("/etc/default/grub").contains("^GRUB_DEFAULT=0$")
     assert host.file("/var/lib/gpufix-bootsim/update-grub.count").content_string.strip() == "1"
+
+
+def test_the_module_that_allowed_the_reboot_is_the_signed_prebuilt_one(host):
+    out = host.check_output("modinfo -k 5.4.0-150-generic nvidia")
+    assert "kernel/nvidia-535/nvidia.ko" in out
+    assert "signer:         Canonical Ltd. Kernel Module Signing" in out
+    assert host.package("libnvidia-compute-535").version.startswith("535.183.01-")
 
 
 def test_fallback_kernel_still_installed_and_manual(host):

@@ -1,4 +1,4 @@
-"""nccl_profile on Debian 12: composed profiles, backup once, workaround removed, no debug knobs."""
+"""nccl_profile on Debian 12: the KB's profile names composed, backup once, no debug knobs."""
 
 
 def _settings(host):
@@ -8,20 +8,29 @@ def _settings(host):
 
 def test_profiles_compose_in_order(host):
     assert _settings(host) == [
-        "NCCL_P2P_DISABLE=1",
+        "NCCL_P2P_LEVEL=PXB",
         "NCCL_SOCKET_IFNAME==eth0",
         "NCCL_IB_DISABLE=1",
+        "NCCL_SHM_DISABLE=1",
         "NCCL_IB_TIMEOUT=22",
     ]
+
+
+def test_no_comment_line_holds_an_equals_sign(host):
+    # NCCL before 2.26.2 parses any line with "=", comment or not (NVIDIA/nccl#1540).
+    text = host.file("/etc/nccl.conf").content_string
+    comments = [ln for ln in text.splitlines() if ln.lstrip().startswith("#")]
+    assert comments, "the file explains its profiles in comments"
+    assert [ln for ln in comments if "=" in ln] == []
 
 
 def test_each_profile_says_when_and_what_it_costs(host):
     conf = host.file("/etc/nccl.conf")
     assert conf.mode == 0o644
     assert conf.contains("^# Ansible managed")
-    assert conf.contains("^# --- profile no-p2p ---$")
-    assert conf.contains("^# when: LAST RESORT")
-    assert conf.contains("^# cost: All intra-node traffic goes through host memory")
+    assert conf.contains("^# --- profile p2p-level-pxb ---$")
+    assert conf.contains("^# when: P2P works between GPUs behind the same PCIe switch")
+    assert conf.contains("^# cost: Traffic between GPUs on different root complexes")
     assert conf.contains("^# source: https://docs.nvidia.com/deeplearning/nccl/")
 
 

@@ -1,4 +1,4 @@
-"""container_runtime on the bionic-identity container, with stub docker / nvidia-ctk packages."""
+"""container_runtime on a bare bionic-identity container, with stub docker / dockerd / nvidia-ctk."""
 
 import json
 
@@ -14,20 +14,31 @@ CALLS = "/var/lib/gpufix-fixture/docker"
 def test_packages_pinned(host):
     assert host.package("docker-ce").version == "5:24.0.6-1~ubuntu.18.04~bionic"
     assert host.package("docker-ce-cli").version == "5:24.0.6-1~ubuntu.18.04~bionic"
-    assert host.package("nvidia-container-toolkit").version == "1.17.8-1"
+    assert host.package("nvidia-container-toolkit").version == "1.17.7-1"
     held = host.check_output("apt-mark showhold").split()
     assert sorted(held) == ["docker-ce", "docker-ce-cli", "nvidia-container-toolkit"]
 
 
+def test_no_helper_was_needed(host):
+    assert not host.package("python3-debian").is_installed
+
+
 @pytest.mark.parametrize(
-    ("name", "uri"),
-    [("docker", "file:/srv/docker-repo"), ("nvidia-container-toolkit", "file:/srv/nvidia-repo")],
+    ("name", "uri", "suite"),
+    [
+        ("docker", "file:/srv/localrepo/download.docker.com/linux/ubuntu", "bionic"),
+        (
+            "nvidia-container-toolkit",
+            "file:/srv/localrepo/nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)",
+            "/",
+        ),
+    ],
 )
-def test_deb822_sources(host, name, uri):
-    src = host.file(f"/etc/apt/sources.list.d/{name}.sources")
-    assert src.contains(f"^URIs: {uri}$")
-    assert src.contains("^Suites: ./$")
-    assert src.contains("^Trusted: yes$")
+def test_deb822_sources(host, name, uri, suite):
+    lines = host.file(f"/etc/apt/sources.list.d/{name}.sources").content_string.splitlines()
+    assert f"URIs: {uri}" in lines
+    assert f"Suites: {suite}" in lines
+    assert "Trusted: yes" in lines
 
 
 def test_daemon_json_merged(host):
@@ -38,6 +49,13 @@ def test_daemon_json_merged(host):
     assert daemon["log-opts"] == {"max-size": "10m"}
     assert "default-runtime" not in daemon
     assert daemon["default-shm-size"] == "16g"  # not Docker's 64 MiB for other containers
+
+
+def test_dockerd_restarted_once_with_consent_and_nothing_running(host):
+    starts = host.file("/var/lib/gpufix-fixture/dockerd-starts").content_string.splitlines()
+    # Started by the package with the old daemon.json; restarted once, in the side effect.
+    assert starts == ["start default-shm-size=64M", "start default-shm-size=16g"]
+    assert not host.file("/var/lib/gpufix/docker-restart-pending").exists
 
 
 def test_wrapper_runs_the_pinned_image_with_nccl_settings(host):
@@ -75,4 +93,4 @@ def test_wrapper_without_a_command_is_a_usage_error(host):
 
 def test_tools_answer(host):
     assert "24.0.6" in host.check_output("docker --version")
-    assert "1.17.8" in host.check_output("nvidia-ctk --version")
+    assert "1.17.7" in host.check_output("nvidia-ctk --version")

@@ -48,14 +48,18 @@ def test_daemon_json_merged(host):
     assert daemon["log-driver"] == "json-file"
     assert daemon["log-opts"] == {"max-size": "10m"}
     assert "default-runtime" not in daemon
-    assert daemon["default-shm-size"] == "16g"  # not Docker's 64 MiB for other containers
+    # Not Docker's 64 MiB for other containers (32g: the side effect's second size).
+    assert daemon["default-shm-size"] == "32g"
 
 
-def test_dockerd_restarted_once_with_consent_and_nothing_running(host):
+def test_dockerd_reloaded_then_restarted_only_with_consent(host):
     starts = host.file("/var/lib/gpufix-fixture/dockerd-starts").content_string.splitlines()
-    # Started by the package with the old daemon.json; restarted once, in the side effect.
-    assert starts == ["start default-shm-size=64M", "start default-shm-size=16g"]
-    assert not host.file("/var/lib/gpufix/docker-restart-pending").exists
+    assert starts == [
+        "start default-shm-size=64M",  # the package started it with the host's old daemon.json
+        "reload default-shm-size=16g",  # converge: SIGHUP, no container stopped
+        "start default-shm-size=32g",  # side effect: no reload, consent, nothing running
+    ]
+    assert not host.file("/var/lib/gpufix/docker-daemon-json-pending").exists
 
 
 def test_wrapper_runs_the_pinned_image_with_nccl_settings(host):

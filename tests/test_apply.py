@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gpufix import apply, safety
-from gpufix.decide import stable_facts
+from gpufix.apply import hostcheck as safety
+from gpufix.apply import rollout as apply
+from gpufix.engine.decide import stable_facts
+from gpufix.engine.plan import Plan, Step, digest
 from gpufix.errors import InvalidInput
-from gpufix.plan import Plan, Step, digest
 
 
 def test_batches_start_with_a_canary() -> None:

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from gpufix.apply.journal import Journal
 from gpufix.cli import main
-from gpufix.journal import Journal
-from gpufix.plan import Plan, Step, save_plans
+from gpufix.engine.plan import Plan, Step, save_plans
 
 
 @pytest.fixture(autouse=True)

@@ -8,9 +8,9 @@ import stat
 from pathlib import Path
 
 import pytest
-from gpufix import journal
+from gpufix.apply import journal
+from gpufix.apply.journal import Journal, next_action, write_json_atomic
 from gpufix.errors import InvalidInput
-from gpufix.journal import Journal, next_action, write_json_atomic
 
 
 @pytest.fixture(autouse=True)

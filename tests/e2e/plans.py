@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpufix.collect import gather
-from gpufix.decide import stable_facts
-from gpufix.kb import load as load_kb
-from gpufix.plan import Plan, Step, digest, save_plans
+from gpufix.engine.decide import stable_facts
+from gpufix.engine.kb import load as load_kb
+from gpufix.engine.plan import Plan, Step, digest, save_plans
+from gpufix.facts.collect import gather
 
 # The HWE kernel plus the prebuilt NVIDIA module for it (the fixture has no DKMS build).
 KERNEL_STEP = Step(

@@ -97,7 +97,7 @@ def probe_hosts(
 
 
 def show(verdicts: dict[str, dict[str, Any]]) -> None:
-    from gpufix import render
+    from gpufix.cli import render
     from gpufix.probe.local import summarize
 
     c = render.console()

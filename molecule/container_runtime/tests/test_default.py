@@ -9,14 +9,21 @@ IMAGE = (
     "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 )
 CALLS = "/var/lib/gpufix-fixture/docker"
+TOOLKIT = [
+    "nvidia-container-toolkit",
+    "nvidia-container-toolkit-base",
+    "libnvidia-container-tools",
+    "libnvidia-container1",
+]
 
 
 def test_packages_pinned(host):
     assert host.package("docker-ce").version == "5:24.0.6-1~ubuntu.18.04~bionic"
     assert host.package("docker-ce-cli").version == "5:24.0.6-1~ubuntu.18.04~bionic"
-    assert host.package("nvidia-container-toolkit").version == "1.17.7-1"
+    for name in TOOLKIT:
+        assert host.package(name).version == "1.17.7-1"
     held = host.check_output("apt-mark showhold").split()
-    assert sorted(held) == ["docker-ce", "docker-ce-cli", "nvidia-container-toolkit"]
+    assert sorted(held) == sorted(["docker-ce", "docker-ce-cli", *TOOLKIT])
 
 
 def test_no_helper_was_needed(host):

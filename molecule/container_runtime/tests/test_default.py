@@ -1,4 +1,4 @@
-"""container_runtime on the bionic-identity container, with stub docker / nvidia-ctk packages."""
+"""container_runtime on a bare bionic-identity container, with stub docker / dockerd / nvidia-ctk."""
 
 import json
 
@@ -9,25 +9,43 @@ IMAGE = (
     "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 )
 CALLS = "/var/lib/gpufix-fixture/docker"
+TOOLKIT = [
+    "nvidia-container-toolkit",
+    "nvidia-container-toolkit-base",
+    "libnvidia-container-tools",
+    "libnvidia-container1",
+]
 
 
 def test_packages_pinned(host):
     assert host.package("docker-ce").version == "5:24.0.6-1~ubuntu.18.04~bionic"
     assert host.package("docker-ce-cli").version == "5:24.0.6-1~ubuntu.18.04~bionic"
-    assert host.package("nvidia-container-toolkit").version == "1.17.8-1"
+    for name in TOOLKIT:
+        assert host.package(name).version == "1.17.7-1"
     held = host.check_output("apt-mark showhold").split()
-    assert sorted(held) == ["docker-ce", "docker-ce-cli", "nvidia-container-toolkit"]
+    assert sorted(held) == sorted(["docker-ce", "docker-ce-cli", *TOOLKIT])
+
+
+def test_no_helper_was_needed(host):
+    assert not host.package("python3-debian").is_installed
 
 
 @pytest.mark.parametrize(
-    ("name", "uri"),
-    [("docker", "file:/srv/docker-repo"), ("nvidia-container-toolkit", "file:/srv/nvidia-repo")],
+    ("name", "uri", "suite"),
+    [
+        ("docker", "file:/srv/localrepo/download.docker.com/linux/ubuntu", "bionic"),
+        (
+            "nvidia-container-toolkit",
+            "file:/srv/localrepo/nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)",
+            "/",
+        ),
+    ],
 )
-def test_deb822_sources(host, name, uri):
-    src = host.file(f"/etc/apt/sources.list.d/{name}.sources")
-    assert src.contains(f"^URIs: {uri}$")
-    assert src.contains("^Suites: ./$")
-    assert src.contains("^Trusted: yes$")
+def test_deb822_sources(host, name, uri, suite):
+    lines = host.file(f"/etc/apt/sources.list.d/{name}.sources").content_string.splitlines()
+    assert f"URIs: {uri}" in lines
+    assert f"Suites: {suite}" in lines
+    assert "Trusted: yes" in lines
 
 
 def test_daemon_json_merged(host):
@@ -37,7 +55,18 @@ def test_daemon_json_merged(host):
     assert daemon["log-driver"] == "json-file"
     assert daemon["log-opts"] == {"max-size": "10m"}
     assert "default-runtime" not in daemon
-    assert daemon["default-shm-size"] == "16g"  # not Docker's 64 MiB for other containers
+    # Not Docker's 64 MiB for other containers (32g: the side effect's second size).
+    assert daemon["default-shm-size"] == "32g"
+
+
+def test_dockerd_reloaded_then_restarted_only_with_consent(host):
+    starts = host.file("/var/lib/gpufix-fixture/dockerd-starts").content_string.splitlines()
+    assert starts == [
+        "start default-shm-size=64M",  # the package started it with the host's old daemon.json
+        "reload default-shm-size=16g",  # converge: SIGHUP, no container stopped
+        "start default-shm-size=32g",  # side effect: no reload, consent, nothing running
+    ]
+    assert not host.file("/var/lib/gpufix/docker-daemon-json-pending").exists
 
 
 def test_wrapper_runs_the_pinned_image_with_nccl_settings(host):
@@ -75,4 +104,4 @@ def test_wrapper_without_a_command_is_a_usage_error(host):
 
 def test_tools_answer(host):
     assert "24.0.6" in host.check_output("docker --version")
-    assert "1.17.8" in host.check_output("nvidia-ctk --version")
+    assert "1.17.7" in host.check_output("nvidia-ctk --version")

@@ -1,40 +1,44 @@
-"""driver role: pin beats the newer version, holds survive upgrades, u-u blacklist."""
+"""driver role, bionic archive, bare image: DKMS path, pin, hold, nouveau, persistence daemon."""
 
 import pytest
 
-PINNED = "535.183.01-0ubuntu0.18.04.1"
-NEWER = "535.216.01-0ubuntu0.18.04.1"
-DRIVER_PACKAGES = [
-    "nvidia-driver-535",
-    "nvidia-utils-535",
-    "libnvidia-compute-535",
-    "nvidia-kernel-common-535",
+VERSION = "535.288.01-0ubuntu0.18.04.1"
+STACK = [
+    "nvidia-headless-535",
+    "nvidia-headless-no-dkms-535",
     "nvidia-dkms-535",
+    "nvidia-kernel-common-535",
+    "nvidia-kernel-source-535",
+    "nvidia-firmware-535-535.288.01",
+    "libnvidia-compute-535",
+    "nvidia-compute-utils-535",
+    "nvidia-utils-535",
 ]
 
 
-@pytest.mark.parametrize("name", DRIVER_PACKAGES)
-def test_pinned_version_installed_after_upgrades(host, name):
-    assert host.package(name).version == PINNED
+@pytest.mark.parametrize("name", STACK)
+def test_stack_installed_at_the_archive_version_and_held(host, name):
+    assert host.package(name).version == VERSION
+    assert host.check_output(f"dpkg --get-selections {name}").split() == [name, "hold"]
 
 
-def test_fabricmanager_pinned_too(host):
-    assert host.package("nvidia-fabricmanager-535").version == "535.183.01-1"
+def test_dkms_builds_the_module_and_no_desktop_stack(host):
+    assert host.package("dkms").is_installed
+    assert not host.package("nvidia-driver-535").is_installed
+    assert not host.package("xserver-xorg-video-nvidia-535").is_installed
 
 
-def test_pin_beats_the_newer_version(host):
-    policy = host.check_output("apt-cache policy nvidia-driver-535")
-    assert f"Candidate: {PINNED}" in policy
-    assert NEWER in policy  # the newer one is there and loses
+def test_no_helper_was_needed(host):
+    # The bare image has no python3-debian; the role must not need it (nor install it).
+    assert not host.package("python3-debian").is_installed
+    assert not host.file("/etc/apt/sources.list.d").listdir()
+
+
+def test_pin(host):
     pref = host.file("/etc/apt/preferences.d/gpufix-nvidia-driver.pref")
-    assert pref.contains("^Pin: version 535.183.01-\\*$")
+    assert pref.contains("^Pin: version 535.288.01-\\*$")
     assert pref.contains("^Pin-Priority: 1001$")
-
-
-@pytest.mark.parametrize("name", [*DRIVER_PACKAGES, "nvidia-fabricmanager-535"])
-def test_held(host, name):
-    selections = host.check_output(f"dpkg --get-selections {name}").split()
-    assert selections == [name, "hold"]
+    assert f"Candidate: {VERSION}" in host.check_output("apt-cache policy nvidia-utils-535")
 
 
 def test_unattended_upgrades_blacklist(host):
@@ -43,12 +47,22 @@ def test_unattended_upgrades_blacklist(host):
     assert '"^libnvidia-"' in dump
 
 
-def test_repository_is_deb822(host):
-    src = host.file("/etc/apt/sources.list.d/gpufix-nvidia-cuda.sources")
-    assert src.contains("^URIs: file:/srv/localrepo$")
-    assert src.contains("^Trusted: yes$")
+def test_nouveau_blacklisted_and_initramfs_rebuilt_once(host):
+    conf = host.file("/etc/modprobe.d/gpufix-blacklist-nouveau.conf")
+    assert conf.contains("^blacklist nouveau$")
+    assert conf.contains("^options nouveau modeset=0$")
+    log = host.file("/var/lib/gpufix-fixture/update-initramfs.log").content_string.splitlines()
+    assert log == ["-u"]
 
 
-def test_nvidia_smi_stub_reports_pinned_version(host):
-    out = host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader")
-    assert out.split() == ["535.183.01", "535.183.01"]
+def test_persistence_daemon_configured_but_not_started_before_the_reboot(host):
+    dropin = host.file("/etc/systemd/system/nvidia-persistenced.service.d/gpufix.conf")
+    assert dropin.contains("--persistence-mode")
+    # The loaded module (535.183.01) is not the installed userspace: the daemon would fail now.
+    assert not host.service("nvidia-persistenced").is_running
+
+
+def test_nvidia_smi_reports_the_mismatch_until_the_reboot(host):
+    res = host.run("nvidia-smi")
+    assert res.rc == 18
+    assert "Driver/library version mismatch" in res.stdout

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from gpufix.lint import iter_python_files, lint_source
+from gpufix.workload.lint import lint_source
 
 
 def default_tree() -> str:

@@ -28,7 +28,7 @@ from gpufix.facts import (
 from gpufix.hostfacts import gather_local
 from gpufix.kb import KnowledgeBase
 from gpufix.kb import load as load_kb
-from gpufix.lint import DEBUG_KNOBS, P2P_DISABLE_VAR
+from gpufix.nccl_env import DEBUG_KNOBS, P2P_DISABLE_VAR
 
 EXIT_FAILED = 1  # a check failed (the brief's contract, as for `gpufix lint`)
 STATUSES = ("pass", "warn", "fail", "skip")

@@ -1,0 +1,1 @@
+"""What runs where training runs: lint, preflight and the pytest plugin."""

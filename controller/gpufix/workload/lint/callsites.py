@@ -1,0 +1,98 @@
+"""Every call in a file with its resolved name and where it sits (enclosing defs, `if` tests),
+gathered in one walk and kept for the run; and the facts about a module built from them."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import cast
+
+from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
+
+from .envwrites import env_writes
+from .project import SourceFile
+
+PROCESS_GROUP = frozenset(
+    {
+        "torch.distributed.init_process_group",
+        "torch.distributed.distributed_c10d.init_process_group",
+    }
+)
+DISTRIBUTED = PROCESS_GROUP | frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "deepspeed.initialize",
+        "deepspeed.init_distributed",
+        "accelerate.Accelerator",
+        "torch.multiprocessing.spawn",
+    }
+)
+SELECT_DEVICE = frozenset({"torch.cuda.set_device", "torch.cuda.device"})
+
+
+@dataclass(frozen=True)
+class CallSite:
+    node: ast.Call
+    name: str | None  # the dotted name the callee resolves to
+    owners: tuple[str, ...]  # enclosing classes and functions, outermost first
+    tests: tuple[ast.expr, ...]  # tests of the `if`s the call sits under
+
+
+def call_sites(sf: SourceFile) -> list[CallSite]:
+    cached = sf.cache.get("calls")
+    if cached is None:
+        cached = _collect(sf)
+        sf.cache["calls"] = cached
+    return cast(list[CallSite], cached)
+
+
+def _collect(sf: SourceFile) -> list[CallSite]:
+    assert sf.tree is not None
+    out: list[CallSite] = []
+    todo: list[tuple[ast.AST, tuple[str, ...], tuple[ast.expr, ...]]] = [(sf.tree, (), ())]
+    names = sf.names
+    while todo:
+        node, owners, tests = todo.pop()
+        if isinstance(node, ast.Call):
+            out.append(CallSite(node, names.resolve(node.func), owners, tests))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            owners = (*owners, node.name)
+        if isinstance(node, ast.If):
+            todo.append((node.test, owners, tests))
+            inner = (*tests, node.test)
+            todo.extend((child, owners, inner) for child in node.body)
+            todo.extend((child, owners, inner) for child in node.orelse)
+            continue
+        todo.extend((child, owners, tests) for child in ast.iter_child_nodes(node))
+    out.sort(key=lambda c: (c.node.lineno, c.node.col_offset))
+    return out
+
+
+def named(sf: SourceFile, names: frozenset[str]) -> list[CallSite]:
+    return [c for c in call_sites(sf) if c.name in names]
+
+
+def is_multi_rank(sf: SourceFile) -> bool:
+    """The module starts a process group or wraps a model for DDP/FSDP."""
+    return bool(named(sf, DISTRIBUTED - {"torch.multiprocessing.spawn", "accelerate.Accelerator"}))
+
+
+def writes_visible_devices(sf: SourceFile) -> bool:
+    """The module sets CUDA_VISIBLE_DEVICES itself (each rank then sees its own GPU as cuda:0)."""
+    if b"VISIBLE_DEVICES" not in sf.data or sf.tree is None:
+        return False
+    return any(
+        w.key == CUDA_VISIBLE_DEVICES
+        for n in ast.walk(sf.tree)
+        if isinstance(n, ast.Assign | ast.Call | ast.AugAssign)
+        for w in env_writes(sf.names, n)
+    )
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None

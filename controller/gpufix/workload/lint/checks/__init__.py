@@ -1,0 +1,28 @@
+"""The checks, one module per idea; each reads the run's files and reports through a Reporter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..libraries import LibraryTable
+from ..project import Project, SourceFile
+from ..report import Reporter
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    project: Project
+    table: LibraryTable
+    reporter: Reporter
+    checked: tuple[SourceFile, ...]  # parsed files whose findings can be shown
+
+    def with_any(self, triggers: tuple[bytes, ...]) -> list[SourceFile]:
+        """Checked files that contain one of these byte strings (a fast filter before parsing)."""
+        return [sf for sf in self.checked if any(t in sf.data for t in triggers)]
+
+
+@dataclass(frozen=True)
+class Check:
+    rules: tuple[str, ...]
+    run: Callable[[CheckContext], None]

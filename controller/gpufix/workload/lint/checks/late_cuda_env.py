@@ -1,0 +1,145 @@
+"""GPF001: CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER written after torch or a CUDA library loaded.
+
+Three walks, all with the flow walker:
+- each module that writes the variables, or calls a function that does, in execution order;
+- each function that writes them (or calls one that does) as its callers see it: after its
+  module was imported, with that module's imports loaded, unless every call of it was already
+  followed at module level (a set-up function called before the imports);
+- callers in other modules reach the writes through the call graph.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+from gpufix.nccl_env import CUDA_INIT_VARS
+
+from ..calls import FuncDef, Scope, Target
+from ..envwrites import walk_here, writes_in
+from ..flow import FlowWalker
+from ..loads import State
+from ..model import Related
+from ..project import SourceFile
+from ..report import Reporter
+from . import Check, CheckContext
+
+TRIGGERS = (b"VISIBLE_DEVICES", b"DEVICE_ORDER")
+_ROUNDS = 4  # how far "calls a function that writes" is followed across the call graph
+
+
+class _Listener:
+    def __init__(self, reporter: Reporter, ctx: CheckContext) -> None:
+        self.reporter = reporter
+        self.ctx = ctx
+        self.checked = {sf.path for sf in ctx.checked}
+
+    def on_statement(self, scope: Scope, node: ast.AST, state: State, note: str) -> None:
+        sf = scope.sf
+        if not state or sf.path not in self.checked or not any(t in sf.data for t in TRIGGERS):
+            return
+        for w in writes_in(sf.names, [node]):
+            if w.key not in CUDA_INIT_VARS:
+                continue
+            first = next(iter(state.values()))
+            where = f" in {note}" if note else ""
+            msg = (
+                f"{w.key} set{where} after {first.describe(sf.path)}: CUDA ignores it once "
+                "initialised, and any call after that import may initialise it; set it before "
+                "the first torch-based import or in the launch environment"
+            )
+            origin = self.ctx.project.by_abspath.get(os.path.normpath(os.path.abspath(first.path)))
+            col = origin.col(first.line, first.col_offset) if origin else first.col_offset + 1
+            related = (
+                Related(first.path, first.line, col, f"`{first.text}`: loads {first.library}"),
+            )
+            self.reporter.add("GPF001", sf, w.node, msg, related)
+
+
+def _functions(sf: SourceFile) -> list[Target]:
+    """Module-level functions and the methods of module-level classes."""
+    out = []
+    for d in sf.defs.values():
+        if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef):
+            out.append(Target(sf, d))
+        elif isinstance(d, ast.ClassDef):
+            out.extend(
+                Target(sf, m, d)
+                for m in d.body
+                if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)
+            )
+    return out
+
+
+def _body_nodes(fn: FuncDef) -> list[ast.AST]:
+    """Nodes that run when the function runs, including nested functions it may call."""
+    return [n for stmt in fn.body for n in ast.walk(stmt)]
+
+
+def _writers(ctx: CheckContext, walker: FlowWalker) -> list[Target]:
+    """Functions that write the variables, then those that call them, across the files."""
+    direct = [
+        t
+        for sf in ctx.with_any(TRIGGERS)
+        for t in _functions(sf)
+        if any(w.key in CUDA_INIT_VARS for w in writes_in(sf.names, _body_nodes(t.fn)))
+    ]
+    found = {id(t.fn): t for t in direct}
+    frontier = direct
+    for _ in range(_ROUNDS):
+        names = {t.fn.name for t in frontier}
+        nxt = []
+        for sf in ctx.project.parsed():
+            if not any(sf.mentions(n) for n in names):
+                continue
+            for t in _functions(sf):
+                if id(t.fn) in found:
+                    continue
+                calls = [n for n in walk_here(t.fn) if isinstance(n, ast.Call)]
+                scope = Scope(sf, t.cls)
+                if any(
+                    id(c.fn) in found
+                    for call in calls
+                    for group in walker.resolver.targets(scope, call)
+                    for c in group
+                ):
+                    found[id(t.fn)] = t
+                    nxt.append(t)
+        if not nxt:
+            break
+        frontier = nxt
+    return list(found.values())
+
+
+def _flow_only(walker: FlowWalker, ctx: CheckContext, t: Target) -> bool:
+    """Every use of the function is a call the module-level walk already followed."""
+    if t.cls is not None:
+        return False
+    followed = walker.module_calls.get(id(t.fn), 0)
+    if not followed:
+        return False
+    uses = len(re.findall(rf"\b{re.escape(t.fn.name)}\b", t.sf.text)) - 1
+    elsewhere = any(sf is not t.sf and sf.mentions(t.fn.name) for sf in ctx.project.parsed())
+    return uses == followed and not elsewhere
+
+
+def run(ctx: CheckContext) -> None:
+    walker = FlowWalker(ctx.project, ctx.table, _Listener(ctx.reporter, ctx))
+    writers = _writers(ctx, walker)
+    own = [sf for sf in ctx.project.parsed() if any(t in sf.data for t in TRIGGERS)]
+    # Each place is reported once, from the first walk that reaches it: a module's own order
+    # first, then functions as their callers see them, then callers in other modules.
+    for sf in own:
+        walker.module_state(sf)
+    for t in writers:
+        if not _flow_only(walker, ctx, t):
+            label = f"{t.cls.name}.{t.fn.name}" if t.cls else t.fn.name
+            walker.walk_outside(t, walker.module_state(t.sf), f"{label}()")
+    names = {t.fn.name for t in writers}
+    for sf in ctx.project.parsed():
+        if any(sf.mentions(n) for n in names):
+            walker.module_state(sf)
+
+
+CHECK = Check(("GPF001",), run)

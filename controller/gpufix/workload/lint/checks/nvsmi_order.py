@@ -1,0 +1,98 @@
+"""GPF007: a GPU picked with nvidia-smi / NVML numbering written to CUDA_VISIBLE_DEVICES while
+CUDA still numbers GPUs fastest-first (no CUDA_DEVICE_ORDER=PCI_BUS_ID anywhere in the run)."""
+
+from __future__ import annotations
+
+import ast
+
+from gpufix.nccl_env import CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES, PCI_BUS_ORDER
+
+from ..callsites import call_sites
+from ..envwrites import EnvWrite, env_writes
+from ..project import SourceFile
+from ..report import insert_before
+from . import Check, CheckContext
+
+# Modules that number GPUs the way nvidia-smi does (PCI bus order).
+NVML_MODULES = ("GPUtil", "gpustat", "pynvml", "nvidia_smi", "py3nvml", "nvitop")
+TRIGGERS = (b"VISIBLE_DEVICES",)
+
+
+def _uses_smi_numbering(sf: SourceFile, scope: ast.AST) -> bool:
+    for c in call_sites(sf):
+        if not _inside(c.node, scope):
+            continue
+        if c.name and c.name.split(".")[0] in NVML_MODULES:
+            return True
+        if any("nvidia-smi" in (sf.names.const_str(a) or "") for a in _strings(c.node)):
+            return True
+    return False
+
+
+def _strings(call: ast.Call) -> list[ast.expr]:
+    out: list[ast.expr] = []
+    for a in call.args:
+        out.extend(a.elts if isinstance(a, ast.List | ast.Tuple) else [a])
+    return out
+
+
+def _inside(node: ast.AST, scope: ast.AST) -> bool:
+    if isinstance(scope, ast.Module):
+        return True
+    start, end = getattr(scope, "lineno", 0), getattr(scope, "end_lineno", 0)
+    return start <= getattr(node, "lineno", -1) <= end
+
+
+def _writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, ast.AST]]:
+    """(write, statement, enclosing function or module) for every environment write."""
+    assert sf.tree is not None
+    out = []
+    todo: list[tuple[ast.AST, ast.AST]] = [(sf.tree, sf.tree)]
+    while todo:
+        node, scope = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            scope = node
+        for w in env_writes(sf.names, node):
+            out.append((w, node, scope))
+        todo.extend((child, scope) for child in ast.iter_child_nodes(node))
+    return out
+
+
+def _orders_by_pci(ctx: CheckContext) -> bool:
+    for sf in ctx.project.parsed():
+        if b"DEVICE_ORDER" in sf.data:
+            for w, _, _ in _writes(sf):
+                if w.key == CUDA_DEVICE_ORDER and sf.names.const_str(w.value) == PCI_BUS_ORDER:
+                    return True
+    return False
+
+
+def run(ctx: CheckContext) -> None:
+    candidates = [sf for sf in ctx.with_any(TRIGGERS) if b"nvidia" in sf.data or _nvml(sf)]
+    if not candidates or _orders_by_pci(ctx):
+        return
+    for sf in candidates:
+        for w, stmt, scope in _writes(sf):
+            if w.key != CUDA_VISIBLE_DEVICES or not _uses_smi_numbering(sf, scope):
+                continue
+            fix = None
+            if w.statement and w.environ is not None and isinstance(stmt, ast.stmt):
+                env = ast.get_source_segment(sf.text, w.environ) or "os.environ"
+                code = f'{env}["{CUDA_DEVICE_ORDER}"] = "{PCI_BUS_ORDER}"'
+                fix = insert_before(sf, stmt, code, "Number GPUs as nvidia-smi does")
+            ctx.reporter.add(
+                "GPF007",
+                sf,
+                w.node,
+                "CUDA_VISIBLE_DEVICES set from a GPU index that nvidia-smi/NVML numbered in PCI "
+                "bus order, but CUDA numbers GPUs fastest first: set "
+                "CUDA_DEVICE_ORDER=PCI_BUS_ID first, or the job may run on another GPU",
+                fix=fix,
+            )
+
+
+def _nvml(sf: SourceFile) -> bool:
+    return any(m.encode() in sf.data for m in NVML_MODULES)
+
+
+CHECK = Check(("GPF007",), run)

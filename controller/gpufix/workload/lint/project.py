@@ -1,0 +1,140 @@
+"""The files one lint run is given, as modules: names, import resolution, definitions.
+
+Module names follow Python's rules: a directory is a package when the run includes its
+`__init__.py`; a file outside a package is a top-level module named for its stem (a script's
+directory is on sys.path). Imports that name no file of the run are external libraries.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .names import NameTable, top_level_defs
+
+
+@dataclass
+class SourceFile:
+    path: str  # as reported
+    rel: str  # relative to the project root, POSIX separators
+    context: str  # code | test | example | library
+    data: bytes
+    tree: ast.Module | None
+    module: str = ""
+    package: str = ""
+    _text: str | None = field(default=None, repr=False)
+    _names: NameTable | None = field(default=None, repr=False)
+    _lines: list[str] | None = field(default=None, repr=False)
+    cache: dict[str, object] = field(default_factory=dict, repr=False)  # per-run facts, by name
+    _defs: dict[str, ast.stmt] | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.data.decode("utf-8", "replace")
+        return self._text
+
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self.text.splitlines()
+        return self._lines
+
+    def col(self, line: int, col_offset: int) -> int:
+        """ast column offsets count UTF-8 bytes; report characters, 1-based."""
+        if 0 < line <= len(self.lines):
+            text = self.lines[line - 1]
+            return len(text.encode("utf-8")[:col_offset].decode("utf-8", "replace")) + 1
+        return col_offset + 1
+
+    @property
+    def names(self) -> NameTable:
+        if self._names is None:
+            assert self.tree is not None
+            self._names = NameTable(self.tree, self.module, self.package)
+        return self._names
+
+    @property
+    def defs(self) -> dict[str, ast.stmt]:
+        """Module-level functions and classes by name."""
+        if self._defs is None:
+            body = self.tree.body if self.tree is not None else []
+            self._defs = {d.name: d for d in top_level_defs(body)}  # type: ignore[attr-defined]
+        return self._defs
+
+    def path_abs(self) -> str:
+        return os.path.abspath(self.path)
+
+    def mentions(self, word: str) -> bool:
+        return word.encode() in self.data
+
+
+def _module_names(paths: list[str]) -> dict[str, tuple[str, str]]:
+    """path -> (dotted module name, package) for every file, packages found by __init__.py."""
+    files = {os.path.normpath(os.path.abspath(p)): p for p in paths}
+    packages = {os.path.dirname(a) for a in files if os.path.basename(a) == "__init__.py"}
+    out = {}
+    for absolute, original in files.items():
+        parts = []
+        d = os.path.dirname(absolute)
+        stem = os.path.splitext(os.path.basename(absolute))[0]
+        while d in packages:
+            parts.append(os.path.basename(d))
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
+        parts.reverse()
+        dotted = ".".join(parts if stem == "__init__" else [*parts, stem])
+        out[original] = (dotted, ".".join(parts))
+    return out
+
+
+class Project:
+    def __init__(self, files: list[SourceFile]) -> None:
+        self.files = files
+        self.cache: dict[str, object] = {}  # per-run facts about the whole project, by name
+        names = _module_names([f.path for f in files])
+        self.by_module: dict[str, list[SourceFile]] = {}
+        self.by_abspath: dict[str, SourceFile] = {}
+        for f in files:
+            f.module, f.package = names[f.path]
+            if f.tree is not None:
+                self.by_module.setdefault(f.module, []).append(f)
+                self.by_abspath[os.path.normpath(os.path.abspath(f.path))] = f
+
+    def parsed(self) -> Iterator[SourceFile]:
+        return (f for f in self.files if f.tree is not None)
+
+    def find_module(self, importer: SourceFile, dotted: str) -> SourceFile | None:
+        """The file `import dotted` from `importer` loads, if it is one of the run's files."""
+        candidates = self.by_module.get(dotted, [])
+        if len(candidates) == 1:
+            return candidates[0]
+        here = os.path.dirname(os.path.abspath(importer.path))
+        if candidates:  # same name in several places: the one nearest the importer
+            return max(candidates, key=lambda c: len(os.path.commonpath([here, c.path_abs()])))
+        # Namespace packages and scripts run from a parent directory: look upwards.
+        rel = dotted.replace(".", os.sep)
+        d = here
+        for _ in range(6):
+            for candidate in (f"{rel}.py", os.path.join(rel, "__init__.py")):
+                hit = self.by_abspath.get(os.path.normpath(os.path.join(d, candidate)))
+                if hit is not None:
+                    return hit
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
+        return None
+
+    def split(self, importer: SourceFile, dotted: str) -> tuple[SourceFile, list[str]] | None:
+        """`pkg.mod.Cls.meth` -> (pkg/mod.py, ["Cls", "meth"]): the longest prefix that is a file."""
+        parts = dotted.split(".")
+        for n in range(len(parts), 0, -1):
+            sf = self.find_module(importer, ".".join(parts[:n]))
+            if sf is not None:
+                return sf, parts[n:]
+        return None

@@ -10,7 +10,7 @@ from typing import cast
 from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
 
 from .envwrites import env_writes
-from .project import SourceFile
+from .project import Project, SourceFile
 
 PROCESS_GROUP = frozenset(
     {
@@ -96,3 +96,19 @@ def keyword(call: ast.Call, name: str) -> ast.expr | None:
         if kw.arg == name:
             return kw.value
     return None
+
+
+def neighbours(project: Project, sf: SourceFile) -> list[SourceFile]:
+    """The run's modules this one imports, and those that import it (one step each way)."""
+    out = []
+    for dotted in set(sf.names.imports.values()):
+        hit = project.split(sf, dotted)
+        if hit is not None and hit[0] is not sf and hit[0].tree is not None:
+            out.append(hit[0])
+    module = sf.module
+    for other in project.parsed():
+        if other is sf or not module or module.encode() not in other.data:
+            continue
+        if any(v == module or v.startswith(module + ".") for v in other.names.imports.values()):
+            out.append(other)
+    return out

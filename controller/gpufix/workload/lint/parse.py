@@ -38,6 +38,8 @@ def parse_file(
         return e.tree, e.finding
     except SyntaxError as e:
         line, col = e.lineno or 1, max(e.offset or 1, 1)
+        if _never_python(e):
+            return None, _finding("GPF900", path, line, col, f"not Python: {e.msg}; not checked")
         if target is None:
             msg = (
                 f"Python {_fmt(running)} cannot parse it ({e.msg}); it may be newer syntax "
@@ -53,6 +55,11 @@ def parse_file(
         return None, _finding("GPF900", path, line, col, f"syntax error: {e.msg}; not checked")
     except (ValueError, RecursionError, MemoryError) as e:
         return None, _finding("GPF900", path, 1, 1, f"could not parse: {e}; not checked")
+
+
+def _never_python(e: SyntaxError) -> bool:
+    """Errors no Python version accepts: NUL bytes, bytes that are not the file's encoding."""
+    return "null bytes" in (e.msg or "") or "codec can't decode" in (e.msg or "")
 
 
 class _NewerThanTarget(Exception):

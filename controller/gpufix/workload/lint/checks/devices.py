@@ -17,6 +17,7 @@ from ..callsites import (
     call_sites,
     is_multi_rank,
     keyword,
+    neighbours,
     writes_visible_devices,
 )
 from ..project import SourceFile
@@ -173,28 +174,6 @@ def _ambiguous_device(sf: SourceFile) -> CallSite | None:
     return None
 
 
-def _neighbours(ctx: CheckContext, sf: SourceFile) -> list[SourceFile]:
-    """The project modules this one imports, and those that import it."""
-    out = []
-    for dotted in set(sf.names.imports.values()):
-        hit = ctx.project.split(sf, dotted)
-        if hit is not None and hit[0] is not sf and hit[0].tree is not None:
-            out.append(hit[0])
-    module = sf.module.encode()
-    for other in ctx.project.parsed():
-        if (
-            other is not sf
-            and module
-            and module in other.data
-            and any(
-                v == sf.module or v.startswith(sf.module + ".")
-                for v in other.names.imports.values()
-            )
-        ):
-            out.append(other)
-    return out
-
-
 def _process_group(ctx: CheckContext, sf: SourceFile) -> None:
     groups = [
         c
@@ -206,7 +185,7 @@ def _process_group(ctx: CheckContext, sf: SourceFile) -> None:
     if not groups or _selects_device(sf) or _selects_anywhere(ctx):
         return
     use = _ambiguous_device(sf)
-    if use is None or any(_selects_device(n) for n in _neighbours(ctx, sf)):
+    if use is None or any(_selects_device(n) for n in neighbours(ctx.project, sf)):
         return
     ctx.reporter.add(
         "GPF006",

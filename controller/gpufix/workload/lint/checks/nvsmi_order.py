@@ -7,7 +7,7 @@ import ast
 
 from gpufix.nccl_env import CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES, PCI_BUS_ORDER
 
-from ..callsites import call_sites
+from ..callsites import call_sites, neighbours
 from ..envwrites import EnvWrite, env_writes
 from ..project import SourceFile
 from ..report import insert_before
@@ -58,8 +58,9 @@ def _writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, ast.AST]]:
     return out
 
 
-def _orders_by_pci(ctx: CheckContext) -> bool:
-    for sf in ctx.project.parsed():
+def _orders_by_pci(ctx: CheckContext, here: SourceFile) -> bool:
+    """This module, or one it imports or that imports it, sets CUDA_DEVICE_ORDER=PCI_BUS_ID."""
+    for sf in [here, *neighbours(ctx.project, here)]:
         if b"DEVICE_ORDER" in sf.data:
             for w, _, _ in _writes(sf):
                 if w.key == CUDA_DEVICE_ORDER and sf.names.const_str(w.value) == PCI_BUS_ORDER:
@@ -69,9 +70,9 @@ def _orders_by_pci(ctx: CheckContext) -> bool:
 
 def run(ctx: CheckContext) -> None:
     candidates = [sf for sf in ctx.with_any(TRIGGERS) if b"nvidia" in sf.data or _nvml(sf)]
-    if not candidates or _orders_by_pci(ctx):
-        return
     for sf in candidates:
+        if _orders_by_pci(ctx, sf):
+            continue
         for w, stmt, scope in _writes(sf):
             if w.key != CUDA_VISIBLE_DEVICES or not _uses_smi_numbering(sf, scope):
                 continue

@@ -243,8 +243,9 @@ def test_data_parallel_fallback_option_and_inference_are_left_alone() -> None:
         class DataParallelStrategy:
             def setup_module(self, module):
                 return DataParallel(module)
-        def _wrap_dp(module):
-            return DataParallel(module)
+        class DPPlugin:
+            def wrap(self, module):
+                return DataParallel(module)
         """
     inference = """
         import torch

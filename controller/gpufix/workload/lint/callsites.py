@@ -12,10 +12,14 @@ from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
 from .envwrites import env_writes
 from .project import Project, SourceFile
 
+# Calls that create the default process group (DeepSpeed's sets no device: deepspeed-course#17).
 PROCESS_GROUP = frozenset(
     {
         "torch.distributed.init_process_group",
         "torch.distributed.distributed_c10d.init_process_group",
+        "deepspeed.init_distributed",
+        "deepspeed.comm.init_distributed",
+        "deepspeed.comm.comm.init_distributed",
     }
 )
 DISTRIBUTED = PROCESS_GROUP | frozenset(
@@ -24,7 +28,6 @@ DISTRIBUTED = PROCESS_GROUP | frozenset(
         "torch.nn.parallel.distributed.DistributedDataParallel",
         "torch.distributed.fsdp.FullyShardedDataParallel",
         "deepspeed.initialize",
-        "deepspeed.init_distributed",
         "accelerate.Accelerator",
         "torch.multiprocessing.spawn",
     }
@@ -38,6 +41,7 @@ class CallSite:
     name: str | None  # the dotted name the callee resolves to
     owners: tuple[str, ...]  # enclosing classes and functions, outermost first
     tests: tuple[ast.expr, ...]  # tests of the `if`s the call sits under
+    classes: tuple[str, ...] = ()  # the enclosing classes alone
 
 
 def call_sites(sf: SourceFile) -> list[CallSite]:
@@ -51,21 +55,24 @@ def call_sites(sf: SourceFile) -> list[CallSite]:
 def _collect(sf: SourceFile) -> list[CallSite]:
     assert sf.tree is not None
     out: list[CallSite] = []
-    todo: list[tuple[ast.AST, tuple[str, ...], tuple[ast.expr, ...]]] = [(sf.tree, (), ())]
+    Item = tuple[ast.AST, tuple[str, ...], tuple[ast.expr, ...], tuple[str, ...]]
+    todo: list[Item] = [(sf.tree, (), (), ())]
     names = sf.names
     while todo:
-        node, owners, tests = todo.pop()
+        node, owners, tests, classes = todo.pop()
         if isinstance(node, ast.Call):
-            out.append(CallSite(node, names.resolve(node.func), owners, tests))
+            out.append(CallSite(node, names.resolve(node.func), owners, tests, classes))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             owners = (*owners, node.name)
+        if isinstance(node, ast.ClassDef):
+            classes = (*classes, node.name)
         if isinstance(node, ast.If):
-            todo.append((node.test, owners, tests))
+            todo.append((node.test, owners, tests, classes))
             inner = (*tests, node.test)
-            todo.extend((child, owners, inner) for child in node.body)
-            todo.extend((child, owners, inner) for child in node.orelse)
+            todo.extend((child, owners, inner, classes) for child in node.body)
+            todo.extend((child, owners, inner, classes) for child in node.orelse)
             continue
-        todo.extend((child, owners, tests) for child in ast.iter_child_nodes(node))
+        todo.extend((child, owners, tests, classes) for child in ast.iter_child_nodes(node))
     out.sort(key=lambda c: (c.node.lineno, c.node.col_offset))
     return out
 
@@ -75,8 +82,8 @@ def named(sf: SourceFile, names: frozenset[str]) -> list[CallSite]:
 
 
 def is_multi_rank(sf: SourceFile) -> bool:
-    """The module starts a process group or wraps a model for DDP/FSDP."""
-    return bool(named(sf, DISTRIBUTED - {"torch.multiprocessing.spawn", "accelerate.Accelerator"}))
+    """The module starts a process group, wraps a model for DDP/FSDP or runs under accelerate."""
+    return bool(named(sf, DISTRIBUTED - {"torch.multiprocessing.spawn"}))
 
 
 def writes_visible_devices(sf: SourceFile) -> bool:

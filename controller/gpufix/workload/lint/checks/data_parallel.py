@@ -24,6 +24,7 @@ DATA_PARALLEL = frozenset(
         "torch.nn.parallel.data_parallel.data_parallel",
     }
 )
+# A class that implements DP as one option among others (Lightning's DataParallelStrategy).
 _DP_OWNER = re.compile(r"(?i:data_?parallel)|(^|_)(?i:dp)($|_)|DP(?=[A-Z_]|$)")
 _LIGHTNING = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
 _FLAGS = ("strategy", "accelerator", "distributed_backend")
@@ -55,7 +56,7 @@ def _data_parallel(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> 
         return
     inference = _inference_functions(sf, sites)
     for c in dp:
-        if any(_DP_OWNER.search(o) for o in c.owners) or (c.owners and c.owners[-1] in inference):
+        if any(_DP_OWNER.search(o) for o in c.classes) or (c.owners and c.owners[-1] in inference):
             continue
         ctx.reporter.add(
             "GPF002",

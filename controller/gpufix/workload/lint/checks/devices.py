@@ -24,7 +24,13 @@ from ..project import SourceFile
 from ..report import append_argument
 from . import Check, CheckContext
 
-TRIGGERS = (b"init_process_group", b"DistributedDataParallel", b"FullyShardedDataParallel")
+TRIGGERS = (
+    b"init_process_group",
+    b"init_distributed",
+    b"DistributedDataParallel",
+    b"FullyShardedDataParallel",
+    b"Accelerator",
+)
 _LOAD = frozenset({"torch.load", "torch.serialization.load"})
 _BRANCHY = re.compile(
     r"(?i)rank|distributed|ddp|world_size|multi_?gpu|n_?gpu|num_gpus|is_main|master"

@@ -18,10 +18,9 @@ NVML_MODULES = ("GPUtil", "gpustat", "pynvml", "nvidia_smi", "py3nvml", "nvitop"
 TRIGGERS = (b"VISIBLE_DEVICES",)
 
 
-def _uses_smi_numbering(sf: SourceFile, scope: ast.AST) -> bool:
+def _uses_smi_numbering(sf: SourceFile) -> bool:
+    """The module asks nvidia-smi (or an NVML wrapper) for GPU indices."""
     for c in call_sites(sf):
-        if not _inside(c.node, scope):
-            continue
         if c.name and c.name.split(".")[0] in NVML_MODULES:
             return True
         if any("nvidia-smi" in (sf.names.const_str(a) or "") for a in _strings(c.node)):
@@ -34,13 +33,6 @@ def _strings(call: ast.Call) -> list[ast.expr]:
     for a in call.args:
         out.extend(a.elts if isinstance(a, ast.List | ast.Tuple) else [a])
     return out
-
-
-def _inside(node: ast.AST, scope: ast.AST) -> bool:
-    if isinstance(scope, ast.Module):
-        return True
-    start, end = getattr(scope, "lineno", 0), getattr(scope, "end_lineno", 0)
-    return start <= getattr(node, "lineno", -1) <= end
 
 
 def _writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, ast.AST]]:
@@ -71,11 +63,11 @@ def _orders_by_pci(ctx: CheckContext, here: SourceFile) -> bool:
 def run(ctx: CheckContext) -> None:
     candidates = [sf for sf in ctx.with_any(TRIGGERS) if b"nvidia" in sf.data or _nvml(sf)]
     for sf in candidates:
-        if _orders_by_pci(ctx, sf):
+        if _orders_by_pci(ctx, sf) or not _uses_smi_numbering(sf):
             continue
-        for w, stmt, scope in _writes(sf):
-            if w.key != CUDA_VISIBLE_DEVICES or not _uses_smi_numbering(sf, scope):
-                continue
+        for w, stmt, _ in _writes(sf):
+            if w.key != CUDA_VISIBLE_DEVICES or sf.names.const_str(w.value) is not None:
+                continue  # a literal was chosen by hand, not read from nvidia-smi
             fix = None
             if w.statement and w.environ is not None and isinstance(stmt, ast.stmt):
                 env = ast.get_source_segment(sf.text, w.environ) or "os.environ"

@@ -1,0 +1,1 @@
+# source: https://github.com/ultralytics/yolov5/issues/8395

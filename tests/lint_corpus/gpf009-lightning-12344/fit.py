@@ -1,0 +1,7 @@
+# source: https://github.com/Lightning-AI/pytorch-lightning/issues/12344
+import pytorch_lightning as pl
+
+
+def fit(model, datamodule):
+    trainer = pl.Trainer(accelerator="gpu", devices=2, detect_anomaly=True)  # expect: GPF009
+    trainer.fit(model, datamodule=datamodule)

@@ -1,0 +1,7 @@
+# source: https://github.com/Lightning-AI/pytorch-lightning/issues/17359
+from lightning.pytorch import Trainer
+
+
+def main(model, dm):
+    trainer = Trainer(max_epochs=10, detect_anomaly=True)  # expect: GPF009
+    trainer.fit(model, dm)

@@ -1,0 +1,7 @@
+# source: https://github.com/Lightning-AI/pytorch-lightning/issues/2507
+import pytorch_lightning as pl
+
+
+def run(model):
+    trainer = pl.Trainer(gpus=4, distributed_backend="dp", max_epochs=1)  # expect: GPF011
+    trainer.fit(model)

@@ -1,0 +1,7 @@
+# source: https://github.com/Lightning-AI/pytorch-lightning/issues/364
+from pytorch_lightning import Trainer
+
+
+def main(gan_model):
+    trainer = Trainer(gpus=2, distributed_backend="dp")  # expect: GPF011
+    trainer.fit(gan_model)

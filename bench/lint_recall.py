@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-
 from gpufix.workload.lint import lint_paths
 from gpufix.workload.lint.config import LintConfig
 

@@ -1,4 +1,5 @@
 # source: https://github.com/cupy/cupy/issues/9094
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 import cupy as cp

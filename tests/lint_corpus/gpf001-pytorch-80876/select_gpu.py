@@ -1,4 +1,5 @@
 # source: https://github.com/pytorch/pytorch/issues/80876
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 import torch

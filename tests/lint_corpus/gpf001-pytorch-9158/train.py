@@ -1,4 +1,5 @@
 # source: https://github.com/pytorch/pytorch/issues/9158
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 import torch
 import torch.nn as nn

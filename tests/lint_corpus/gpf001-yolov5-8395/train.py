@@ -1,4 +1,5 @@
 # source: https://github.com/ultralytics/yolov5/issues/8395
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import argparse
 
 import torch

@@ -1,4 +1,5 @@
 # source: https://github.com/pytorch/examples/issues/343
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
 # source: https://github.com/mapillary/inplace_abn/issues/83
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 # source: https://github.com/princeton-vl/RAFT/issues/33
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import argparse
 
 import torch

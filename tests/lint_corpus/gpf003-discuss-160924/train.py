@@ -1,4 +1,5 @@
 # source: https://discuss.pytorch.org/t/cuda-launch-blocking-1-reduces-the-training-speed/160924
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 os.environ["CUDA_LAUNCH_BLOCKING"] = "1"  # expect: GPF003

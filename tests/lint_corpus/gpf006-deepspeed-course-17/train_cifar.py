@@ -1,4 +1,5 @@
 # source: https://github.com/yiqiao-yin/deepspeed-course/pull/17
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 import deepspeed
@@ -17,7 +18,9 @@ def main():
     rank = dist.get_rank()
     prepare_data(rank)
     model = torch.nn.Linear(32, 10)
-    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")
+    engine, _, _, _ = deepspeed.initialize(
+        model=model, model_parameters=model.parameters(), config="ds.json"
+    )
     print(os.environ.get("LOCAL_RANK"), engine.device)
 
 

@@ -1,4 +1,5 @@
 # source: https://github.com/m1balcerak/EnergyMatching/pull/34
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 import torch

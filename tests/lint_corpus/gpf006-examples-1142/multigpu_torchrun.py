@@ -1,4 +1,5 @@
 # source: https://github.com/pytorch/examples/pull/1142
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 import torch

@@ -1,4 +1,5 @@
 # source: https://github.com/pytorch/pytorch/issues/124714
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 import torch.distributed as dist
 

@@ -1,4 +1,5 @@
 # source: https://github.com/rwth-i6/returnn/issues/1469
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 import torch.distributed as dist
 

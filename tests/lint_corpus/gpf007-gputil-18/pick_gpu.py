@@ -1,4 +1,5 @@
 # source: https://github.com/anderskm/gputil/issues/18
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 import GPUtil

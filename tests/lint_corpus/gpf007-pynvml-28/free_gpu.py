@@ -1,4 +1,5 @@
 # source: https://github.com/gpuopenanalytics/pynvml/issues/28
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 import pynvml

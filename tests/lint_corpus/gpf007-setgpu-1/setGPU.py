@@ -1,4 +1,5 @@
 # source: https://github.com/bamos/setGPU/issues/1
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 import gpustat

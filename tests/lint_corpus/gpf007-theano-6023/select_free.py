@@ -1,4 +1,5 @@
 # source: https://github.com/Theano/Theano/issues/6023
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 import subprocess
 

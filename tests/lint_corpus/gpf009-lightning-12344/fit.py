@@ -1,4 +1,5 @@
 # source: https://github.com/Lightning-AI/pytorch-lightning/issues/12344
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import pytorch_lightning as pl
 
 

@@ -1,4 +1,5 @@
 # source: https://github.com/yenchenlin/nerf-pytorch/issues/42
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 
 torch.autograd.set_detect_anomaly(True)  # expect: GPF009

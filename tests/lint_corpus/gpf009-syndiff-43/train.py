@@ -1,4 +1,5 @@
 # source: https://github.com/icon-lab/SynDiff/issues/43
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import argparse
 
 import torch

@@ -1,4 +1,5 @@
 # source: https://github.com/Lightning-AI/pytorch-lightning/issues/364
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 from pytorch_lightning import Trainer
 
 

@@ -1,4 +1,5 @@
 # source: https://github.com/hust-linyi/MedISeg/issues/9
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 from network_trainer import NetworkTrainer

@@ -1,4 +1,5 @@
 # source: https://github.com/open-mmlab/mmdetection3d/issues/1020
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import argparse
 import os
 

@@ -1,4 +1,5 @@
 # source: https://github.com/alexklwong/calibrated-backprojection-network/issues/5
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 
 

@@ -1,4 +1,5 @@
 # source: https://github.com/ermongroup/ddim/issues/25
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 
 

@@ -1,4 +1,5 @@
 # source: https://github.com/facebookresearch/mmf/issues/190
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 
 

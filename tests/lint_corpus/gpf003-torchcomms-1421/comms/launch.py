@@ -1,4 +1,5 @@
 # source: https://github.com/meta-pytorch/torchcomms/pull/1421
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 

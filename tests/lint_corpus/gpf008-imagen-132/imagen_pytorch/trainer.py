@@ -1,4 +1,5 @@
 # source: https://github.com/lucidrains/imagen-pytorch/pull/132
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 from pathlib import Path
 
 import torch

@@ -1,4 +1,5 @@
 # source: https://github.com/Xingyu-Lin/mbpo_pytorch/issues/8
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 import torch.nn.functional as F
 

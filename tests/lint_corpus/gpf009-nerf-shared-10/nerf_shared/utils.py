@@ -1,4 +1,5 @@
 # source: https://github.com/stanford-iprl-lab/nerf_shared/issues/10
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 
 torch.autograd.set_detect_anomaly(True)  # expect: GPF009

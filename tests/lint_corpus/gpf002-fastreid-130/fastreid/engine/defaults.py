@@ -1,4 +1,5 @@
 # source: https://github.com/JDAI-CV/fast-reid/issues/130
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 from torch.nn import DataParallel
 

@@ -1,4 +1,5 @@
 # source: https://github.com/dptech-corp/deepmd-pytorch/pull/76
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import os
 
 import torch

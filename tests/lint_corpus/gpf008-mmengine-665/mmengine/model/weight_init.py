@@ -1,4 +1,5 @@
 # source: https://github.com/open-mmlab/mmengine/pull/665
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
 import torch
 
 

@@ -3,6 +3,7 @@ levels, context policy and `# noqa`."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -31,12 +32,27 @@ def lint_files(files: Sequence[tuple[str, str, bytes]], config: LintConfig) -> L
     """Lint (path, root-relative path, contents) triples as one project."""
     sources: list[SourceFile] = []
     problems: list[LintFinding] = []
-    for path, rel, data in files:
-        tree, problem = parse_file(data, path, config.target)
-        sf = SourceFile(path, rel, classify(rel), data, tree)
-        sources.append(sf)
-        if problem is not None:
-            problems.append(replace(problem, context=sf.context))
+    frozen = gc.isenabled()
+    try:
+        for path, rel, data in files:
+            tree, problem = parse_file(data, path, config.target)
+            sf = SourceFile(path, rel, classify(rel), data, tree)
+            sources.append(sf)
+            if problem is not None:
+                problems.append(replace(problem, context=sf.context))
+            if frozen:
+                # Syntax trees hold no reference cycles: keep the collector from walking the
+                # trees already kept every time new nodes are made (it made parsing 8x slower).
+                gc.freeze()
+        return _check(sources, problems, config)
+    finally:
+        if frozen:
+            gc.unfreeze()
+
+
+def _check(
+    sources: list[SourceFile], problems: list[LintFinding], config: LintConfig
+) -> LintResult:
     project = Project(sources)
     reporter = Reporter()
     checked = tuple(sf for sf in project.parsed() if context_policy(sf.context, config) != "off")

@@ -4,13 +4,16 @@ gathered in one walk and kept for the run; and the facts about a module built fr
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import cast
 
 from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
 
-from .envwrites import env_writes
+from .envwrites import EnvWrite, env_writes
 from .project import Project, SourceFile
+from .prune import nodes_on
+from .stmts import Where
 
 # Calls that create the default process group (DeepSpeed's sets no device: deepspeed-course#17).
 PROCESS_GROUP = frozenset(
@@ -52,27 +55,29 @@ def call_sites(sf: SourceFile) -> list[CallSite]:
     return cast(list[CallSite], cached)
 
 
+# Words on the lines where a call any check looks at can sit (the rest of a file is not walked).
+CALL_TOKENS = re.compile(
+    r"DataParallel|data_parallel|init_process_group|init_distributed|Accelerator|deepspeed|"
+    r"initialize|spawn|load|set_device|cuda|device|barrier|detect_anomaly|Trainer|Fabric|"
+    r"nvidia|GPUtil|gpustat|nvml|nvitop|eval|backward|train"
+)
+
+
+def _call_lines(sf: SourceFile) -> re.Pattern[str]:
+    """CALL_TOKENS, plus the local names bound to something they match (`DP` for DataParallel)."""
+    bound = {**sf.names.imports, **sf.names.aliases, **sf.names.instances}
+    extra = [rf"\b{re.escape(n)}\b" for n, v in bound.items() if CALL_TOKENS.search(v)]
+    return re.compile("|".join([CALL_TOKENS.pattern, *extra])) if extra else CALL_TOKENS
+
+
 def _collect(sf: SourceFile) -> list[CallSite]:
-    assert sf.tree is not None
     out: list[CallSite] = []
-    Item = tuple[ast.AST, tuple[str, ...], tuple[ast.expr, ...], tuple[str, ...]]
-    todo: list[Item] = [(sf.tree, (), (), ())]
     names = sf.names
-    while todo:
-        node, owners, tests, classes = todo.pop()
-        if isinstance(node, ast.Call):
-            out.append(CallSite(node, names.resolve(node.func), owners, tests, classes))
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            owners = (*owners, node.name)
-        if isinstance(node, ast.ClassDef):
-            classes = (*classes, node.name)
-        if isinstance(node, ast.If):
-            todo.append((node.test, owners, tests, classes))
-            inner = (*tests, node.test)
-            todo.extend((child, owners, inner, classes) for child in node.body)
-            todo.extend((child, owners, inner, classes) for child in node.orelse)
-            continue
-        todo.extend((child, owners, tests, classes) for child in ast.iter_child_nodes(node))
+    for node, where in nodes_on(sf, _call_lines(sf)):
+        for n in ast.walk(node):
+            if isinstance(n, ast.Call):
+                resolved = names.resolve(n.func)
+                out.append(CallSite(n, resolved, where.owners, where.tests, where.classes))
     out.sort(key=lambda c: (c.node.lineno, c.node.col_offset))
     return out
 
@@ -86,16 +91,33 @@ def is_multi_rank(sf: SourceFile) -> bool:
     return bool(named(sf, DISTRIBUTED - {"torch.multiprocessing.spawn"}))
 
 
+def environ_lines(sf: SourceFile) -> re.Pattern[str]:
+    """Where an environment write can be: `environ`, `putenv`, or a name bound to os.environ."""
+    aliases = [n for n, v in {**sf.names.imports, **sf.names.aliases}.items() if v == "os.environ"]
+    words = ["environ", "putenv", *(rf"\b{re.escape(a)}\b" for a in aliases)]
+    return re.compile("|".join(words))
+
+
+def all_env_writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, Where]]:
+    """(write, the node it is in, where) for every environment write of the module."""
+    cached = sf.cache.get("env-writes")
+    if cached is None:
+        cached = [
+            (w, n, where)
+            for node, where in nodes_on(sf, environ_lines(sf))
+            for n in ast.walk(node)
+            if isinstance(n, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.Call)
+            for w in env_writes(sf.names, n)
+        ]
+        sf.cache["env-writes"] = cached
+    return cast(list[tuple[EnvWrite, ast.AST, Where]], cached)
+
+
 def writes_visible_devices(sf: SourceFile) -> bool:
     """The module sets CUDA_VISIBLE_DEVICES itself (each rank then sees its own GPU as cuda:0)."""
     if b"VISIBLE_DEVICES" not in sf.data or sf.tree is None:
         return False
-    return any(
-        w.key == CUDA_VISIBLE_DEVICES
-        for n in ast.walk(sf.tree)
-        if isinstance(n, ast.Assign | ast.Call | ast.AugAssign)
-        for w in env_writes(sf.names, n)
-    )
+    return any(w.key == CUDA_VISIBLE_DEVICES for w, _, _ in all_env_writes(sf))
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
+from .stmts import statements
+
 IMPORT_FUNCS = frozenset({"importlib.import_module", "builtins.__import__", "__import__"})
 _AMBIGUOUS = "\0"
 
@@ -55,7 +57,7 @@ class NameTable:
         self.strings: dict[str, str] = {}
         self.instances: dict[str, str] = {}
         self._pending: list[tuple[str, ast.expr]] = []
-        for node in ast.walk(tree):
+        for node, _ in statements(tree.body):  # bindings are statements: no need for every node
             if isinstance(node, ast.Import):
                 self._import(node)
             elif isinstance(node, ast.ImportFrom):

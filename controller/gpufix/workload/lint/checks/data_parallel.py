@@ -28,7 +28,8 @@ DATA_PARALLEL = frozenset(
 _DP_OWNER = re.compile(r"(?i:data_?parallel)|(^|_)(?i:dp)($|_)|DP(?=[A-Z_]|$)")
 _LIGHTNING = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
 _FLAGS = ("strategy", "accelerator", "distributed_backend")
-TRIGGERS = (b"DataParallel", b"data_parallel", b'"dp"', b"'dp'")
+# DataParallel but not DistributedDataParallel; or a "dp" flag value.
+TRIGGER = re.compile(rb"(?<!Distributed)DataParallel|data_parallel|[\"']dp[\"']")
 
 
 def _offers_distributed(sf: SourceFile) -> bool:
@@ -91,7 +92,7 @@ def _dp_flag(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
 
 
 def run(ctx: CheckContext) -> None:
-    for sf in ctx.with_any(TRIGGERS):
+    for sf in ctx.matching((b"ataParallel", b"data_parallel", b"dp"), TRIGGER):
         sites = call_sites(sf)
         _data_parallel(ctx, sf, sites)
         _dp_flag(ctx, sf, sites)

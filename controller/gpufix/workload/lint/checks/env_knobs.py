@@ -17,7 +17,7 @@ from gpufix.nccl_env import (
     is_transport_workaround,
 )
 
-from ..envwrites import env_writes
+from ..callsites import all_env_writes
 from ..report import delete_statement
 from . import Check, CheckContext
 
@@ -55,20 +55,16 @@ def _message(rule: str, key: str, value: str) -> str:
 
 def run(ctx: CheckContext) -> None:
     for sf in ctx.with_any(TRIGGERS):
-        assert sf.tree is not None
-        for node in ast.walk(sf.tree):
-            if not isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.Call):
+        for w, node, _ in all_env_writes(sf):
+            value = sf.names.const_str(w.value)
+            if w.key not in _KEYS or value is None:
                 continue
-            for w in env_writes(sf.names, node):
-                value = sf.names.const_str(w.value)
-                if w.key not in _KEYS or value is None:
-                    continue
-                rule = _rule_for(w.key, value)
-                if rule is None:
-                    continue
-                stmt = node if w.statement and isinstance(node, ast.stmt) else None
-                fix = delete_statement(sf, stmt, f"Delete the {w.key} line") if stmt else None
-                ctx.reporter.add(rule, sf, w.node, _message(rule, w.key, value), fix=fix)
+            rule = _rule_for(w.key, value)
+            if rule is None:
+                continue
+            stmt = node if w.statement and isinstance(node, ast.stmt) else None
+            fix = delete_statement(sf, stmt, f"Delete the {w.key} line") if stmt else None
+            ctx.reporter.add(rule, sf, w.node, _message(rule, w.key, value), fix=fix)
 
 
 CHECK = Check(("GPF003", "GPF004", "GPF010"), run)

@@ -16,13 +16,16 @@ import re
 
 from gpufix.nccl_env import CUDA_INIT_VARS
 
-from ..calls import FuncDef, Scope, Target
-from ..envwrites import walk_here, writes_in
+from ..calls import Scope, Target
+from ..callsites import all_env_writes
+from ..envwrites import writes_in
 from ..flow import FlowWalker
 from ..loads import State
 from ..model import Related
 from ..project import SourceFile
+from ..prune import nodes_on
 from ..report import Reporter
+from ..stmts import Where
 from . import Check, CheckContext
 
 TRIGGERS = (b"VISIBLE_DEVICES", b"DEVICE_ORDER")
@@ -72,32 +75,44 @@ def _functions(sf: SourceFile) -> list[Target]:
     return out
 
 
-def _body_nodes(fn: FuncDef) -> list[ast.AST]:
-    """Nodes that run when the function runs, including nested functions it may call."""
-    return [n for stmt in fn.body for n in ast.walk(stmt)]
+def _owner(sf: SourceFile, where: Where) -> Target | None:
+    """The module-level function, or method of a module-level class, a statement sits in."""
+    if not where.owners:
+        return None
+    top = sf.defs.get(where.owners[0])
+    if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef):
+        return Target(sf, top)
+    if isinstance(top, ast.ClassDef) and len(where.owners) > 1:
+        for m in top.body:
+            if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name == where.owners[1]:
+                return Target(sf, m, top)
+    return None
 
 
 def _writers(ctx: CheckContext, walker: FlowWalker) -> list[Target]:
     """Functions that write the variables, then those that call them, across the files."""
-    direct = [
-        t
-        for sf in ctx.with_any(TRIGGERS)
-        for t in _functions(sf)
-        if any(w.key in CUDA_INIT_VARS for w in writes_in(sf.names, _body_nodes(t.fn)))
-    ]
-    found = {id(t.fn): t for t in direct}
-    frontier = direct
+    found: dict[int, Target] = {}
+    for sf in ctx.with_any(TRIGGERS):
+        for w, _, where in all_env_writes(sf):
+            t = _owner(sf, where) if w.key in CUDA_INIT_VARS else None
+            if t is not None:
+                found.setdefault(id(t.fn), t)
+    frontier = list(found.values())
     for _ in range(_ROUNDS):
+        if not frontier:
+            break
         names = {t.fn.name for t in frontier}
+        pattern = re.compile("|".join(rf"\b{re.escape(n)}\b" for n in sorted(names)))
         nxt = []
         for sf in ctx.project.parsed():
             if not any(sf.mentions(n) for n in names):
                 continue
-            for t in _functions(sf):
-                if id(t.fn) in found:
+            for node, where in nodes_on(sf, pattern):
+                t = _owner(sf, where)
+                if t is None or id(t.fn) in found:
                     continue
-                calls = [n for n in walk_here(t.fn) if isinstance(n, ast.Call)]
                 scope = Scope(sf, t.cls)
+                calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
                 if any(
                     id(c.fn) in found
                     for call in calls
@@ -106,8 +121,6 @@ def _writers(ctx: CheckContext, walker: FlowWalker) -> list[Target]:
                 ):
                     found[id(t.fn)] = t
                     nxt.append(t)
-        if not nxt:
-            break
         frontier = nxt
     return list(found.values())
 

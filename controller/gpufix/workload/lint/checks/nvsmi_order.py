@@ -7,8 +7,7 @@ import ast
 
 from gpufix.nccl_env import CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES, PCI_BUS_ORDER
 
-from ..callsites import call_sites, neighbours
-from ..envwrites import EnvWrite, env_writes
+from ..callsites import all_env_writes, call_sites, neighbours
 from ..project import SourceFile
 from ..report import insert_before
 from . import Check, CheckContext
@@ -35,26 +34,11 @@ def _strings(call: ast.Call) -> list[ast.expr]:
     return out
 
 
-def _writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, ast.AST]]:
-    """(write, statement, enclosing function or module) for every environment write."""
-    assert sf.tree is not None
-    out = []
-    todo: list[tuple[ast.AST, ast.AST]] = [(sf.tree, sf.tree)]
-    while todo:
-        node, scope = todo.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            scope = node
-        for w in env_writes(sf.names, node):
-            out.append((w, node, scope))
-        todo.extend((child, scope) for child in ast.iter_child_nodes(node))
-    return out
-
-
 def _orders_by_pci(ctx: CheckContext, here: SourceFile) -> bool:
     """This module, or one it imports or that imports it, sets CUDA_DEVICE_ORDER=PCI_BUS_ID."""
     for sf in [here, *neighbours(ctx.project, here)]:
         if b"DEVICE_ORDER" in sf.data:
-            for w, _, _ in _writes(sf):
+            for w, _, _ in all_env_writes(sf):
                 if w.key == CUDA_DEVICE_ORDER and sf.names.const_str(w.value) == PCI_BUS_ORDER:
                     return True
     return False
@@ -65,7 +49,7 @@ def run(ctx: CheckContext) -> None:
     for sf in candidates:
         if _orders_by_pci(ctx, sf) or not _uses_smi_numbering(sf):
             continue
-        for w, stmt, _ in _writes(sf):
+        for w, stmt, _ in all_env_writes(sf):
             if w.key != CUDA_VISIBLE_DEVICES or sf.names.const_str(w.value) is not None:
                 continue  # a literal was chosen by hand, not read from nvidia-smi
             fix = None

@@ -56,24 +56,25 @@ def call_sites(sf: SourceFile) -> list[CallSite]:
 
 
 # Words on the lines where a call any check looks at can sit (the rest of a file is not walked).
-CALL_TOKENS = re.compile(
-    r"DataParallel|data_parallel|init_process_group|init_distributed|Accelerator|deepspeed|"
-    r"initialize|spawn|load|set_device|cuda|device|barrier|detect_anomaly|Trainer|Fabric|"
-    r"nvidia|GPUtil|gpustat|nvml|nvitop|eval|backward|train"
-)
+CALL_WORDS = (
+    "DataParallel", "data_parallel", "init_process_group", "init_distributed", "Accelerator",
+    "deepspeed", "initialize", "spawn", "load", "set_device", "cuda", "device", "barrier",
+    "detect_anomaly", "Trainer", "Fabric", "nvidia", "GPUtil", "gpustat", "nvml", "nvitop",
+    "eval", "backward", "train",
+)  # fmt: skip
 
 
-def _call_lines(sf: SourceFile) -> re.Pattern[str]:
-    """CALL_TOKENS, plus the local names bound to something they match (`DP` for DataParallel)."""
+def _call_words(sf: SourceFile) -> tuple[str, ...]:
+    """CALL_WORDS, plus the local names bound to something they name (`DP` for DataParallel)."""
     bound = {**sf.names.imports, **sf.names.aliases, **sf.names.instances}
-    extra = [rf"\b{re.escape(n)}\b" for n, v in bound.items() if CALL_TOKENS.search(v)]
-    return re.compile("|".join([CALL_TOKENS.pattern, *extra])) if extra else CALL_TOKENS
+    extra = sorted(n for n, v in bound.items() if any(w in v for w in CALL_WORDS))
+    return (*CALL_WORDS, *extra)
 
 
 def _collect(sf: SourceFile) -> list[CallSite]:
     out: list[CallSite] = []
     names = sf.names
-    for node, where in nodes_on(sf, _call_lines(sf)):
+    for node, where in nodes_on(sf, _call_words(sf)):
         for n in ast.walk(node):
             if isinstance(n, ast.Call):
                 resolved = names.resolve(n.func)
@@ -91,11 +92,10 @@ def is_multi_rank(sf: SourceFile) -> bool:
     return bool(named(sf, DISTRIBUTED - {"torch.multiprocessing.spawn"}))
 
 
-def environ_lines(sf: SourceFile) -> re.Pattern[str]:
+def environ_words(sf: SourceFile) -> tuple[str, ...]:
     """Where an environment write can be: `environ`, `putenv`, or a name bound to os.environ."""
-    aliases = [n for n, v in {**sf.names.imports, **sf.names.aliases}.items() if v == "os.environ"]
-    words = ["environ", "putenv", *(rf"\b{re.escape(a)}\b" for a in aliases)]
-    return re.compile("|".join(words))
+    bound = {**sf.names.imports, **sf.names.aliases}
+    return ("environ", "putenv", *sorted(n for n, v in bound.items() if v == "os.environ"))
 
 
 def all_env_writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, Where]]:
@@ -104,7 +104,7 @@ def all_env_writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, Where]]:
     if cached is None:
         cached = [
             (w, n, where)
-            for node, where in nodes_on(sf, environ_lines(sf))
+            for node, where in nodes_on(sf, environ_words(sf))
             for n in ast.walk(node)
             if isinstance(n, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.Call)
             for w in env_writes(sf.names, n)
@@ -127,6 +127,22 @@ def keyword(call: ast.Call, name: str) -> ast.expr | None:
     return None
 
 
+def imported_by(project: Project, sf: SourceFile) -> list[SourceFile]:
+    """The run's modules that import this one (anywhere in them, by its dotted name)."""
+    module, leaf = sf.module, sf.module.rsplit(".", 1)[-1]
+    if not module:
+        return []
+    # A byte scan first: only files with an import line naming the leaf get a name table.
+    mention = re.compile(rb"(?:import|from)\s+[\w.]*\b" + re.escape(leaf.encode()) + rb"\b")
+    out = []
+    for other in project.parsed():
+        if other is sf or leaf.encode() not in other.data or not mention.search(other.data):
+            continue
+        if any(v == module or v.startswith(module + ".") for v in other.names.imported):
+            out.append(other)
+    return out
+
+
 def neighbours(project: Project, sf: SourceFile) -> list[SourceFile]:
     """The run's modules this one imports, and those that import it (one step each way)."""
     out = []
@@ -134,10 +150,16 @@ def neighbours(project: Project, sf: SourceFile) -> list[SourceFile]:
         hit = project.split(sf, dotted)
         if hit is not None and hit[0] is not sf and hit[0].tree is not None:
             out.append(hit[0])
-    module = sf.module
-    for other in project.parsed():
-        if other is sf or not module or module.encode() not in other.data:
-            continue
-        if any(v == module or v.startswith(module + ".") for v in other.names.imports.values()):
-            out.append(other)
-    return out
+    return out + imported_by(project, sf)
+
+
+def importers(project: Project, sf: SourceFile, depth: int = 3) -> list[SourceFile]:
+    """Modules that import this one, directly or through up to `depth` steps."""
+    seen: dict[str, SourceFile] = {}
+    frontier = [sf]
+    for _ in range(depth):
+        nxt = [o for f in frontier for o in imported_by(project, f) if o.path not in seen]
+        for o in nxt:
+            seen[o.path] = o
+        frontier = nxt
+    return list(seen.values())

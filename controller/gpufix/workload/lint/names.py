@@ -53,6 +53,7 @@ class NameTable:
             for d in top_level_defs(tree.body)
         }
         self.imports: dict[str, str] = {}
+        self.imported: set[str] = set()  # every module an import statement names, in full
         self.aliases: dict[str, str] = {}
         self.strings: dict[str, str] = {}
         self.instances: dict[str, str] = {}
@@ -72,6 +73,7 @@ class NameTable:
     # -- building ---------------------------------------------------------------------------
     def _import(self, node: ast.Import) -> None:
         for a in node.names:
+            self.imported.add(a.name)
             if a.asname:
                 _bind(self.imports, a.asname, a.name)
             else:
@@ -82,8 +84,10 @@ class NameTable:
         base = absolute_module(self.package, node.level, node.module)
         if base is None:
             return
+        self.imported.add(base)
         for a in node.names:
             if a.name != "*":
+                self.imported.add(f"{base}.{a.name}")
                 _bind(self.imports, a.asname or a.name, f"{base}.{a.name}")
 
     def _settle(self) -> None:

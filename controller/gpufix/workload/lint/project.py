@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from .names import NameTable, top_level_defs
 
 
-@dataclass
+@dataclass(eq=False)  # one object per file: compared by identity
 class SourceFile:
     path: str  # as reported
     rel: str  # relative to the project root, POSIX separators

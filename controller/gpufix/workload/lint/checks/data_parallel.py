@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import re
 
-from ..callsites import DISTRIBUTED, CallSite, call_sites, keyword
+from ..callsites import DISTRIBUTED, CallSite, call_sites, importers, keyword, neighbours
 from ..project import SourceFile
 from ..report import replace_node
 from . import Check, CheckContext
@@ -32,17 +32,24 @@ _FLAGS = ("strategy", "accelerator", "distributed_backend")
 TRIGGER = re.compile(rb"(?<!Distributed)DataParallel|data_parallel|[\"']dp[\"']")
 
 
-def _offers_distributed(sf: SourceFile) -> bool:
+def _distributed_here(sf: SourceFile) -> bool:
     return b"DistributedDataParallel" in sf.data or any(
         c.name in DISTRIBUTED for c in call_sites(sf)
     )
 
 
-def _inference_functions(sf: SourceFile, sites: list[CallSite]) -> set[str]:
-    """Functions that put a model in eval mode and never call backward: inference code, where
-    DataParallel's costs (replicas, no gradient sync to speed up) matter far less."""
-    evals = {c.owners[-1] for c in sites if c.owners and _attr(c) == "eval"}
-    trains = {c.owners[-1] for c in sites if c.owners and _attr(c) in ("backward", "train")}
+def _offers_distributed(ctx: CheckContext, sf: SourceFile) -> bool:
+    """The module, one it imports, or one that imports it (up to three steps) offers DDP:
+    DataParallel is then the single-process fallback, or a helper the program does not use."""
+    related = [sf, *neighbours(ctx.project, sf), *importers(ctx.project, sf)]
+    return any(_distributed_here(m) for m in related)
+
+
+def _inference_functions(sf: SourceFile, sites: list[CallSite]) -> set[tuple[str, ...]]:
+    """Functions (or module-level code, `()`) that put a model in eval mode and never call
+    backward or train: inference, where DataParallel's costs matter far less."""
+    evals = {c.owners for c in sites if _attr(c) == "eval"}
+    trains = {c.owners for c in sites if _attr(c) in ("backward", "train")}
     return evals - trains
 
 
@@ -53,11 +60,11 @@ def _attr(site: CallSite) -> str:
 
 def _data_parallel(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
     dp = [c for c in sites if c.name in DATA_PARALLEL]
-    if not dp or _offers_distributed(sf):
+    if not dp or _offers_distributed(ctx, sf):
         return
     inference = _inference_functions(sf, sites)
     for c in dp:
-        if any(_DP_OWNER.search(o) for o in c.classes) or (c.owners and c.owners[-1] in inference):
+        if any(_DP_OWNER.search(o) for o in c.classes) or c.owners in inference:
             continue
         ctx.reporter.add(
             "GPF002",
@@ -92,7 +99,7 @@ def _dp_flag(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
 
 
 def run(ctx: CheckContext) -> None:
-    for sf in ctx.matching((b"ataParallel", b"data_parallel", b"dp"), TRIGGER):
+    for sf in ctx.matching((b"ataParallel", b"data_parallel", b'"dp"', b"'dp'"), TRIGGER):
         sites = call_sites(sf)
         _data_parallel(ctx, sf, sites)
         _dp_flag(ctx, sf, sites)

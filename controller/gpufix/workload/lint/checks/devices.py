@@ -21,6 +21,7 @@ from ..callsites import (
     writes_visible_devices,
 )
 from ..project import SourceFile
+from ..prune import segment
 from ..report import append_argument
 from . import Check, CheckContext
 
@@ -109,7 +110,7 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
             continue
         if _rank_zero_only(site) or _under_branch(site, _DEVICE_BRANCH):
             continue
-        source = ast.get_source_segment(sf.text, call.args[0]) if call.args else ""
+        source = segment(sf, call.args[0]) if call.args else ""
         if source and _NO_TENSORS.search(source):
             continue
         fix = append_argument(sf, call, 'map_location="cpu"', "Load onto the CPU first")

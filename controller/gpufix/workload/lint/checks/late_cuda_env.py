@@ -102,12 +102,11 @@ def _writers(ctx: CheckContext, walker: FlowWalker) -> list[Target]:
         if not frontier:
             break
         names = {t.fn.name for t in frontier}
-        pattern = re.compile("|".join(rf"\b{re.escape(n)}\b" for n in sorted(names)))
         nxt = []
         for sf in ctx.project.parsed():
             if not any(sf.mentions(n) for n in names):
                 continue
-            for node, where in nodes_on(sf, pattern):
+            for node, where in nodes_on(sf, tuple(sorted(names))):
                 t = _owner(sf, where)
                 if t is None or id(t.fn) in found:
                     continue

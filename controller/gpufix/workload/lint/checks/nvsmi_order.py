@@ -9,6 +9,7 @@ from gpufix.nccl_env import CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES, PCI_BUS_ORD
 
 from ..callsites import all_env_writes, call_sites, neighbours
 from ..project import SourceFile
+from ..prune import segment
 from ..report import insert_before
 from . import Check, CheckContext
 
@@ -36,8 +37,11 @@ def _strings(call: ast.Call) -> list[ast.expr]:
 
 def _orders_by_pci(ctx: CheckContext, here: SourceFile) -> bool:
     """This module, or one it imports or that imports it, sets CUDA_DEVICE_ORDER=PCI_BUS_ID."""
+    ordering = {id(sf) for sf in ctx.project.parsed() if b"DEVICE_ORDER" in sf.data}
+    if not ordering:
+        return False
     for sf in [here, *neighbours(ctx.project, here)]:
-        if b"DEVICE_ORDER" in sf.data:
+        if id(sf) in ordering:
             for w, _, _ in all_env_writes(sf):
                 if w.key == CUDA_DEVICE_ORDER and sf.names.const_str(w.value) == PCI_BUS_ORDER:
                     return True
@@ -54,7 +58,7 @@ def run(ctx: CheckContext) -> None:
                 continue  # a literal was chosen by hand, not read from nvidia-smi
             fix = None
             if w.statement and w.environ is not None and isinstance(stmt, ast.stmt):
-                env = ast.get_source_segment(sf.text, w.environ) or "os.environ"
+                env = segment(sf, w.environ) or "os.environ"
                 code = f'{env}["{CUDA_DEVICE_ORDER}"] = "{PCI_BUS_ORDER}"'
                 fix = insert_before(sf, stmt, code, "Number GPUs as nvidia-smi does")
             ctx.reporter.add(

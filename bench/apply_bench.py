@@ -101,7 +101,7 @@ def overhead(n: int, work: Path) -> dict[str, float]:
             ",".join(names),
             "-e",
             json.dumps(NCCL_STEP.vars),
-            str(ROOT / "playbooks" / "nccl-profile.yml"),
+            str(ROOT / "playbooks" / "nccl_profile.yml"),
         ]
         os.environ["ANSIBLE_CONFIG"] = str(ROOT / "ansible.cfg")  # the run's cwd is elsewhere
         plain, r = _timed(argv, lab)

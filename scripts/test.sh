@@ -14,7 +14,7 @@ echo "== static checks" >&2
 ruff check .
 ruff format --check controller tests bench
 mypy
-vermin -t=3.6- --no-tips --violations library/gpufix_facts.py controller/gpufix/probe/gpufix_probe.py
+vermin -t=3.6- --no-tips --violations plugins/modules/gpufix_facts.py roles/probe/files/gpufix_probe.py
 yamllint -s .
 ansible-lint --profile production roles playbooks
 

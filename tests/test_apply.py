@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gpufix import apply, safety
-from gpufix.decide import stable_facts
+from gpufix.apply import hostcheck as safety
+from gpufix.apply import rollout as apply
+from gpufix.engine.decide import stable_facts
+from gpufix.engine.plan import Plan, Step, digest
 from gpufix.errors import InvalidInput
-from gpufix.plan import Plan, Step, digest
 
 
 def test_batches_start_with_a_canary() -> None:
@@ -62,7 +63,7 @@ def _plan(base: dict, kb: str = "sha256:kb", **extra: object) -> Plan:
         strategy="nccl-profile",
         findings=[],
         options=[],
-        steps=[Step("nccl-profile.yml", "nccl", {"gpufix_nccl_profile_names": ["default"]})],
+        steps=[Step("nccl_profile.yml", "nccl", {"gpufix_nccl_profile_names": ["default"]})],
         reboot_required=False,
         outcome="",
         risks=[],
@@ -222,10 +223,10 @@ def test_validate_refuses_snapshot_hosts_and_foreign_playbooks(tmp_path: Path) -
 
 
 def test_reboot_allowed_vars_are_gated_by_allow_reboot() -> None:
-    step = Step("kernel-upgrade.yml", "", {"gpufix_kernel_reboot_allowed": True, "x": 1})
+    step = Step("kernel_upgrade.yml", "", {"gpufix_kernel_reboot_allowed": True, "x": 1})
     key = "gpufix_kernel_reboot_allowed"
     assert apply.step_vars(step, allow_reboot=False, check=False) == {key: False, "x": 1}
     assert apply.step_vars(step, allow_reboot=True, check=False)[key] is True
     assert apply.step_vars(step, allow_reboot=True, check=True)[key] is False
-    no = Step("kernel-upgrade.yml", "", {key: False})
+    no = Step("kernel_upgrade.yml", "", {key: False})
     assert apply.step_vars(no, allow_reboot=True, check=False)[key] is False

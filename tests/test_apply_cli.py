@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from gpufix.apply.journal import Journal
 from gpufix.cli import main
-from gpufix.journal import Journal
-from gpufix.plan import Plan, Step, save_plans
+from gpufix.engine.plan import Plan, Step, save_plans
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +24,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def _journal() -> Journal:
-    steps = [{"playbook": "nccl-profile.yml", "vars": {"gpufix_nccl_profile_names": ["no-p2p"]}}]
+    steps = [{"playbook": "nccl_profile.yml", "vars": {"gpufix_nccl_profile_names": ["no-p2p"]}}]
     j = Journal.create(
         [
             {"host": "h1", "strategy": "nccl-profile", "steps": steps},
@@ -85,7 +85,7 @@ def test_apply_refuses_recorded_hosts(capsys: pytest.CaptureFixture[str], tmp_pa
         strategy="nccl-profile",
         findings=[],
         options=[],
-        steps=[Step("nccl-profile.yml", "", {})],
+        steps=[Step("nccl_profile.yml", "", {})],
         reboot_required=False,
         outcome="",
         risks=[],

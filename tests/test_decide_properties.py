@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import versions
-from gpufix.decide import Constraints, decide
-from gpufix.diagnose import arch_problem, driver_runs_cuda
+from gpufix.engine.context import Constraints
+from gpufix.engine.decide import decide
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
+from gpufix.engine.stack import arch_problem, driver_runs_cuda
 from gpufix.errors import InvalidInput
-from gpufix.kb import load
-from gpufix.plan import STRATEGIES
-from gpufix.rules import load as load_rules
+from gpufix.strategies import NAMES as STRATEGIES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

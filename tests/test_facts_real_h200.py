@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufix.hostfacts import load_module
+from gpufix.facts.local import load_module
 
 OUT = Path(__file__).parent / "fixtures" / "tool_outputs"
 mod = load_module()

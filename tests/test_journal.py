@@ -8,9 +8,9 @@ import stat
 from pathlib import Path
 
 import pytest
-from gpufix import journal
+from gpufix.apply import journal
+from gpufix.apply.journal import Journal, next_action, write_json_atomic
 from gpufix.errors import InvalidInput
-from gpufix.journal import Journal, next_action, write_json_atomic
 
 
 @pytest.fixture(autouse=True)
@@ -20,8 +20,8 @@ def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _plans() -> list[dict]:
     steps = [
-        {"playbook": "kernel-upgrade.yml", "description": "hwe", "vars": {"a": 1}, "reboot": True},
-        {"playbook": "nccl-profile.yml", "description": "nccl", "vars": {}},
+        {"playbook": "kernel_upgrade.yml", "description": "hwe", "vars": {"a": 1}, "reboot": True},
+        {"playbook": "nccl_profile.yml", "description": "nccl", "vars": {}},
     ]
     return [
         {"host": "h1", "strategy": "kernel-upgrade", "steps": steps},

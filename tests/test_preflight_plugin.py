@@ -6,8 +6,8 @@ import copy
 from pathlib import Path
 
 import pytest
-from gpufix.facts import Snapshot, save_snapshot
-from gpufix.preflight import CHECK_IDS
+from gpufix.facts.snapshot import Snapshot, save_snapshot
+from gpufix.workload.preflight import CHECK_IDS
 from test_preflight import BIONIC_2X3090
 
 pytest_plugins = ["pytester"]
@@ -26,8 +26,8 @@ def test_inert_unless_used(pytester: pytest.Pytester) -> None:
         """
         import sys
         def test_nothing_gathered():
-            assert "gpufix.hostfacts" not in sys.modules
-            assert "gpufix.preflight" not in sys.modules
+            assert "gpufix.facts.local" not in sys.modules
+            assert "gpufix.workload.preflight" not in sys.modules
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
@@ -81,7 +81,7 @@ def test_selection_and_skips_without_gpu(pytester: pytest.Pytester, tmp_path: Pa
         "--gpufix-preflight", "--gpufix-facts", no_gpu, "-rs", "-k", "not kernel"
     )
     # nccl-config and driver-mismatch still apply without a GPU; the GPU checks skip.
-    result.assert_outcomes(passed=3, skipped=4, deselected=1)
+    result.assert_outcomes(passed=3, skipped=5, deselected=1)
     result.stdout.fnmatch_lines(["*SKIPPED*no NVIDIA GPU on this host*"])
     assert result.ret == 0
 

@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED=1
 echo "== facts module (stdlib, $($py -V 2>&1))"
 t0=$(date +%s.%N)
 tmp=$(mktemp -d)
-"$py" "$root/library/gpufix_facts.py" --local >"$tmp/facts.json" 2>"$out/facts.err"
+"$py" "$root/plugins/modules/gpufix_facts.py" --local >"$tmp/facts.json" 2>"$out/facts.err"
 echo "rc=$? in $(awk "BEGIN{printf \"%.2f\", $(date +%s.%N) - $t0}") s"
 "$py" - "$tmp/facts.json" "$out/facts.snapshot.json" <<'PY'
 import json, sys, datetime, socket

@@ -4,7 +4,7 @@
 # Verdicts land in $OUT (or a temp dir); NCCL logs stay in a temp dir. See docs/probe.md.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
-probe="$root/controller/gpufix/probe/gpufix_probe.py"
+probe="$root/roles/probe/files/gpufix_probe.py"
 py=${PYTHON:-}
 if [ -z "$py" ]; then
   for c in python3 python /opt/torch/.venv/bin/python3 /usr/bin/python3; do

@@ -1,4 +1,9 @@
-"""Where the Ansible content (ansible.cfg, library/, roles/, playbooks/, inventory/) lives."""
+"""Where gpufix's Ansible content and its state live.
+
+The Ansible content (ansible.cfg, roles/, playbooks/, plugins/modules/, inventory/) is the
+repository root of a checkout, which is also the `gpufix.fleet` collection. A wheel carries the
+same files as package data under `gpufix/_content/`. `GPUFIX_HOME` overrides both.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +12,47 @@ from pathlib import Path
 
 from gpufix.errors import GpufixError
 
+_MARKERS = ("ansible.cfg", "playbooks", "roles", "plugins/modules/gpufix_facts.py")
+_PACKAGE = Path(__file__).resolve().parent
 
-def project_root() -> Path:
-    """The gpufix checkout: $GPUFIX_HOME, else the tree this package was installed from."""
+
+def _is_content(path: Path) -> bool:
+    return all((path / m).exists() for m in _MARKERS)
+
+
+def content_root() -> Path:
+    """$GPUFIX_HOME, else the content shipped in the wheel, else the checkout this runs from."""
     env = os.environ.get("GPUFIX_HOME")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2])
-    for c in candidates:
-        if (c / "ansible.cfg").is_file() and (c / "library").is_dir():
-            return c
+    if env:
+        if _is_content(Path(env)):
+            return Path(env).resolve()
+        raise GpufixError(
+            f"GPUFIX_HOME={env} holds no gpufix content (ansible.cfg, playbooks/, roles/, plugins/)"
+        )
+    for candidate in (_PACKAGE / "_content", _PACKAGE.parents[1]):
+        if _is_content(candidate):
+            return candidate
     raise GpufixError(
-        "cannot find the gpufix checkout (ansible.cfg, library/): set GPUFIX_HOME to it"
+        "this gpufix install has no Ansible content (roles, playbooks): reinstall the wheel, "
+        "or set GPUFIX_HOME to a checkout"
     )
 
 
+def playbook(name: str) -> Path:
+    return content_root() / "playbooks" / name
+
+
+def facts_module() -> Path:
+    return content_root() / "plugins" / "modules" / "gpufix_facts.py"
+
+
+def probe_program() -> Path:
+    """The probe program, shipped to hosts by roles/probe and run locally by `gpufix probe`."""
+    return content_root() / "roles" / "probe" / "files" / "gpufix_probe.py"
+
+
 def default_inventory() -> Path:
-    return project_root() / "inventory" / "example.yml"
+    return content_root() / "inventory" / "example.yml"
 
 
 def state_dir() -> Path:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufix.paths import project_root
+from gpufix import paths
+from gpufix.paths import content_root
 
 Progress = Callable[[str, str], None]  # (host, message)
 
@@ -44,10 +45,10 @@ class RunResult:
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    root = project_root()
+    root = content_root()
     env = {
         "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
-        "ANSIBLE_LIBRARY": str(root / "library"),
+        "ANSIBLE_LIBRARY": str(root / "plugins" / "modules"),
         "ANSIBLE_ROLES_PATH": str(root / "roles"),
         "ANSIBLE_INJECT_FACT_VARS": "False",
         "ANSIBLE_NOCOLOR": "1",
@@ -142,7 +143,7 @@ def _run(
             private_data_dir=str(tmp),
             ident=ident,
             inventory=str(inventory),
-            project_dir=str(project_root()),
+            project_dir=str(content_root()),
             quiet=True,
             suppress_env_files=True,
             timeout=timeout,
@@ -238,7 +239,7 @@ def run_playbook(
     envvars: dict[str, str] | None = None,
 ) -> RunResult:
     """Run a playbook from playbooks/ (extravars never written to disk: suppress_env_files)."""
-    path = project_root() / "playbooks" / playbook
+    path = paths.playbook(playbook)
     cmdline = "--check --diff" if check else None
     return _run(
         inventory=inventory,

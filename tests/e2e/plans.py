@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpufix.collect import gather
-from gpufix.decide import stable_facts
-from gpufix.kb import load as load_kb
-from gpufix.plan import Plan, Step, digest, save_plans
+from gpufix.engine.decide import stable_facts
+from gpufix.engine.kb import load as load_kb
+from gpufix.engine.plan import Plan, Step, digest, save_plans
+from gpufix.facts.collect import gather
 
 # The HWE kernel plus the prebuilt NVIDIA module for it (the fixture has no DKMS build).
 KERNEL_STEP = Step(
-    "kernel-upgrade.yml",
+    "kernel_upgrade.yml",
     "install the HWE kernel, boot it once, make it default once it booted",
     {
         "gpufix_kernel_packages": [
@@ -24,13 +24,13 @@ KERNEL_STEP = Step(
     reboot=True,
 )
 KERNEL_NO_MODULE_STEP = Step(
-    "kernel-upgrade.yml",
+    "kernel_upgrade.yml",
     "install the HWE kernel only (no NVIDIA module for it)",
     {"gpufix_kernel_packages": ["linux-generic-hwe-18.04"], "gpufix_kernel_reboot_allowed": True},
     reboot=True,
 )
 NCCL_STEP = Step(
-    "nccl-profile.yml",
+    "nccl_profile.yml",
     "write /etc/nccl.conf from profiles no-p2p",
     {"gpufix_nccl_profile_names": ["no-p2p"]},
 )

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gpufix.plan import Step
+from gpufix.engine.plan import Step
 from lab import Lab
 from plans import KERNEL_NO_MODULE_STEP, KERNEL_STEP, NCCL_STEP, make_plans
 
@@ -19,7 +19,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _apply(lab: Lab, plan: Path, *extra: str) -> tuple[int, dict, str]:
-    r = lab.gpufix("apply", str(plan), "-i", str(lab.inventory), "--yes", "--json", *extra)
+    r = lab.gpufix(
+        "apply",
+        str(plan),
+        "-i",
+        str(lab.inventory),
+        "--yes",
+        "--json",
+        "--detailed-exitcode",
+        *extra,
+    )
     try:
         doc = json.loads(r.stdout) if r.stdout.strip() else {}
     except json.JSONDecodeError:
@@ -154,7 +163,17 @@ def test_unreachable_host_before_the_run_and_stale_plan(make_lab) -> None:
     inv = str(lab.inventory)
     r = lab.gpufix("apply", "--strategy", "single-gpu", "h1", "-i", inv, "--json")
     assert r.returncode == 3 and "--yes" in r.stderr and r.stdout == ""
-    r = lab.gpufix("apply", "--strategy", "single-gpu", "h1", "-i", inv, "--yes", "--no-verify")
+    r = lab.gpufix(
+        "apply",
+        "--strategy",
+        "single-gpu",
+        "h1",
+        "-i",
+        inv,
+        "--yes",
+        "--no-verify",
+        "--detailed-exitcode",
+    )
     assert r.returncode == 2, r.stderr
     assert lab.sh("h1", "cat /etc/profile.d/gpufix-single-gpu.sh").stdout.count("CUDA_VISIBLE")
 

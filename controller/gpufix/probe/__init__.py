@@ -1,5 +1,12 @@
 """The post-reboot multi-GPU probe: the standalone program and controller-side helpers."""
 
-from gpufix.probe.local import load_verdict, program_path, run_local, summarize, validate
+from gpufix.probe.local import (
+    load_program,
+    load_verdict,
+    program_path,
+    run_local,
+    summarize,
+    validate,
+)
 
-__all__ = ["load_verdict", "program_path", "run_local", "summarize", "validate"]
+__all__ = ["load_program", "load_verdict", "program_path", "run_local", "summarize", "validate"]

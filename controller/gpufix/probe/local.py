@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import subprocess
@@ -9,10 +10,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jsonschema
 
+from gpufix import paths
 from gpufix.errors import GpufixError, InvalidInput
 
 # Seconds the runner waits beyond the probe's own --deadline before it gives up: the probe
@@ -35,7 +38,17 @@ _CAUSE_LABELS = {
 
 def program_path() -> Path:
     """The standalone probe program, as shipped to hosts by roles/probe."""
-    return Path(__file__).with_name("gpufix_probe.py")
+    return paths.probe_program()
+
+
+def load_program() -> ModuleType:
+    """The probe program as a module (its cause table and parsers), loaded from its file."""
+    spec = importlib.util.spec_from_file_location("gpufix_probe_program", program_path())
+    if spec is None or spec.loader is None:
+        raise GpufixError(f"cannot load the probe program from {program_path()}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def schema() -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import jsonschema
 
 ROOT = Path(__file__).resolve().parents[3]
-PROGRAM = ROOT / "controller/gpufix/probe/gpufix_probe.py"
+PROGRAM = ROOT / "roles/probe/files/gpufix_probe.py"
 SCHEMA = ROOT / "controller/gpufix/schemas/probe.schema.json"
 
 

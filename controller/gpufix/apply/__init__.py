@@ -1,0 +1,1 @@
+"""Apply a plan: host checks, batches, reboots, the probe, rollback and the journal."""

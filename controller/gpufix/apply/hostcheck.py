@@ -1,0 +1,182 @@
+"""Per-host preflight before apply changes anything: run playbooks/preflight.yml (read-only)
+and decide, in plain Python, whether each host may be changed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufix import runner, strategies, versions
+
+# Checks a user may override with --force.
+FORCEABLE = ("gpu-processes", "disk")
+
+
+@dataclass(frozen=True)
+class Blocker:
+    check: (
+        str  # unreachable | python | gpu-processes | dpkg-lock | dpkg-broken | disk | nvidia-module
+    )
+    message: str
+
+
+@dataclass(frozen=True)
+class Preflight:
+    host: str
+    blockers: tuple[Blocker, ...]
+    warnings: tuple[str, ...] = ()
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.blockers
+
+    @property
+    def unreachable(self) -> bool:
+        return any(b.check in ("unreachable", "python") for b in self.blockers)
+
+    def summary(self) -> str:
+        return "; ".join(b.message for b in self.blockers) or "ok"
+
+
+def python_manageable(version: str) -> bool:
+    """ansible-core 2.16 manages targets with Python 2.7 or 3.6+ (its support matrix)."""
+    v = versions.parse(version)
+    if v is None:
+        return False
+    major, minor = v.release[0], (v.release[1] if len(v.release) > 1 else 0)
+    return (major, minor) == (2, 7) or (major == 3 and minor >= 6) or major > 3
+
+
+def evaluate(
+    host: str,
+    report: dict[str, Any],
+    *,
+    strategy: str,
+    kernel_step: bool,
+    force: Iterable[str] = (),
+) -> Preflight:
+    """Decide from a preflight report whether this host may be changed (pure)."""
+    forced = set(force)
+    blockers: list[Blocker] = []
+    warnings: list[str] = []
+
+    py = str(report.get("python") or "")
+    if not python_manageable(py):
+        blockers.append(
+            Blocker("python", f"target Python {py or '?'} cannot be managed by ansible-core 2.16")
+        )
+
+    procs = report.get("gpu_processes")
+    if isinstance(procs, list) and procs:
+        names = ", ".join(f"{p.get('name', '?')}[{p.get('pid', '?')}]" for p in procs[:5])
+        msg = f"{len(procs)} GPU compute process(es) running ({names})"
+        if "gpu-processes" in forced:
+            warnings.append(msg + ": going on because of --force gpu-processes")
+        else:
+            blockers.append(
+                Blocker("gpu-processes", msg + ": stop them or use --force gpu-processes")
+            )
+    elif isinstance(procs, dict):
+        warnings.append(f"could not list GPU processes: {procs.get('unknown', '?')}")
+
+    dpkg = report.get("dpkg") or {}
+    if dpkg.get("locks_held"):
+        blockers.append(
+            Blocker(
+                "dpkg-lock",
+                f"dpkg/apt lock still held after {dpkg.get('waited_s', '?')} s "
+                f"({', '.join(dpkg['locks_held'])}): let the other package run finish",
+            )
+        )
+    if dpkg.get("audit") or dpkg.get("interrupted"):
+        blockers.append(
+            Blocker(
+                "dpkg-broken",
+                "dpkg has half-configured or interrupted packages: "
+                "run `dpkg --configure -a` on the host first",
+            )
+        )
+
+    need_boot, need_root = strategies.get(strategy).disk_need_mib
+    disk = report.get("disk_mib") or {}
+    for mount, need in (("/boot", need_boot), ("/", need_root)):
+        free = disk.get(mount)
+        if need and isinstance(free, int) and free < need:
+            msg = f"{mount} has {free} MiB free, {strategy} needs about {need} MiB"
+            if "disk" in forced:
+                warnings.append(msg + ": going on because of --force disk")
+            else:
+                blockers.append(Blocker("disk", msg))
+
+    if kernel_step:
+        nv = report.get("nvidia") or {}
+        if nv.get("driver_packages") and not (
+            nv.get("dkms_sources") or nv.get("prebuilt_packages")
+        ):
+            blockers.append(
+                Blocker(
+                    "nvidia-module",
+                    "the NVIDIA driver has neither DKMS sources nor prebuilt "
+                    "linux-modules-nvidia packages: a new kernel would boot without it",
+                )
+            )
+    return Preflight(host, tuple(blockers), tuple(warnings), report)
+
+
+def unreachable(host: str, message: str) -> Preflight:
+    if runner.python_unmanageable(message):
+        return Preflight(host, (Blocker("python", f"target Python unmanageable: {message}"),))
+    return Preflight(host, (Blocker("unreachable", message or "host unreachable"),))
+
+
+def run_preflight(
+    hosts: dict[str, dict[str, Any]],
+    inventory: Path,
+    *,
+    force: Iterable[str] = (),
+    dpkg_wait: int = 120,
+    progress: runner.Progress | None = None,
+    keep_artifacts: Path | None = None,
+) -> dict[str, Preflight]:
+    """Run the preflight playbook once for all `hosts` (name -> {strategy, kernel_step, files}).
+
+    Hosts are run together because the checks are read-only; the watched files differ by
+    strategy, so the union is read on every host (it is only read).
+    """
+    files = sorted({f for h in hosts.values() for f in h.get("files", [])})
+    res = runner.run_playbook(
+        "host_check.yml",
+        inventory,
+        limit=",".join(hosts),
+        extravars={"gpufix_preflight_dpkg_wait": dpkg_wait, "gpufix_preflight_files": files},
+        timeout=dpkg_wait + 300,
+        progress=progress,
+        keep_artifacts=keep_artifacts,
+    )
+    if res.status == "canceled":  # Ctrl-C / SIGTERM reached ansible-runner
+        raise KeyboardInterrupt
+    out: dict[str, Preflight] = {}
+    for name, want in hosts.items():
+        hr = res.hosts.get(name)
+        if hr is None:
+            out[name] = unreachable(name, f"no result from preflight (run {res.status})")
+        elif hr.status == "unreachable":
+            out[name] = unreachable(name, hr.message)
+        elif "gpufix_preflight" not in hr.data:
+            msg = hr.message or "preflight did not report"
+            if runner.python_unmanageable(msg):
+                out[name] = unreachable(name, msg)
+            else:
+                out[name] = Preflight(name, (Blocker("preflight", f"preflight failed: {msg}"),))
+        else:
+            out[name] = evaluate(
+                name,
+                hr.data["gpufix_preflight"],
+                strategy=want["strategy"],
+                kernel_step=bool(want.get("kernel_step")),
+                force=force,
+            )
+    return out

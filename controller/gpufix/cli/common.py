@@ -1,0 +1,49 @@
+"""What every command shares: the inventory and JSON options, progress lines, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+inventory_option = click.option(
+    "-i",
+    "--inventory",
+    "inventory",
+    metavar="PATH",
+    help="Ansible inventory (default: the example inventory shipped with gpufix).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="JSON alone on stdout.")
+detailed_exitcode_option = click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help="Exit 0: no changes, 1: error, 2: changes (as terraform plan -detailed-exitcode).",
+)
+
+
+def inventory_path(value: str | None) -> Path:
+    """Absolute: ansible-runner runs from the content folder, not the caller's directory."""
+    from gpufix.paths import default_inventory
+
+    return Path(value).resolve() if value else default_inventory()
+
+
+def progress(host: str, msg: str) -> None:
+    """Per-host progress on stderr, only on a terminal (or when GPUFIX_PROGRESS is set)."""
+    if sys.stderr.isatty() or os.environ.get("GPUFIX_PROGRESS"):
+        click.echo(f"  {host}: {msg}", err=True)
+
+
+def emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, default=str))
+
+
+def changes_exit(changes: bool, detailed: bool) -> int:
+    """Terraform's convention: 0 on success; 2 for "changes" only under --detailed-exitcode."""
+    from gpufix.errors import EXIT_CHANGES, EXIT_OK
+
+    return EXIT_CHANGES if (detailed and changes) else EXIT_OK

@@ -1,0 +1,314 @@
+"""`gpufix facts | plan | diff | probe`: the commands that read hosts. Parse, call, print."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpufix.cli.common import (
+    changes_exit,
+    detailed_exitcode_option,
+    emit_json,
+    inventory_option,
+    inventory_path,
+    json_option,
+    progress,
+)
+from gpufix.errors import EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, GpufixError, InvalidInput
+from gpufix.strategies import NAMES as STRATEGIES
+
+
+@click.command("facts")
+@click.argument("host")
+@inventory_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the snapshot to FILE.")
+@click.option(
+    "--python-env",
+    "python_envs",
+    multiple=True,
+    metavar="PYTHON",
+    help="Interpreter whose packages to read (repeatable).",
+)
+@json_option
+def facts(
+    host: str,
+    inventory: str | None,
+    output: str | None,
+    python_envs: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Gather facts from HOST (or read its recorded snapshot) and print or save them."""
+    from gpufix.facts.collect import one
+    from gpufix.facts.snapshot import save_snapshot
+
+    snap = one(
+        host, inventory_path(inventory), python_envs=list(python_envs) or None, progress=progress
+    )
+    if output:
+        save_snapshot(snap, Path(output))
+        click.echo(f"wrote {output}", err=True)
+        if not as_json:
+            return
+    emit_json(snap.to_doc())
+
+
+def _load_verdict(path: str | None) -> dict[str, Any] | None:
+    if not path:
+        return None
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InvalidInput(f"cannot read probe verdict {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"probe verdict {path} is not JSON: {exc.msg}") from None
+    if not isinstance(doc, dict) or doc.get("format") != "gpufix-probe":
+        raise InvalidInput(f"{path} is not a gpufix probe verdict")
+    return doc
+
+
+@click.command("plan")
+@click.argument("target")
+@inventory_option
+@click.option(
+    "--facts",
+    "facts_file",
+    type=click.Path(dir_okay=False),
+    help="Plan from a snapshot file, offline.",
+)
+@click.option(
+    "--strategy", type=click.Choice(STRATEGIES), help="Force a strategy (refused if infeasible)."
+)
+@click.option(
+    "--probe", "run_probe", is_flag=True, help="Run the multi-GPU probe first and use its verdict."
+)
+@click.option(
+    "--probe-verdict", type=click.Path(dir_okay=False), help="Use a saved probe verdict (JSON)."
+)
+@click.option(
+    "--allow-reboot/--no-reboot",
+    "allow_reboot",
+    default=True,
+    show_default=True,
+    help="Consider strategies that need a reboot (apply still reboots only with --allow-reboot).",
+)
+@click.option("--single-gpu-ok", is_flag=True, help="Training does not need several GPUs.")
+@click.option("--no-containers", is_flag=True, help="Containers are not an option here.")
+@click.option(
+    "--image", metavar="REF@sha256:DIGEST", help="Image for container-fallback, pinned by digest."
+)
+@click.option(
+    "--python-env",
+    "python_envs",
+    multiple=True,
+    metavar="PYTHON",
+    help="Interpreter on the hosts whose torch stack to read (repeatable; default: python3).",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Save the plan to PLANFILE.")
+@click.option(
+    "-v", "--verbose", is_flag=True, help="For several hosts: every plan in full after the summary."
+)
+@detailed_exitcode_option
+@json_option
+def plan(
+    target: str,
+    inventory: str | None,
+    facts_file: str | None,
+    strategy: str | None,
+    run_probe: bool,
+    probe_verdict: str | None,
+    allow_reboot: bool,
+    single_gpu_ok: bool,
+    no_containers: bool,
+    image: str | None,
+    python_envs: tuple[str, ...],
+    output: str | None,
+    verbose: bool,
+    detailed_exitcode: bool,
+    as_json: bool,
+) -> None:
+    """Decide what to change on TARGET (host or group) and why.
+
+    One host: the whole plan. Several: one summary row per host (--verbose adds every plan).
+    Exit 0 when planning succeeded; with --detailed-exitcode, 2 when changes are proposed.
+    """
+    from gpufix.engine.context import Constraints
+    from gpufix.engine.plan import save_plans
+    from gpufix.planning import make_plans
+
+    if image and "@sha256:" not in image:
+        raise InvalidInput(f"--image {image!r} is not pinned by digest (REF@sha256:DIGEST)")
+    constraints = Constraints(
+        reboot_allowed=allow_reboot,
+        multi_gpu_required=not single_gpu_ok,
+        strategy=strategy,
+        containers_allowed=not no_containers,
+        container_image=image,
+    )
+    got = make_plans(
+        target,
+        inventory_path(inventory),
+        constraints,
+        facts_file=Path(facts_file) if facts_file else None,
+        verdict=_load_verdict(probe_verdict),
+        run_probe=run_probe,
+        python_envs=list(python_envs) or None,
+        progress=progress,
+    )
+    plans, failures = got.plans, got.failures
+    if output:
+        save_plans(plans, Path(output))
+        click.echo(f"wrote {output}", err=True)
+    for f in failures:
+        click.echo(f"gpufix: {f.host}: {f.error}", err=True)
+    if as_json:
+        emit_json(
+            {
+                "plans": [p.to_dict() for p in plans],
+                "failed": [{"host": f.host, "error": f.error} for f in failures],
+            }
+        )
+    else:
+        _show_plans(plans, verbose)
+    if failures:
+        code = EXIT_UNREACHABLE if any(f.unreachable for f in failures) else EXIT_ERROR
+        names = ", ".join(f.host for f in failures)
+        raise GpufixError(f"no facts from {names}" if not plans else f"not planned: {names}", code)
+    sys.exit(changes_exit(any(p.changes for p in plans), detailed_exitcode))
+
+
+def _show_plans(plans: list[Any], verbose: bool) -> None:
+    from gpufix.cli import render
+
+    c = render.console()
+    if len(plans) > 1:
+        render.plan_summary(c, plans)
+        if not verbose:
+            c.print("details: gpufix plan HOST, or --verbose for every plan")
+            return
+        c.print()
+    for p in plans:
+        render.plan(c, p)
+
+
+@click.command("diff")
+@click.argument("refs", nargs=-1, required=True, metavar="HOST|GROUP|SNAPSHOT...")
+@inventory_option
+@click.option(
+    "--all", "show_all", is_flag=True, help="Every fact that differs: identifiers, matrix cells."
+)
+@detailed_exitcode_option
+@json_option
+def diff(
+    refs: tuple[str, ...],
+    inventory: str | None,
+    show_all: bool,
+    detailed_exitcode: bool,
+    as_json: bool,
+) -> None:
+    """Compare hosts or snapshots side by side: what matters for start-up hangs, differences first.
+
+    Two or more hosts, groups (every host in them) or snapshot files; with three or more, the
+    host that differs most from the rest comes first.
+    """
+    from gpufix.cli import render
+    from gpufix.facts.diff import compare, diff_all
+
+    named = _named_facts(refs, inventory)
+    if len(named) < 2 and len(refs) < 2:
+        raise InvalidInput(f"{refs[0]!r} names one host: diff needs two or more")
+    comparison = compare(named)
+    raw = diff_all(named) if show_all else None
+    if as_json:
+        doc = comparison.to_dict()
+        if raw is not None:
+            hosts = [n for n, _ in named]
+            doc["all"] = [{"path": p, "values": dict(zip(hosts, v, strict=True))} for p, v in raw]
+        emit_json(doc)
+    else:
+        c = render.console()
+        render.comparison(c, comparison)
+        if raw is not None:
+            render.raw_diff(c, [n for n, _ in named], raw)
+    changed = bool(raw) if raw is not None else bool(comparison.differences)
+    sys.exit(changes_exit(changed, detailed_exitcode))
+
+
+def _named_facts(
+    refs: tuple[str, ...], inventory: str | None
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """(name, facts) for each snapshot file or each host a pattern matches, in order, once."""
+    from gpufix.facts.collect import gather
+    from gpufix.facts.snapshot import load_snapshot
+
+    out: dict[str, Mapping[str, Any]] = {}
+    for ref in refs:
+        if ref.endswith(".json") or os.sep in ref:
+            out.setdefault(ref, load_snapshot(Path(ref)).facts)
+            continue
+        got = gather(ref, inventory_path(inventory), progress=progress)
+        bad = [g for g in got if g.snapshot is None]
+        if bad:
+            code = EXIT_UNREACHABLE if any(g.unreachable for g in bad) else EXIT_ERROR
+            raise GpufixError("; ".join(f"{g.host}: {g.error}" for g in bad), code)
+        for g in got:
+            assert g.snapshot is not None
+            out.setdefault(g.host, g.snapshot.facts)
+    return list(out.items())
+
+
+@click.command("probe")
+@click.argument("target")
+@inventory_option
+@click.option(
+    "--deadline",
+    type=click.IntRange(5, 3600),
+    default=120,
+    show_default=True,
+    help="Seconds before the probe gives a verdict, whatever happens.",
+)
+@click.option("--cpu", is_flag=True, help="Self-test on CPU (gloo) where there is no GPU.")
+@click.option("--world-size", type=click.IntRange(1, 64), help="Ranks (default: one per GPU).")
+@click.option(
+    "--python",
+    "python",
+    default="python3",
+    show_default=True,
+    help="Interpreter on the host that has torch (e.g. the ml_stack venv).",
+)
+@json_option
+def probe(
+    target: str,
+    inventory: str | None,
+    deadline: int,
+    cpu: bool,
+    world_size: int | None,
+    python: str,
+    as_json: bool,
+) -> None:
+    """Run the multi-GPU probe on TARGET; exit 0 healthy or not applicable, 5 otherwise."""
+    from gpufix.probe.remote import probe_hosts, show
+
+    verdicts = probe_hosts(
+        None,
+        inventory_path(inventory),
+        pattern=target,
+        deadline=deadline,
+        cpu=cpu,
+        world_size=world_size,
+        python=python,
+        progress=progress,
+    )
+    if as_json:
+        emit_json(verdicts)
+    else:
+        show(verdicts)
+    from gpufix.errors import EXIT_VERIFY_FAILED
+
+    bad = [v for v in verdicts.values() if v.get("verdict") not in ("healthy", "not-applicable")]
+    sys.exit(EXIT_VERIFY_FAILED if bad else EXIT_OK)

@@ -1,0 +1,1 @@
+"""Facts: the snapshot model, the typed view the engine reads, and how facts are gathered."""

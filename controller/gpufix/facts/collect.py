@@ -1,0 +1,72 @@
+"""Facts for a host pattern: recorded snapshots where the inventory says so, live gathering otherwise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gpufix import runner
+from gpufix.errors import GpufixError, InvalidInput, Unreachable
+from gpufix.facts.snapshot import Snapshot, load_snapshot
+from gpufix.inventory import resolve
+
+
+@dataclass(frozen=True)
+class Gathered:
+    host: str
+    snapshot: Snapshot | None
+    error: str = ""
+    unreachable: bool = False
+
+
+def gather(
+    pattern: str,
+    inventory: Path,
+    *,
+    python_envs: list[str] | None = None,
+    progress: runner.Progress | None = None,
+) -> list[Gathered]:
+    targets = resolve(pattern, inventory)
+    out: dict[str, Gathered] = {}
+    live = []
+    for t in targets:
+        if t.snapshot is not None:
+            snap = load_snapshot(t.snapshot)
+            # The inventory's name is the one the user typed; the snapshot keeps where it came from.
+            out[t.name] = Gathered(t.name, replace(snap, host=t.name))
+        else:
+            live.append(t.name)
+    if live:
+        res = runner.gather_facts(
+            ",".join(live) if pattern not in live or len(live) > 1 else pattern,
+            inventory,
+            python_envs=python_envs,
+            progress=progress,
+        )
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for name in live:
+            hr = res.hosts.get(name)
+            if hr is None:
+                out[name] = Gathered(name, None, f"no result from ansible ({res.status})", True)
+            elif hr.status == "unreachable":
+                out[name] = Gathered(name, None, f"unreachable: {hr.message}", True)
+            elif hr.facts is None:
+                msg = hr.message or "the facts module returned nothing"
+                if runner.python_unmanageable(msg):
+                    msg = f"target Python cannot be managed by ansible-core 2.16 (needs 2.7 or 3.6+): {msg}"
+                out[name] = Gathered(name, None, msg, runner.python_unmanageable(msg))
+            else:
+                out[name] = Gathered(name, Snapshot(host=name, gathered_at=now, facts=hr.facts))
+    return [out[t.name] for t in targets]
+
+
+def one(pattern: str, inventory: Path, **kw: object) -> Snapshot:
+    """Facts for exactly one host, or a one-line error."""
+    got = gather(pattern, inventory, **kw)  # type: ignore[arg-type]
+    if len(got) != 1:
+        raise InvalidInput(f"{pattern!r} matches {len(got)} hosts; name one host")
+    g = got[0]
+    if g.snapshot is None:
+        raise (Unreachable if g.unreachable else GpufixError)(f"{g.host}: {g.error}")
+    return g.snapshot

@@ -1,0 +1,65 @@
+"""Reading the probe's evidence and the host's interfaces, shared by strategies and the order."""
+
+from __future__ import annotations
+
+from gpufix.engine.context import Ctx
+from gpufix.facts.host import Host
+
+# Cause ids the probe names (CAUSES in roles/probe/files/gpufix_probe.py, docs/probe.md).
+P2P_CAUSES = ("p2p-path", "p2p-slow-copy")
+SHM_CAUSES = ("shm",)
+TRANSPORT_CAUSES = ("nccl-transport",)
+DRIVER_CAUSES = ("driver-mismatch", "gpu-init")
+DRIVER_TOO_OLD = ("driver-too-old",)
+
+
+def multi_gpu_problem(ctx: Ctx) -> str | None:
+    """Why a multi-GPU setting cannot apply: no GPU, one GPU, or a count nobody could read."""
+    n = ctx.host.gpu_count
+    if n is None:
+        return "GPU count unknown (the facts could not list the GPUs): gather facts again"
+    if n < 2:
+        return "fewer than two GPUs"
+    return None
+
+
+def p2p_evidence(ctx: Ctx) -> str:
+    """What in the probe points at the PCIe peer path; empty when nothing does."""
+    v = ctx.verdict or {}
+    stalled = (v.get("stalled") or {}).get("phase")
+    rerun = (v.get("no_p2p_rerun") or {}).get("verdict")
+    detail = f"{v.get('verdict')} in {stalled or 'a collective'}"
+    if rerun == "healthy":
+        detail += ", healthy with NCCL_P2P_DISABLE=1"
+    if ctx.cause(*P2P_CAUSES):
+        ids = [c.get("id") for c in v.get("causes") or [] if isinstance(c, dict)]
+        return f"probe {detail} ({', '.join(i for i in ids if i in P2P_CAUSES)})"
+    if v.get("verdict") in ("hung", "degraded") and rerun == "healthy":
+        return f"probe {detail}"
+    return ""
+
+
+_VIRTUAL_IFACES = (
+    "docker",
+    "veth",
+    "virbr",
+    "br-",
+    "cni",
+    "flannel",
+    "cali",
+    "tun",
+    "tap",
+    "podman",
+)
+
+
+def physical_interface(h: Host) -> str | None:
+    real = [i for i in h.interfaces if not i.startswith(_VIRTUAL_IFACES)]
+    return real[0] if real else None
+
+
+def profile_cost(ctx: Ctx, name: str) -> str:
+    for p in ctx.kb.nccl_profiles:
+        if p.name == name:
+            return str(p.cost)
+    return ""

@@ -1,0 +1,93 @@
+"""pcie-acs: ACS off on the bridges above the GPUs, iommu=pt, as NCCL's troubleshooting guide says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufix.engine.context import Candidate, Ctx, on_container_host, reboot_gate
+from gpufix.engine.diagnose import acs_bridges_that_matter, no_p2p
+from gpufix.engine.plan import Step
+from gpufix.strategies.base import Strategy
+from gpufix.strategies.evidence import multi_gpu_problem, p2p_evidence, profile_cost
+
+PLAYBOOK = "pcie_acs.yml"
+
+
+def _changes(ctx: Ctx) -> tuple[dict[str, Any], list[str], bool]:
+    """(role variables, what changes, reboot needed)."""
+    h = ctx.host
+    vars_: dict[str, Any] = {}
+    what = []
+    reboot = False
+    bridges = acs_bridges_that_matter(h)
+    if bridges:
+        vars_["gpufix_pcie_acs_bridges"] = list(bridges)
+        what.append(f"disable ACS at boot on {', '.join(bridges)} (setpci unit)")
+    if h.iommu_mode == "translated":
+        vars_["gpufix_pcie_acs_iommu_passthrough"] = True
+        vars_["gpufix_pcie_acs_reboot_allowed"] = ctx.c.reboot_allowed
+        what.append("set iommu=pt on the kernel command line")
+        reboot = True
+    if not what and p2p_evidence(ctx) and (not h.acs_known or h.iommu_mode in (None, "unknown")):
+        # The probe says the peer path is broken but lspci could not be read here: the unit
+        # finds the bridges above NVIDIA GPUs itself at boot.
+        vars_["gpufix_pcie_acs_bridges"] = ["auto"]
+        what.append("disable ACS at boot on every bridge above an NVIDIA GPU (found at boot)")
+    return vars_, what, reboot
+
+
+def _outcome(ctx: Ctx, vars_: dict[str, Any]) -> str:
+    """What the change buys, no more: full-rate P2P only where the GPUs share a switch."""
+    h = ctx.host
+    ports = {h.acs_ports.get(b) for b in vars_.get("gpufix_pcie_acs_bridges", [])}
+    if ports & {"downstream", "upstream"} or (
+        h.behind_switch and vars_.get("gpufix_pcie_acs_bridges")
+    ):
+        text = "P2P between GPUs on one PCIe switch stays below the switch instead of going up to the root complex"
+    else:
+        text = "P2P through the root complex without IOMMU translation"
+    text += "; the post-reboot probe re-checks P2P copy and NCCL init"
+    cost = profile_cost(ctx, "no-p2p")
+    if cost:
+        text += f". The fallback, nccl-profile no-p2p, would cost: {cost}"
+    return text
+
+
+def evaluate(ctx: Ctx) -> Candidate:
+    problem = multi_gpu_problem(ctx)
+    if problem:
+        return Candidate("pcie-acs", False, problem)
+    if no_p2p(ctx.host, ctx.kb):
+        return Candidate(
+            "pcie-acs",
+            False,
+            "these GPUs have no PCIe P2P (nccl#1127): ACS/IOMMU settings cannot bring it back",
+        )
+    vars_, what, reboot = _changes(ctx)
+    if not what:
+        return Candidate(
+            "pcie-acs",
+            False,
+            "no ACS redirect that matters above the GPUs and IOMMU not translating",
+        )
+    step = Step(PLAYBOOK, "; ".join(what), vars_, reboot=reboot)
+    risks = [
+        "disabling ACS weakens isolation between devices (matters for VFIO pass-through hosts)"
+    ]
+    cand = Candidate("pcie-acs", True, "; ".join(what), [step], _outcome(ctx, vars_), risks, reboot)
+    return on_container_host(ctx, reboot_gate(ctx, cand))
+
+
+STRATEGY = Strategy(
+    name="pcie-acs",
+    evaluate=evaluate,
+    playbook=PLAYBOOK,
+    watched_files=(
+        "/etc/default/grub",
+        "/etc/systemd/system/gpufix-pcie-acs.service",
+        "/usr/local/sbin/gpufix-pcie-acs",
+        "/usr/local/sbin/gpufix-acs-bridges",
+    ),
+    disk_need_mib=(64, 64),
+    reboot_after_restore=True,
+)

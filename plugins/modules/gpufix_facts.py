@@ -1,0 +1,1525 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+"""Gather the facts gpufix decides on, from a GPU host, with the standard library only.
+
+Runs on the target's stock Python (3.6 on Ubuntu 18.04): no f-strings with '=', no walrus,
+no dataclasses, no subprocess.run(capture_output=/text=). Importable without Ansible:
+the controller calls gather() directly for local hosts.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import csv
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+try:
+    from ansible.module_utils.basic import AnsibleModule
+except ImportError:  # imported by the controller outside Ansible
+    AnsibleModule = None
+
+DOCUMENTATION = r"""
+---
+module: gpufix_facts
+short_description: Gather GPU, driver, kernel, PCIe and ML-stack facts for gpufix
+description:
+  - Returns C(ansible_facts.gpufix), a dictionary whose keys are always present.
+  - >-
+    A value that could not be determined is C({"unknown": "<reason>"}); the module never
+    fails because a tool is missing, forbidden or slow.
+  - Every external command runs with a timeout.
+options:
+  python_envs:
+    description:
+      - Interpreter paths whose site-packages are read for torch, transformers, accelerate and
+        nvidia-nccl-* versions (from dist-info METADATA; nothing is imported).
+      - When empty, the C(python3) found on PATH and C(/usr/bin/python3) are read.
+    type: list
+    elements: path
+    default: []
+  timeout:
+    description: Seconds allowed for each external command.
+    type: int
+    default: 10
+author: gpufix
+"""
+
+EXAMPLES = r"""
+- name: Gather gpufix facts
+  gpufix_facts:
+    python_envs: [/opt/venvs/train/bin/python]
+    timeout: 10
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The snapshot under C(gpufix); see docs/facts.md for every key.
+  returned: always
+  type: dict
+"""
+
+
+MODULE_VERSION = "1.1.0"
+DEFAULT_TIMEOUT = 10
+
+# HWE metapackage per Ubuntu release. Duplicated from the knowledge base on purpose: the
+# module runs on the target with the standard library only and cannot read it.
+HWE_METAPACKAGES = {
+    "bionic": "linux-generic-hwe-18.04",
+    "focal": "linux-generic-hwe-20.04",
+    "jammy": "linux-generic-hwe-22.04",
+}
+
+GPU_QUERY_FIELDS = ["index", "name", "pci.bus_id", "memory.total", "compute_cap", "uuid"]
+TRACKED_PACKAGES = [
+    "torch",
+    "transformers",
+    "accelerate",
+    "deepspeed",
+    "nvidia-nccl-cu11",
+    "nvidia-nccl-cu12",
+    "nvidia-nccl-cu13",
+]
+# Lower is better; NV# (NVLink) ranks best. SOC is the pre-NODE name of SYS.
+TOPOLOGY_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}
+# ACS control bits that send peer-to-peer traffic up to the root complex (or check it there).
+ACS_P2P_BITS = ("SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl")
+NVML_MISMATCH = "Driver/library version mismatch"
+
+# PCIe port type from lspci's "Express (v2) Root Port" capability line: ACS on a root port only
+# matters when the IOMMU translates; on switch ports it bounces P2P up to the root complex.
+PORT_TYPES = {"Root Port": "root", "Upstream Port": "upstream", "Downstream Port": "downstream"}
+_EXPRESS_PORT = re.compile(r"Express \(v\d\) (Root Port|Upstream Port|Downstream Port)")
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_BDF = re.compile(r"^((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.*)$")
+_DRIVER_VERSION = re.compile(r"\b(\d{2,3}\.\d{1,3}(?:\.\d{1,3})?)\b")
+
+
+def unknown(reason):
+    return {"unknown": str(reason)}
+
+
+def is_unknown(value):
+    return isinstance(value, dict) and set(value) == {"unknown"}
+
+
+class Unknown(Exception):
+    """Raised inside a gatherer when a value cannot be determined; carries the reason."""
+
+    def __init__(self, reason):
+        Exception.__init__(self, reason)
+        self.reason = reason
+
+
+# ----------------------------------------------------------------------------- parsers
+# Pure functions of text: they never raise on odd or truncated input.
+
+
+def parse_os_release(text):
+    """/etc/os-release -> {id, version_id, codename, pretty_name}; missing keys are None."""
+    values = {}
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, val = line.partition("=")
+        val = val.strip()
+        if len(val) >= 2 and val[0] == val[-1] and val[0] in "\"'":
+            val = val[1:-1]
+        values[key.strip()] = val
+    codename = values.get("VERSION_CODENAME") or values.get("UBUNTU_CODENAME")
+    if not codename:
+        m = re.search(r"\(([A-Za-z]+)", values.get("VERSION", ""))
+        codename = m.group(1).lower() if m else None
+    return {
+        "id": values.get("ID") or None,
+        "version_id": values.get("VERSION_ID") or None,
+        "codename": codename or None,
+        "pretty_name": values.get("PRETTY_NAME") or None,
+    }
+
+
+def parse_cpuinfo(text):
+    """/proc/cpuinfo -> {vendor, model} of the first CPU."""
+    vendor = None
+    model = None
+    for line in (text or "").splitlines():
+        key, sep, val = line.partition(":")
+        if not sep:
+            continue
+        key = key.strip()
+        if key == "vendor_id" and vendor is None:
+            vendor = val.strip() or None
+        elif key == "model name" and model is None:
+            model = val.strip() or None
+    return {"vendor": vendor, "model": model}
+
+
+def parse_proc_driver_version(text):
+    """/proc/driver/nvidia/version -> {version, flavor} or None when there is no NVRM line.
+
+    flavor is 'open' for the open kernel modules, 'proprietary' otherwise.
+    """
+    for line in (text or "").splitlines():
+        if not line.startswith("NVRM version:"):
+            continue
+        rest = line[len("NVRM version:") :]
+        m = _DRIVER_VERSION.search(rest.replace("x86_64", " ").replace("aarch64", " "))
+        if not m:
+            return None
+        flavor = "open" if "Open Kernel Module" in rest else "proprietary"
+        return {"version": m.group(1), "flavor": flavor}
+    return None
+
+
+def parse_nvml_error(text):
+    """The NVML / nvidia-smi failure line in a tool's output, or None."""
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line.startswith("Failed to initialize NVML") or line.startswith("NVIDIA-SMI has failed"):
+            return line
+        if NVML_MISMATCH in line:
+            return line
+    return None
+
+
+def _na(value):
+    value = value.strip()
+    if not value or value.startswith("[") or value in ("N/A", "Not Supported"):
+        return None
+    return value
+
+
+def _int_or_none(value):
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_nvidia_smi_query(text, fields=None):
+    """CSV from `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` -> list of dicts.
+
+    Keys are the field names; rows with the wrong number of columns are dropped.
+    """
+    fields = list(fields or GPU_QUERY_FIELDS)
+    rows = []
+    try:
+        reader = csv.reader((text or "").splitlines(), skipinitialspace=True)
+        for cols in reader:
+            if len(cols) != len(fields):
+                continue
+            rows.append(dict(zip(fields, [_na(c) for c in cols])))  # noqa: B905 (3.6)
+    except csv.Error:
+        return rows
+    return rows
+
+
+def gpus_from_query(rows):
+    """Rows of parse_nvidia_smi_query(GPU_QUERY_FIELDS) -> the snapshot's gpus list."""
+    gpus = []
+    for row in rows:
+        index = _int_or_none(row.get("index"))
+        if index is None:
+            continue
+        if "compute_cap" in row:
+            cc = row.get("compute_cap")
+        else:
+            cc = unknown("nvidia-smi: compute_cap not supported by this driver")
+        gpus.append(
+            {
+                "index": index,
+                "name": row.get("name"),
+                "pci_bus_id": row.get("pci.bus_id"),
+                "memory_mib": _int_or_none(row.get("memory.total")),
+                "compute_capability": cc,
+                "uuid": row.get("uuid"),
+            }
+        )
+    return gpus
+
+
+def parse_compute_apps(text):
+    """`nvidia-smi --query-compute-apps=pid,process_name,gpu_uuid,used_memory` -> list."""
+    apps = []
+    fields = ["pid", "process_name", "gpu_uuid", "used_memory"]
+    for row in parse_nvidia_smi_query(text, fields):
+        pid = _int_or_none(row.get("pid"))
+        if pid is None:
+            continue
+        apps.append(
+            {
+                "pid": pid,
+                "name": row.get("process_name"),
+                "gpu_uuid": row.get("gpu_uuid"),
+                "used_mib": _int_or_none(row.get("used_memory")),
+            }
+        )
+    return apps
+
+
+def _matrix_rows(text):
+    """Header device names and {row: [cells]} from an nvidia-smi topo table."""
+    lines = [_ANSI.sub("", line) for line in (text or "").splitlines()]
+    header = None
+    rows = {}
+    for line in lines:
+        tokens = line.split()
+        if not tokens:
+            if header is not None and rows:
+                break  # blank line after the table: the legend follows
+            continue
+        if header is None:
+            if tokens[0].startswith("GPU") and line[:1] in (" ", "\t"):
+                names = []
+                for tok in tokens:
+                    if tok in ("CPU", "NUMA", "GPU") and names:
+                        break
+                    names.append(tok)
+                header = names
+            continue
+        if tokens[0] == "Legend:":
+            break
+        rows[tokens[0]] = tokens[1:]
+    return header or [], rows
+
+
+def _square(header, rows):
+    matrix = {}
+    gpus = [h for h in header if re.match(r"^GPU\d+$", h)]
+    for name in gpus:
+        cells = rows.get(name)
+        if cells is None:
+            continue
+        entry = {}
+        for col, value in zip(header, cells):  # noqa: B905 (3.6)
+            if col in gpus and col != name:
+                entry[col] = value
+        matrix[name] = entry
+    return matrix
+
+
+def topology_rank(link):
+    """Rank of a topo -m cell (lower is closer); None for X or an unknown label."""
+    if not link:
+        return None
+    if re.match(r"^NV\d+$", link):
+        return TOPOLOGY_RANK["NV"]
+    return TOPOLOGY_RANK.get(link)
+
+
+def parse_topo_matrix(text):
+    """`nvidia-smi topo -m` -> {matrix: {"GPU0": {"GPU1": "NV12"}}, worst} (GPU pairs only)."""
+    header, rows = _matrix_rows(text)
+    matrix = _square(header, rows)
+    worst = None
+    worst_rank = -1
+    for row in matrix.values():
+        for link in row.values():
+            rank = topology_rank(link)
+            if rank is not None and rank > worst_rank:
+                worst, worst_rank = link, rank
+    return {"matrix": matrix, "worst": worst}
+
+
+def parse_topo_p2p(text):
+    """`nvidia-smi topo -p2p r` -> {"GPU0": {"GPU1": "OK"}}."""
+    header, rows = _matrix_rows(text)
+    return _square(header, rows)
+
+
+def _acs_flags(text):
+    flags = {}
+    for tok in text.split():
+        if len(tok) > 1 and tok[-1] in "+-":
+            flags[tok[:-1]] = tok[-1] == "+"
+    return flags
+
+
+def normalise_bdf(bdf):
+    """'00000000:01:00.0' / '01:00.0' / '0000:01:00.0' -> '0000:01:00.0' (sysfs form)."""
+    bdf = (bdf or "").strip().lower()
+    parts = bdf.split(":")
+    if len(parts) == 2:
+        return "0000:" + bdf
+    if len(parts) == 3:
+        return parts[0][-4:].rjust(4, "0") + ":" + parts[1] + ":" + parts[2]
+    return bdf
+
+
+def parse_lspci_devices(text):
+    """`lspci -D -vvv` -> [{bdf, name, secondary, subordinate, port?, acs_cap?, acs_ctl?}]."""
+    devices = []
+    current = None
+    for raw in (text or "").splitlines():
+        m = _BDF.match(raw)
+        if m:
+            current = {
+                "bdf": normalise_bdf(m.group(1)),
+                "name": m.group(2).strip(),
+                "secondary": None,
+                "subordinate": None,
+            }
+            devices.append(current)
+            continue
+        if current is None:
+            continue
+        line = raw.strip()
+        port = _EXPRESS_PORT.search(line) if line.startswith("Capabilities:") else None
+        if port:
+            current["port"] = PORT_TYPES[port.group(1)]
+        if line.startswith("ACSCap:"):
+            current["acs_cap"] = _acs_flags(line[len("ACSCap:") :])
+        elif line.startswith("ACSCtl:"):
+            current["acs_ctl"] = _acs_flags(line[len("ACSCtl:") :])
+        elif line.startswith("Bus: primary="):
+            bus = dict(re.findall(r"(\w+)=([0-9a-fA-F]+)", line))
+            try:
+                current["secondary"] = int(bus["secondary"], 16)
+                current["subordinate"] = int(bus["subordinate"], 16)
+            except (KeyError, ValueError):
+                pass
+    return devices
+
+
+def parse_lspci_acs(text):
+    """`lspci -D -vvv` -> [{bdf, name, port, acs_cap, acs_ctl, acs_enabled}] for devices with ACS.
+
+    port: root, upstream or downstream (None when lspci shows no PCI Express capability).
+    """
+    out = []
+    for dev in parse_lspci_devices(text):
+        if "acs_ctl" not in dev:
+            continue
+        ctl = dev["acs_ctl"]
+        out.append(
+            {
+                "bdf": dev["bdf"],
+                "name": dev["name"],
+                "port": dev.get("port"),
+                "acs_cap": dev.get("acs_cap", {}),
+                "acs_ctl": ctl,
+                "acs_enabled": any(ctl.get(bit) for bit in ACS_P2P_BITS),
+            }
+        )
+    return out
+
+
+def lspci_gpus(devices):
+    """BDFs of NVIDIA display / 3D controllers in parse_lspci_devices() output."""
+    return [
+        d["bdf"]
+        for d in devices
+        if "NVIDIA" in d["name"]
+        and ("VGA compatible controller" in d["name"] or "3D controller" in d["name"])
+    ]
+
+
+def lspci_parents(devices, bdf):
+    """Bridges whose bus range holds bdf's bus (same domain), nearest the root first."""
+    domain, bus = bdf[:4], int(bdf[5:7], 16)
+    above = [
+        d
+        for d in devices
+        if d["secondary"] is not None
+        and d["bdf"][:4] == domain
+        and d["secondary"] <= bus <= d["subordinate"]
+        and d["bdf"] != bdf
+    ]
+    above.sort(key=lambda d: d["secondary"])
+    return [d["bdf"] for d in above]
+
+
+def summarise_pcie(lspci_text, gpu_bdfs=None, parents_of=None):
+    """The snapshot's pcie dict from lspci text, GPU BDFs and each GPU's parent bridges.
+
+    GPU BDFs and parents come from sysfs on a live host; when absent they are derived from
+    lspci's own bus ranges, so recorded output can be summarised too.
+    """
+    devices = parse_lspci_devices(lspci_text)
+    gpus = list(gpu_bdfs) if gpu_bdfs else lspci_gpus(devices)
+    parents_of = dict(parents_of or {})
+    for bdf in gpus:
+        if not parents_of.get(bdf):
+            parents_of[bdf] = lspci_parents(devices, bdf)
+    above = set()
+    for bdf in gpus:
+        above.update(parents_of.get(bdf) or [])
+    bridges = parse_lspci_acs(lspci_text)
+    for dev in bridges:
+        dev["above_gpu"] = dev["bdf"] in above
+    # Root port -> switch upstream -> switch downstream -> GPU: two or more bridges above a
+    # GPU mean a PCIe switch.
+    behind_switch = any(len(parents_of.get(b) or []) >= 2 for b in gpus)
+    if not bridges and lspci_access_denied(lspci_text):
+        bridges = unknown("lspci: ACS capabilities need root")
+    return {"bridges": bridges, "gpus_behind_switch": behind_switch, "gpu_bdfs": gpus}
+
+
+def lspci_access_denied(text):
+    return "<access denied>" in (text or "")
+
+
+def parse_dkms_status(text):
+    """`dkms status` (2.x 'nvidia, 470.x, kernel, arch: installed' or 3.x 'nvidia/535.x, ...')."""
+    entries = []
+    pattern = re.compile(
+        r"^([^,/:\s]+)(?:/|,\s*)([^,:\s]+)(?:,\s*([^,:\s]+))?(?:,\s*([^,:\s]+))?:\s*(\S.*)$"
+    )
+    for line in (text or "").splitlines():
+        m = pattern.match(line.strip())
+        if not m:
+            continue
+        status = m.group(5).strip()
+        state = status.split()[0].rstrip(",;").lower() if status.split() else status
+        entries.append(
+            {
+                "module": m.group(1),
+                "version": m.group(2),
+                "kernel": m.group(3),
+                "arch": m.group(4),
+                "status": state,
+            }
+        )
+    return entries
+
+
+def parse_mokutil(text):
+    """`mokutil --sb-state` -> {enabled, efi}: None where the output does not say."""
+    text = text or ""
+    if "EFI variables are not supported" in text:
+        return {"enabled": False, "efi": False}
+    m = re.search(r"SecureBoot\s+(enabled|disabled)", text)
+    if m:
+        return {"enabled": m.group(1) == "enabled", "efi": True}
+    return {"enabled": None, "efi": None}
+
+
+def parse_apt_policy(text):
+    """`apt-cache policy PKG` -> {installed, candidate}; '(none)' reads as None."""
+    out = {"installed": None, "candidate": None}
+    for line in (text or "").splitlines():
+        key, sep, val = line.strip().partition(":")
+        if not sep:
+            continue
+        val = val.strip()
+        if key in ("Installed", "Candidate"):
+            out[key.lower()] = None if val in ("(none)", "") else val
+    return out
+
+
+def parse_apt_policy_table(text):
+    """`apt-cache policy PKG` -> {version: [sources]} from its version table.
+
+    A version whose only source is /var/lib/dpkg/status is installed but in no index any more:
+    apt cannot install it again (one version per package per pocket).
+    """
+    table = {}
+    current = None
+    version_indent = None
+    lines = (text or "").splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "Version table:"), None)
+    for line in lines[start + 1 :] if start is not None else []:
+        if not line.strip():
+            continue
+        marked = line.lstrip().startswith("***")
+        body = line.lstrip().lstrip("*").strip()
+        indent = len(line) - len(line.lstrip())
+        if version_indent is None:
+            version_indent = indent
+        parts = body.split()
+        if marked or indent <= version_indent:
+            current = parts[0]
+            table.setdefault(current, [])
+        elif current is not None and len(parts) >= 2:
+            table[current].append(" ".join(parts[1:]))
+    return table
+
+
+def version_installable(table, version):
+    """True when `version` comes from an apt index, False when only dpkg's status has it."""
+    sources = table.get(version)
+    if sources is None:
+        return False
+    return any(not src.startswith("/var/lib/dpkg/status") for src in sources)
+
+
+def parse_dpkg_query(text):
+    """dpkg-query '${Package}\\t${Version}\\t${db:Status-Abbrev}' -> {name: version} installed."""
+    installed = {}
+    for line in (text or "").splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3:
+            continue
+        name, version, status = parts[0].strip(), parts[1].strip(), parts[2]
+        # Status-Abbrev: want/state/error; state 'i' = installed ('ii', 'hi').
+        if name and version and status[1:2] == "i":
+            installed[name.split(":")[0]] = version
+    return installed
+
+
+def parse_showhold(text):
+    return sorted(
+        {line.strip().split(":")[0] for line in (text or "").splitlines() if line.strip()}
+    )
+
+
+def parse_kv_conf(text, prefix="NCCL_"):
+    """KEY=VALUE lines (nccl.conf): comments and lines without the prefix are skipped."""
+    out = {}
+    for line in (text or "").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" not in line:
+            continue
+        key, _, val = line.partition("=")
+        key = key.strip()
+        if key.startswith("export "):
+            key = key[len("export ") :].strip()
+        if key.startswith(prefix):
+            out[key] = val.strip().strip("\"'")
+    return out
+
+
+def parse_kernel_log(text):
+    """Counts of NVIDIA Xid, other NVRM and PCIe AER lines in dmesg / journalctl -k."""
+    xid = nvrm = aer = 0
+    for line in (text or "").splitlines():
+        if "NVRM: Xid" in line:
+            xid += 1
+        elif "NVRM:" in line:
+            nvrm += 1
+        if "AER:" in line:
+            aer += 1
+    return {"xid": xid, "nvrm": nvrm, "aer": aer}
+
+
+def parse_apt_config_dump(text):
+    """`apt-config dump` -> {key: value or [values]}; 'Key:: "v";' appends to a list."""
+    out = {}
+    for line in (text or "").splitlines():
+        m = re.match(r'^(\S+?)\s+"(.*)";\s*$', line.strip())
+        if not m:
+            continue
+        key, val = m.group(1), m.group(2)
+        if key.endswith("::"):
+            out.setdefault(key[:-2], [])
+            if isinstance(out[key[:-2]], list):
+                out[key[:-2]].append(val)
+            else:
+                out[key[:-2]] = [val]
+        elif val == "" and key not in out:
+            out[key] = []
+        else:
+            out[key] = val
+    return out
+
+
+def blacklist_covers(patterns, name):
+    """Whether an Unattended-Upgrade::Package-Blacklist entry (a regex) matches a package."""
+    for pat in patterns or []:
+        try:
+            if re.match(pat, name):
+                return True
+        except re.error:
+            if name.startswith(pat.rstrip("*")):
+                return True
+    return False
+
+
+def parse_cmdline(text):
+    """/proc/cmdline -> {key: value} ('quiet' -> True)."""
+    out = {}
+    for tok in (text or "").split():
+        key, sep, val = tok.partition("=")
+        out[key] = val if sep else True
+    return out
+
+
+def parse_version_line(text):
+    """First version-looking token: 'Docker version 24.0.7, build afdd53b' -> '24.0.7'."""
+    m = re.search(r"\b(\d+\.\d+(?:\.\d+)*)", text or "")
+    return m.group(1) if m else None
+
+
+def upstream_version(deb_version):
+    """'1:535.129.03-0ubuntu0.22.04.1' -> '535.129.03'."""
+    v = (deb_version or "").split(":", 1)[-1]
+    return v.split("-", 1)[0] or None
+
+
+# ----------------------------------------------------------------------------- context
+
+
+class Context:
+    """Runs commands and reads files, turning failures into Unknown(reason)."""
+
+    def __init__(self, timeout=DEFAULT_TIMEOUT):
+        self.timeout = int(timeout)
+        self.env = dict(os.environ)
+        self.env["LC_ALL"] = "C"
+        self.env["PATH"] = self.env.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"
+        self._cache = {}
+        self._timed_out = {}
+
+    def which(self, tool):
+        return shutil.which(tool, path=self.env["PATH"])
+
+    def run(self, argv, ok_rcs=(0,), timeout=None):
+        """stdout of argv; raises Unknown when the tool is missing, slow or fails."""
+        key = tuple(argv)
+        if key in self._cache:
+            result = self._cache[key]
+        else:
+            result = self._run(argv, timeout)
+            self._cache[key] = result
+        if isinstance(result, Unknown):
+            raise result
+        rc, out, err = result
+        if rc not in ok_rcs:
+            detail = (err.strip() or out.strip()).splitlines()
+            raise Unknown("%s: exit %d%s" % (argv[0], rc, (": " + detail[0]) if detail else ""))
+        return out
+
+    def run_full(self, argv, timeout=None):
+        """(rc, stdout, stderr); raises Unknown only when the tool is missing or slow."""
+        key = tuple(argv)
+        if key not in self._cache:
+            self._cache[key] = self._run(argv, timeout)
+        result = self._cache[key]
+        if isinstance(result, Unknown):
+            raise result
+        return result
+
+    def _run(self, argv, timeout):
+        # A tool that hung once (nvidia-smi on a wedged GPU) will hang again: don't wait twice.
+        if argv[0] in self._timed_out:
+            return self._timed_out[argv[0]]
+        path = argv[0] if os.path.isabs(argv[0]) else self.which(argv[0])
+        if not path or not os.path.exists(path):
+            return Unknown("%s: not found" % argv[0])
+        limit = timeout or self.timeout
+        try:
+            proc = subprocess.Popen(
+                [path] + list(argv[1:]),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                universal_newlines=True,
+                errors="replace",
+                start_new_session=True,  # so a timeout can kill the tool's children too
+            )
+        except OSError as exc:
+            return Unknown("%s: %s" % (argv[0], exc.strerror or exc))
+        try:
+            out, err = proc.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            # dkms and friends are shell scripts: kill the group, or their children would
+            # hold the pipes open and communicate() would wait for them.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
+            proc.communicate()
+            self._timed_out[argv[0]] = Unknown("%s: timeout after %ss" % (argv[0], limit))
+            return self._timed_out[argv[0]]
+        return (proc.returncode, out, err)
+
+    def read(self, path):
+        """File text; raises Unknown naming the path on any error."""
+        try:
+            with open(path, "r", errors="replace") as fh:
+                return fh.read()
+        except (IOError, OSError) as exc:
+            if getattr(exc, "errno", None) == 2:
+                raise Unknown("%s: not found" % path) from None
+            if getattr(exc, "errno", None) == 13:
+                raise Unknown("permission denied: %s" % path) from None
+            raise Unknown("%s: %s" % (path, getattr(exc, "strerror", None) or exc)) from None
+
+    def read_or_none(self, path):
+        try:
+            return self.read(path)
+        except Unknown:
+            return None
+
+    def dpkg(self):
+        """Installed packages gpufix cares about: {name: version}; cached."""
+        if "dpkg" not in self._cache:
+            patterns = [
+                "nvidia-*",
+                "libnvidia-*",
+                "*fabricmanager*",
+                "linux-modules-nvidia-*",
+                "linux-image-*",
+                "unattended-upgrades",
+                "docker-ce",
+                "docker.io",
+                "podman",
+            ]
+            fmt = "${Package}\t${Version}\t${db:Status-Abbrev}\n"
+            try:
+                rc, out, err = self.run_full(["dpkg-query", "-W", "-f=" + fmt] + patterns)
+                self._cache["dpkg"] = parse_dpkg_query(out)
+            except Unknown as exc:
+                self._cache["dpkg"] = exc
+        result = self._cache["dpkg"]
+        if isinstance(result, Unknown):
+            raise result
+        return result
+
+
+# ----------------------------------------------------------------------------- gatherers
+
+
+def g_python(ctx, opts):
+    return {"executable": sys.executable, "version": platform.python_version()}
+
+
+def g_os(ctx, opts):
+    return parse_os_release(ctx.read("/etc/os-release"))
+
+
+def g_cpu(ctx, opts):
+    return parse_cpuinfo(ctx.read("/proc/cpuinfo"))
+
+
+def _field(fn, *args):
+    try:
+        return fn(*args)
+    except Unknown as exc:
+        return unknown(exc.reason)
+
+
+def _kernel_sort_key(release):
+    return [int(p) if p.isdigit() else 0 for p in re.split(r"[.-]", release)[:4]]
+
+
+def g_kernel(ctx, opts):
+    running = platform.release()
+    cmdline = _field(lambda: ctx.read("/proc/cmdline").strip())
+
+    def installed():
+        found = set()
+        if os.path.isdir("/lib/modules"):
+            found.update(d for d in os.listdir("/lib/modules") if d[:1].isdigit())
+        try:
+            for name in ctx.dpkg():
+                m = re.match(r"^linux-image-(?:unsigned-)?(\d.*)$", name)
+                if m:
+                    found.add(m.group(1))
+        except Unknown:
+            pass
+        return sorted(found, key=_kernel_sort_key)
+
+    def hwe():
+        os_info = g_os(ctx, opts)
+        meta = HWE_METAPACKAGES.get(os_info.get("codename") or "")
+        if os_info.get("id") != "ubuntu" or meta is None:
+            return {"metapackage": None, "installed": None, "candidate": None}
+        out = {"metapackage": meta, "installed": None, "candidate": None}
+        try:
+            out["installed"] = ctx.dpkg().get(meta)
+        except Unknown as exc:
+            out["installed"] = unknown(exc.reason)
+        try:
+            policy = parse_apt_policy(ctx.run(["apt-cache", "policy", meta]))
+            out["candidate"] = policy["candidate"]
+        except Unknown as exc:
+            out["candidate"] = unknown(exc.reason)
+        return out
+
+    return {
+        "running": running,
+        "cmdline": cmdline,
+        "installed": _field(installed),
+        "hwe": _field(hwe),
+    }
+
+
+def g_glibc(ctx, opts):
+    try:
+        value = os.confstr("CS_GNU_LIBC_VERSION")
+    except (AttributeError, ValueError, OSError):
+        value = None
+    if value and value.startswith("glibc "):
+        return value.split()[1]
+    out = ctx.run(["ldd", "--version"])
+    first = out.splitlines()[0] if out else ""
+    m = re.search(r"(\d+\.\d+)\s*$", first)
+    if not m:
+        raise Unknown("ldd --version: no version in output")
+    return m.group(1)
+
+
+_PY_VERSION = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
+
+
+def _interpreter_version(ctx, path):
+    out = ctx.run([path, "-c", _PY_VERSION])
+    return out.strip() or None
+
+
+def g_pythons(ctx, opts):
+    patterns = [
+        "/usr/bin/python3*",
+        "/usr/local/bin/python3*",
+        "/opt/conda/bin/python3",
+        "/opt/miniconda3/bin/python3",
+        "/opt/anaconda3/bin/python3",
+        os.path.expanduser("~/miniconda3/bin/python3"),
+        os.path.expanduser("~/anaconda3/bin/python3"),
+    ]
+    seen = set()
+    found = []
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)):
+            if not re.search(r"/python3(\.\d+)?$", path) or not os.access(path, os.X_OK):
+                continue
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            found.append({"path": path, "version": _field(_interpreter_version, ctx, path)})
+    return found
+
+
+def _gpu_pci_devices():
+    """sysfs BDFs of NVIDIA display/3D controllers (no driver needed)."""
+    found = []
+    for dev in sorted(glob.glob("/sys/bus/pci/devices/*")):
+        try:
+            with open(os.path.join(dev, "vendor")) as fh:
+                vendor = fh.read().strip()
+            with open(os.path.join(dev, "class")) as fh:
+                cls = fh.read().strip()
+        except (IOError, OSError):
+            continue
+        if vendor == "0x10de" and cls[:6] in ("0x0300", "0x0302"):
+            found.append(os.path.basename(dev))
+    return found
+
+
+def g_gpus(ctx, opts):
+    if not ctx.which("nvidia-smi"):
+        if not _gpu_pci_devices() and not os.path.exists("/proc/driver/nvidia/version"):
+            return []
+        raise Unknown("nvidia-smi: not found")
+    argv = [
+        "nvidia-smi",
+        "--query-gpu=" + ",".join(GPU_QUERY_FIELDS),
+        "--format=csv,noheader,nounits",
+    ]
+    rc, out, err = ctx.run_full(argv)
+    fields = GPU_QUERY_FIELDS
+    if rc != 0 and "compute_cap" in (out + err) and "valid field" in (out + err):
+        fields = [f for f in GPU_QUERY_FIELDS if f != "compute_cap"]
+        argv = ["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
+        rc, out, err = ctx.run_full(argv)
+    if "No devices were found" in out + err:
+        return []
+    error = parse_nvml_error(out + "\n" + err)
+    if error:
+        raise Unknown("nvidia-smi: " + error)
+    if rc != 0:
+        raise Unknown("nvidia-smi: exit %d" % rc)
+    gpus = gpus_from_query(parse_nvidia_smi_query(out, fields))
+    if not gpus and out.strip():
+        raise Unknown("nvidia-smi: output not understood")
+    return gpus
+
+
+def _libnvidia_ml_version():
+    """Version of the libnvidia-ml that programs load (what libnvidia-ml.so.1 points at)."""
+    for libdir in (
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+    ):
+        candidates = [os.path.realpath(os.path.join(libdir, "libnvidia-ml.so.1"))]
+        candidates += sorted(glob.glob(os.path.join(libdir, "libnvidia-ml.so.*.*")), reverse=True)
+        for path in candidates:
+            m = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
+            if m and os.path.exists(path):
+                return m.group(1)
+    return None
+
+
+def driver_summary(proc_text, libnvidia_ml=None, smi_output=None, installed=None):
+    """The snapshot's driver dict from its sources.
+
+    proc_text: /proc/driver/nvidia/version (None when absent); libnvidia_ml: the version in the
+    loaded library's file name; smi_output: `nvidia-smi --query-gpu=driver_version` stdout +
+    stderr (None when not run); installed: dpkg {name: version}.
+    """
+    parsed = parse_proc_driver_version(proc_text) if proc_text else None
+    if parsed:
+        kernel_module = parsed["version"]
+    elif proc_text is None:
+        kernel_module = unknown("no NVIDIA kernel module loaded")
+    else:
+        kernel_module = unknown("/proc/driver/nvidia/version: no NVRM line")
+    sources = {"libnvidia_ml": libnvidia_ml, "nvidia_smi": None, "dpkg": None}
+    nvml_error = parse_nvml_error(smi_output) if smi_output else None
+    if smi_output and not nvml_error:
+        m = _DRIVER_VERSION.search(smi_output)
+        sources["nvidia_smi"] = m.group(1) if m else None
+    for name, version in sorted((installed or {}).items()):
+        if re.match(r"^(libnvidia-compute|nvidia-utils|libnvidia-gl)-\d+", name):
+            sources["dpkg"] = upstream_version(version)
+            break
+    # The loaded libnvidia-ml is what NVML compares with the module; nvidia-smi reports the
+    # module's version, so it is the last resort for userspace.
+    userspace = sources["libnvidia_ml"] or sources["dpkg"] or sources["nvidia_smi"]
+    if nvml_error and NVML_MISMATCH in nvml_error:
+        mismatch = True
+    elif isinstance(kernel_module, str) and userspace:
+        mismatch = kernel_module != userspace
+    else:
+        mismatch = None
+    return {
+        "kernel_module": kernel_module,
+        "flavor": parsed["flavor"] if parsed else None,
+        "userspace": userspace,
+        "userspace_sources": sources,
+        "mismatch": mismatch,
+        "nvml_error": nvml_error,
+    }
+
+
+def g_driver(ctx, opts):
+    proc_text = ctx.read_or_none("/proc/driver/nvidia/version")
+    smi_output = None
+    if ctx.which("nvidia-smi"):
+        try:
+            rc, out, err = ctx.run_full(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+            )
+            smi_output = out + "\n" + err
+        except Unknown as exc:
+            smi_output = "NVIDIA-SMI has failed: " + exc.reason  # a hanging nvidia-smi is news
+    try:
+        installed = ctx.dpkg()
+    except Unknown:
+        installed = {}
+    return driver_summary(proc_text, _libnvidia_ml_version(), smi_output, installed)
+
+
+def _nvidia_smi_table(ctx, argv):
+    if not ctx.which("nvidia-smi"):
+        if not _gpu_pci_devices():
+            return None
+        raise Unknown("nvidia-smi: not found")
+    rc, out, err = ctx.run_full(argv)
+    error = parse_nvml_error(out + "\n" + err)
+    if error:
+        raise Unknown("nvidia-smi: " + error)
+    if rc != 0:
+        raise Unknown("%s: exit %d" % (" ".join(argv[:3]), rc))
+    return out
+
+
+def g_topology(ctx, opts):
+    out = _nvidia_smi_table(ctx, ["nvidia-smi", "topo", "-m"])
+    if out is None:
+        return {"matrix": {}, "worst": None, "raw": None}
+    parsed = parse_topo_matrix(out)
+    parsed["raw"] = out[:20000]
+    return parsed
+
+
+def g_p2p(ctx, opts):
+    out = _nvidia_smi_table(ctx, ["nvidia-smi", "topo", "-p2p", "r"])
+    return {"read": parse_topo_p2p(out) if out else {}}
+
+
+def _parent_bridges(bdf):
+    """BDFs between the root complex and a device, nearest the root first (from sysfs)."""
+    real = os.path.realpath(os.path.join("/sys/bus/pci/devices", bdf))
+    parts = real.split("/")
+    bdfs = [p for p in parts if re.match(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", p)]
+    return bdfs[:-1] if bdfs and bdfs[-1] == bdf else bdfs
+
+
+def g_pcie(ctx, opts):
+    gpu_bdfs = _gpu_pci_devices()
+    parents_of = dict((bdf, _parent_bridges(bdf)) for bdf in gpu_bdfs)
+    try:
+        out = ctx.run(["lspci", "-D", "-vvv"])
+    except Unknown as exc:
+        return {
+            "bridges": unknown(exc.reason),
+            "gpus_behind_switch": any(len(p) >= 2 for p in parents_of.values()),
+            "gpu_bdfs": gpu_bdfs,
+        }
+    return summarise_pcie(out, gpu_bdfs, parents_of)
+
+
+def g_iommu(ctx, opts):
+    cmd = parse_cmdline(ctx.read_or_none("/proc/cmdline") or "")
+    cmdline = {
+        "intel_iommu": cmd.get("intel_iommu"),
+        "amd_iommu": cmd.get("amd_iommu"),
+        "iommu": cmd.get("iommu"),
+    }
+    groups_dir = "/sys/kernel/iommu_groups"
+    groups = len(os.listdir(groups_dir)) if os.path.isdir(groups_dir) else 0
+    units = os.listdir("/sys/class/iommu") if os.path.isdir("/sys/class/iommu") else []
+    types = set()
+    for path in glob.glob(os.path.join(groups_dir, "*", "type")):
+        text = (ctx.read_or_none(path) or "").strip()
+        if text:
+            types.add(text)
+    passthrough = cmd.get("iommu") == "pt" or cmd.get("iommu.passthrough") in ("1", "on")
+    if groups == 0 and not units:
+        mode = "off"
+    elif types:
+        mode = "pt" if types == {"identity"} else "translated"
+    elif passthrough:
+        mode = "pt"
+    elif groups:
+        mode = "translated"
+    else:
+        mode = "unknown"
+    return {"cmdline": cmdline, "groups": groups, "units": len(units), "mode": mode}
+
+
+def g_shm(ctx, opts):
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError as exc:
+        raise Unknown("/dev/shm: %s" % (exc.strerror or exc)) from None
+    return {"size_bytes": st.f_blocks * st.f_frsize, "path": "/dev/shm"}
+
+
+def _toolkit_version(path):
+    try:
+        with open(os.path.join(path, "version.json")) as fh:
+            return json.load(fh)["cuda"]["version"]
+    except (IOError, OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        with open(os.path.join(path, "version.txt")) as fh:
+            version = parse_version_line(fh.read())
+            if version:
+                return version
+    except (IOError, OSError):
+        pass
+    m = re.search(r"cuda-(\d+\.\d+)$", path)
+    return m.group(1) if m else None
+
+
+def g_cuda_toolkits(ctx, opts):
+    return [
+        {"version": _toolkit_version(p), "path": p}
+        for p in sorted(glob.glob("/usr/local/cuda-*"))
+        if os.path.isdir(p) and not os.path.islink(p)
+    ]
+
+
+def g_cuda_default(ctx, opts):
+    if not os.path.exists("/usr/local/cuda"):
+        return None
+    real = os.path.realpath("/usr/local/cuda")
+    return {"version": _toolkit_version(real), "path": real}
+
+
+_ENV_SCRIPT = "import json, sys; print(json.dumps(['%d.%d.%d' % sys.version_info[:3]] + sys.path))"
+
+
+def _dist_version(site, entry):
+    full = os.path.join(site, entry)
+    candidates = [os.path.join(full, "METADATA"), os.path.join(full, "PKG-INFO"), full]
+    for path in candidates:
+        if not os.path.isfile(path):
+            continue
+        try:
+            with open(path, "r", errors="replace") as fh:
+                for line in fh:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+                    if not line.strip():
+                        break
+        except (IOError, OSError):
+            continue
+    return None
+
+
+def read_packages(paths, wanted=None):
+    """{name: version or None} for the wanted distributions, first on sys.path wins."""
+    wanted = list(wanted or TRACKED_PACKAGES)
+    found = dict((name, None) for name in wanted)
+    for site in paths:
+        if not site or not os.path.isdir(site):
+            continue
+        try:
+            entries = sorted(os.listdir(site))
+        except OSError:
+            continue
+        for entry in entries:
+            if not (entry.endswith(".dist-info") or entry.endswith(".egg-info")):
+                continue
+            base = entry.rsplit(".", 1)[0]
+            name = re.sub(r"[-_.]+", "-", base.split("-", 1)[0]).lower()
+            if name in found and found[name] is None:
+                found[name] = _dist_version(site, entry)
+    return found
+
+
+def _default_envs(ctx):
+    """The python3 on PATH (often a training venv or conda) and the system one, deduplicated."""
+    out, seen = [], set()
+    for python in (ctx.which("python3"), "/usr/bin/python3"):
+        if python and os.access(python, os.X_OK):
+            real = os.path.realpath(python)
+            if real not in seen:
+                seen.add(real)
+                out.append(python)
+    return out
+
+
+def g_python_envs(ctx, opts):
+    envs = []
+    for python in opts.get("python_envs") or _default_envs(ctx):
+        entry = {"python": python}
+        try:
+            data = json.loads(ctx.run([python, "-c", _ENV_SCRIPT]))
+            entry["version"] = data[0]
+            entry["packages"] = read_packages(data[1:])
+        except Unknown as exc:
+            entry["version"] = unknown(exc.reason)
+            entry["packages"] = unknown(exc.reason)
+        except (ValueError, IndexError, TypeError):
+            entry["version"] = unknown("%s: output not understood" % python)
+            entry["packages"] = unknown("%s: output not understood" % python)
+        envs.append(entry)
+    return envs
+
+
+def g_secure_boot(ctx, opts):
+    if ctx.which("mokutil"):
+        rc, out, err = ctx.run_full(["mokutil", "--sb-state"])
+        parsed = parse_mokutil(out + "\n" + err)
+        if parsed["enabled"] is not None:
+            return parsed
+    if not os.path.isdir("/sys/firmware/efi"):
+        return {"enabled": False, "efi": False}
+    for path in glob.glob("/sys/firmware/efi/efivars/SecureBoot-*"):
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+            # 4 bytes of attributes, then one byte: 1 = enabled.
+            return {"enabled": len(data) >= 5 and data[4:5] == b"\x01", "efi": True}
+        except (IOError, OSError):
+            raise Unknown("permission denied: %s" % path) from None
+    raise Unknown("mokutil: not found and no SecureBoot EFI variable")
+
+
+def g_dkms(ctx, opts):
+    if not ctx.which("dkms"):
+        return []
+    return parse_dkms_status(ctx.run(["dkms", "status"]))
+
+
+def driver_package(installed):
+    """The package a rollback would reinstall: the driver metapackage, else its compute library."""
+    for pattern in (r"^nvidia-driver-\d+", r"^cuda-drivers-\d+", r"^libnvidia-compute-\d+"):
+        for name in sorted(installed):
+            if re.match(pattern, name):
+                return name
+    return None
+
+
+def g_driver_rollback(ctx, installed):
+    """Whether the installed driver version can still be installed from an apt index."""
+    name = driver_package(installed)
+    if name is None:
+        return {"package": None, "version": None, "installable": None}
+    version = installed[name]
+    try:
+        table = parse_apt_policy_table(ctx.run(["apt-cache", "policy", name]))
+        installable = version_installable(table, version)
+    except Unknown as exc:
+        installable = unknown(exc.reason)
+    return {"package": name, "version": version, "installable": installable}
+
+
+def g_packages(ctx, opts):
+    installed = ctx.dpkg()
+    nvidia = dict(
+        (n, v)
+        for n, v in installed.items()
+        if n.startswith("nvidia-") or n.startswith("libnvidia-") or "fabricmanager" in n
+    )
+    held = _field(lambda: parse_showhold(ctx.run(["apt-mark", "showhold"])))
+    modules = sorted(n for n in installed if n.startswith("linux-modules-nvidia-"))
+    return {
+        "nvidia": nvidia,
+        "held": held,
+        "kernel_nvidia_modules": modules,
+        "driver_rollback": _field(g_driver_rollback, ctx, installed),
+    }
+
+
+def g_unattended(ctx, opts):
+    installed = ctx.dpkg().get("unattended-upgrades") is not None
+    config = parse_apt_config_dump(ctx.run(["apt-config", "dump"]))
+    enabled = str(config.get("APT::Periodic::Unattended-Upgrade", "0")).strip() not in ("0", "")
+    patterns = config.get("Unattended-Upgrade::Package-Blacklist") or []
+    if isinstance(patterns, str):
+        patterns = [patterns] if patterns else []
+    covered = blacklist_covers(patterns, "nvidia-driver-535") and blacklist_covers(
+        patterns, "libnvidia-compute-535"
+    )
+    return {"installed": installed, "enabled": installed and enabled, "nvidia_blacklisted": covered}
+
+
+def _ns(pid, kind):
+    try:
+        return os.readlink("/proc/%s/ns/%s" % (pid, kind))
+    except OSError:
+        return None
+
+
+def container_evidence(ctx):
+    """What says this process runs in a container (None: nothing does)."""
+    for marker in ("/.dockerenv", "/run/.containerenv"):
+        if os.path.exists(marker):
+            return marker
+    cgroup = ctx.read_or_none("/proc/1/cgroup") or ""
+    m = re.search(r"docker|kubepods|containerd|libpod|lxc", cgroup)
+    if m:
+        return "/proc/1/cgroup: " + m.group(0)
+    env = ctx.read_or_none("/proc/1/environ") or ""
+    if "container=" in env:
+        return "/proc/1/environ: container="
+    return None
+
+
+def g_gathered_in(ctx, opts):
+    """Where these facts come from: a host, or a container on some host. In a container the
+    kernel, driver module and PCIe facts are the host's; packages, services and files are the
+    container's own, and changes to the kernel, driver or PCIe belong on the host."""
+    evidence = container_evidence(ctx)
+    return {"where": "container" if evidence else "host", "evidence": evidence}
+
+
+def g_containers(ctx, opts):
+    in_container = container_evidence(ctx) is not None
+
+    def version(argv):
+        if not ctx.which(argv[0]):
+            return None
+        return parse_version_line(ctx.run(argv))
+
+    docker = _field(version, ["docker", "--version"])
+    podman = _field(version, ["podman", "--version"])
+    toolkit = _field(version, ["nvidia-ctk", "--version"])
+    if toolkit is None:
+        try:
+            deb = ctx.dpkg().get("nvidia-container-toolkit")
+            toolkit = upstream_version(deb) if deb else None
+        except Unknown:
+            pass
+
+    runtime = None
+    if docker is not None or podman is not None:
+        runtime = bool(glob.glob("/etc/cdi/nvidia*.yaml") or glob.glob("/var/run/cdi/nvidia*.yaml"))
+        text = ctx.read_or_none("/etc/docker/daemon.json")
+        if text:
+            try:
+                daemon = json.loads(text)
+                runtimes = daemon.get("runtimes") or {}
+                if "nvidia" in runtimes or daemon.get("default-runtime") == "nvidia":
+                    runtime = True
+            except (ValueError, AttributeError):
+                runtime = unknown("/etc/docker/daemon.json: not valid JSON")
+
+    ipc_host = net_host = None
+    if in_container:
+        # Differs from PID 1 -> our own namespace (PID 1 is the host's init when --pid=host).
+        # Same as PID 1 tells nothing when PID 1 is the container's own init.
+        ipc_self, ipc_one = _ns("self", "ipc"), _ns("1", "ipc")
+        if ipc_self and ipc_one and ipc_self != ipc_one:
+            ipc_host = False
+        else:
+            ipc_host = unknown("cannot tell from inside the container")
+        physical = [
+            n for n in _listdir("/sys/class/net") if os.path.exists("/sys/class/net/%s/device" % n)
+        ]
+        net_host = bool(physical) or "docker0" in _listdir("/sys/class/net")
+    return {
+        "in_container": in_container,
+        "docker": docker,
+        "podman": podman,
+        "nvidia_container_toolkit": toolkit,
+        "nvidia_runtime_configured": runtime,
+        "ipc_host": ipc_host,
+        "net_host": net_host,
+    }
+
+
+def _listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def g_fabricmanager(ctx, opts):
+    installed = None
+    for name, version in sorted(ctx.dpkg().items()):
+        if "fabricmanager" in name and not name.startswith("libnvidia"):
+            installed = upstream_version(version)
+            break
+    if installed is None:
+        return {"installed": None, "running": False}
+    try:
+        rc, out, err = ctx.run_full(["systemctl", "is-active", "nvidia-fabricmanager"])
+    except Unknown as exc:
+        return {"installed": installed, "running": unknown(exc.reason)}
+    return {"installed": installed, "running": out.strip() == "active"}
+
+
+def g_nccl(ctx, opts):
+    files = {}
+    for path in ("/etc/nccl.conf", os.path.expanduser("~/.nccl.conf")):
+        if os.path.exists(path):
+            files[path] = _field(lambda p=path: parse_kv_conf(ctx.read(p)))
+    env = dict((k, v) for k, v in os.environ.items() if k.startswith("NCCL_"))
+    return {"files": files, "env": env}
+
+
+def g_gpu_processes(ctx, opts):
+    argv = [
+        "nvidia-smi",
+        "--query-compute-apps=pid,process_name,gpu_uuid,used_memory",
+        "--format=csv,noheader,nounits",
+    ]
+    out = _nvidia_smi_table(ctx, argv)
+    return parse_compute_apps(out) if out else []
+
+
+def g_kernel_log(ctx, opts):
+    reasons = []
+    for argv, source in (
+        (["dmesg"], "dmesg"),
+        (["journalctl", "-k", "-b", "--no-pager", "-q"], "journalctl"),
+    ):
+        try:
+            out = ctx.run(argv)
+        except Unknown as exc:
+            reasons.append(exc.reason)
+            continue
+        counts = parse_kernel_log(out)
+        counts["source"] = source
+        return counts
+    raise Unknown("; ".join(reasons))
+
+
+def g_network(ctx, opts):
+    addrs = {}
+    try:
+        for line in ctx.run(["ip", "-o", "-4", "addr", "show"]).splitlines():
+            parts = line.split()
+            if len(parts) >= 4 and parts[2] == "inet":
+                addrs.setdefault(parts[1], []).append(parts[3])
+        have_ip = True
+    except Unknown:
+        have_ip = False
+    interfaces = []
+    for name in _listdir("/sys/class/net"):
+        flags = (ctx.read_or_none("/sys/class/net/%s/flags" % name) or "").strip()
+        try:
+            up = bool(int(flags, 16) & 1)
+        except ValueError:
+            up = None
+        interfaces.append(
+            {"name": name, "up": up, "ipv4": addrs.get(name, []) if have_ip else None}
+        )
+    return {"interfaces": interfaces, "infiniband": _listdir("/sys/class/infiniband")}
+
+
+def g_env(ctx, opts):
+    return {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+GATHERERS = (
+    ("gathered_in", g_gathered_in),
+    ("python", g_python),
+    ("os", g_os),
+    ("cpu", g_cpu),
+    ("kernel", g_kernel),
+    ("glibc", g_glibc),
+    ("pythons", g_pythons),
+    ("gpus", g_gpus),
+    ("driver", g_driver),
+    ("topology", g_topology),
+    ("p2p", g_p2p),
+    ("pcie", g_pcie),
+    ("iommu", g_iommu),
+    ("shm", g_shm),
+    ("cuda_toolkits", g_cuda_toolkits),
+    ("cuda_default", g_cuda_default),
+    ("python_envs", g_python_envs),
+    ("secure_boot", g_secure_boot),
+    ("dkms", g_dkms),
+    ("packages", g_packages),
+    ("unattended_upgrades", g_unattended),
+    ("containers", g_containers),
+    ("fabricmanager", g_fabricmanager),
+    ("nccl", g_nccl),
+    ("gpu_processes", g_gpu_processes),
+    ("kernel_log", g_kernel_log),
+    ("network", g_network),
+    ("env", g_env),
+)
+
+FACT_KEYS = ("module_version",) + tuple(name for name, _ in GATHERERS)
+
+
+def gather(options=None):
+    """All facts as a dict; every key in FACT_KEYS is present, failures read as unknown."""
+    opts = dict(options or {})
+    ctx = Context(timeout=opts.get("timeout") or DEFAULT_TIMEOUT)
+    facts = {"module_version": MODULE_VERSION}
+    for name, fn in GATHERERS:
+        try:
+            facts[name] = fn(ctx, opts)
+        except Unknown as exc:
+            facts[name] = unknown(exc.reason)
+        except Exception as exc:  # a bug in one gatherer must not lose the others
+            facts[name] = unknown("error: %s: %s" % (type(exc).__name__, exc))
+    return facts
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python_envs=dict(type="list", elements="path", default=[]),
+            timeout=dict(type="int", default=DEFAULT_TIMEOUT),
+        ),
+        supports_check_mode=True,
+    )
+    if module.params["timeout"] < 1:
+        module.fail_json(msg="timeout must be at least 1 second")
+    facts = gather(module.params)
+    module.exit_json(changed=False, ansible_facts={"gpufix": facts})
+
+
+if __name__ == "__main__":
+    if AnsibleModule is None or (len(sys.argv) > 1 and sys.argv[1] == "--local"):
+        print(json.dumps(gather({}), indent=2, sort_keys=True))
+    else:
+        main()

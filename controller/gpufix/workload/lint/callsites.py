@@ -4,7 +4,6 @@ gathered in one walk and kept for the run; and the facts about a module built fr
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 from typing import cast
 
@@ -129,18 +128,9 @@ def keyword(call: ast.Call, name: str) -> ast.expr | None:
 
 def imported_by(project: Project, sf: SourceFile) -> list[SourceFile]:
     """The run's modules that import this one (anywhere in them, by its dotted name)."""
-    module, leaf = sf.module, sf.module.rsplit(".", 1)[-1]
-    if not module:
+    if not sf.module:
         return []
-    # A byte scan first: only files with an import line naming the leaf get a name table.
-    mention = re.compile(rb"(?:import|from)\s+[\w.]*\b" + re.escape(leaf.encode()) + rb"\b")
-    out = []
-    for other in project.parsed():
-        if other is sf or leaf.encode() not in other.data or not mention.search(other.data):
-            continue
-        if any(v == module or v.startswith(module + ".") for v in other.names.imported):
-            out.append(other)
-    return out
+    return [f for f in project.importers_of(sf.module) if f is not sf]
 
 
 def neighbours(project: Project, sf: SourceFile) -> list[SourceFile]:

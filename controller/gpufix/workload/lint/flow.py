@@ -71,6 +71,8 @@ class FlowWalker:
         # (function, libraries loaded before, note) -> the loads the call adds
         self.memo: dict[tuple[int, tuple[str, ...], str], list[Load]] = {}
         self.finals: dict[str, State] = {}
+        self.firsts: dict[str, State] = {}
+        self._counting = True
         self.loading: set[str] = set()
         self.module_calls: dict[int, int] = {}  # id(def) -> calls followed from module level
         self._note = ""
@@ -94,6 +96,35 @@ class FlowWalker:
         self.finals[sf.path] = end if end is not None else {}
         return self.finals[sf.path]
 
+    def first_loads(self, sf: SourceFile) -> State:
+        """What importing `sf` certainly loads, up to its first load: enough to know that a
+        project import loads torch (walking all of every imported module costs more than the
+        parse). No listener: the module's own statements are checked by its own walk."""
+        if sf.path in self.finals:
+            return self.finals[sf.path]
+        if sf.path in self.firsts:
+            return self.firsts[sf.path]
+        if sf.path in self.loading or sf.tree is None:
+            return {}
+        self.loading.add(sf.path)
+        saved = (self.active, self._note, self._module_level, self.listener, self._counting)
+        self.active, self._note, self._module_level = [], "", True
+        self.listener, self._counting = None, False
+        state: State = {}
+        try:
+            for stmt in sf.tree.body:
+                nxt = self.stmt(Scope(sf), stmt, state, "", [])
+                if nxt is None:
+                    break
+                state = nxt
+                if state:
+                    break
+        finally:
+            self.active, self._note, self._module_level, self.listener, self._counting = saved
+            self.loading.discard(sf.path)
+        self.firsts[sf.path] = state
+        return state
+
     def import_loads(self, sf: SourceFile, dotted: str, text: str, node: ast.AST) -> list[Load]:
         lib = library_load(self.table, dotted, text, sf, node)
         if lib is not None:
@@ -101,7 +132,7 @@ class FlowWalker:
         target = self.project.find_module(sf, dotted)
         if target is None or target is sf:
             return []
-        return [through(ld, text, sf, node, target) for ld in self.module_state(target).values()]
+        return [through(ld, text, sf, node, target) for ld in self.first_loads(target).values()]
 
     # -- functions --------------------------------------------------------------------------
     def walk_outside(self, target: Target, start: State, note: str) -> None:
@@ -148,7 +179,7 @@ class FlowWalker:
                 continue
             must, may = self.resolver.targets(scope, c)
             for t in (*must, *may):
-                if self._module_level:
+                if self._module_level and self._counting:
                     self.module_calls[id(t.fn)] = self.module_calls.get(id(t.fn), 0) + 1
             inner = f"in {getattr(c.func, 'attr', None) or getattr(c.func, 'id', '?')}() called at line {c.lineno}"
             inner = f"{inner}, {via}" if via else inner

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .names import NameTable, top_level_defs
+from .names import NameTable, absolute_module, top_level_defs
+
+# Import statements, read from the bytes (one scan per file) to index who imports what.
+_IMPORT_LINE = re.compile(
+    rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w, \t]+)|import[ \t]+([\w., \t]+))",
+    re.M,
+)
 
 
 @dataclass(eq=False)  # one object per file: compared by identity
@@ -65,7 +72,10 @@ class SourceFile:
         return self._defs
 
     def path_abs(self) -> str:
-        return os.path.abspath(self.path)
+        cached = self.cache.get("abs")
+        if cached is None:
+            cached = self.cache["abs"] = os.path.abspath(self.path)
+        return str(cached)
 
     def mentions(self, word: str) -> bool:
         return word.encode() in self.data
@@ -96,6 +106,15 @@ class Project:
     def __init__(self, files: list[SourceFile]) -> None:
         self.files = files
         self.cache: dict[str, object] = {}  # per-run facts about the whole project, by name
+        self._importers: dict[str, list[SourceFile]] | None = None
+        self._found: dict[tuple[str, str], SourceFile | None] = {}
+        # Every directory and file name of the run: an import whose first name is not one of
+        # these cannot be a file of the run.
+        self._names = {
+            part.removesuffix(".py")
+            for f in files
+            for part in os.path.normpath(os.path.abspath(f.path)).split(os.sep)
+        }
         names = _module_names([f.path for f in files])
         self.by_module: dict[str, list[SourceFile]] = {}
         self.by_abspath: dict[str, SourceFile] = {}
@@ -105,15 +124,37 @@ class Project:
                 self.by_module.setdefault(f.module, []).append(f)
                 self.by_abspath[os.path.normpath(os.path.abspath(f.path))] = f
 
+    def importers_of(self, module: str) -> list[SourceFile]:
+        """Files with an import statement naming `module` or a module below it."""
+        if self._importers is None:
+            self._importers = {}
+            for f in self.parsed():
+                for name in _imported_names(f):
+                    parts = name.split(".")
+                    for n in range(1, len(parts) + 1):
+                        self._importers.setdefault(".".join(parts[:n]), []).append(f)
+        seen: dict[int, SourceFile] = {}
+        for f in self._importers.get(module, []):
+            seen.setdefault(id(f), f)
+        return list(seen.values())
+
     def parsed(self) -> Iterator[SourceFile]:
         return (f for f in self.files if f.tree is not None)
 
     def find_module(self, importer: SourceFile, dotted: str) -> SourceFile | None:
         """The file `import dotted` from `importer` loads, if it is one of the run's files."""
+        if dotted.split(".", 1)[0] not in self._names:
+            return None  # torch, os, numpy...: no file of the run has that name
+        here = os.path.dirname(importer.path_abs())
+        key = (here, dotted)
+        if key not in self._found:
+            self._found[key] = self._find(here, dotted)
+        return self._found[key]
+
+    def _find(self, here: str, dotted: str) -> SourceFile | None:
         candidates = self.by_module.get(dotted, [])
         if len(candidates) == 1:
             return candidates[0]
-        here = os.path.dirname(os.path.abspath(importer.path))
         if candidates:  # same name in several places: the one nearest the importer
             return max(candidates, key=lambda c: len(os.path.commonpath([here, c.path_abs()])))
         # Namespace packages and scripts run from a parent directory: look upwards.
@@ -138,3 +179,19 @@ class Project:
             if sf is not None:
                 return sf, parts[n:]
         return None
+
+
+def _imported_names(f: SourceFile) -> set[str]:
+    """The absolute module names a file's import statements name (`from a import b`: a and a.b)."""
+    out: set[str] = set()
+    for m in _IMPORT_LINE.finditer(f.data):
+        dots, base, names, plain = (g.decode("utf-8", "replace") if g else "" for g in m.groups())
+        if plain:
+            out.update(p.split(" as ")[0].strip() for p in plain.split(",") if p.strip())
+            continue
+        root = absolute_module(f.package, len(dots), base or None)
+        if root is None:
+            continue
+        out.add(root)
+        out.update(f"{root}.{p.split(' as ')[0].strip()}" for p in names.split(",") if p.strip())
+    return out

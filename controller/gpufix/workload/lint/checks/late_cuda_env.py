@@ -103,7 +103,7 @@ def _writers(ctx: CheckContext, walker: FlowWalker) -> list[Target]:
             break
         names = {t.fn.name for t in frontier}
         nxt = []
-        for sf in ctx.project.parsed():
+        for sf in _callers(ctx, frontier):
             if not any(sf.mentions(n) for n in names):
                 continue
             for node, where in nodes_on(sf, tuple(sorted(names))):
@@ -124,6 +124,26 @@ def _writers(ctx: CheckContext, walker: FlowWalker) -> list[Target]:
     return list(found.values())
 
 
+def _callers(ctx: CheckContext, targets: list[Target]) -> list[SourceFile]:
+    """Files that can call these functions: their modules, the modules that import them, and
+    those that import a package whose __init__ re-exports the name."""
+    out: dict[int, SourceFile] = {}
+    for t in targets:
+        out.setdefault(id(t.sf), t.sf)
+        name = t.cls.name if t.cls is not None else t.fn.name
+        parts = t.sf.module.split(".") if t.sf.module else []
+        for n in range(len(parts), 0, -1):
+            package = ".".join(parts[:n])
+            if n < len(parts) and not any(
+                init.mentions(name) for init in ctx.project.by_module.get(package, [])
+            ):
+                break  # the package does not re-export it: importers of it cannot reach it
+            for f in ctx.project.importers_of(package):
+                if f.mentions(name):
+                    out.setdefault(id(f), f)
+    return list(out.values())
+
+
 def _flow_only(walker: FlowWalker, ctx: CheckContext, t: Target) -> bool:
     """Every use of the function is a call the module-level walk already followed."""
     if t.cls is not None:
@@ -139,7 +159,12 @@ def _flow_only(walker: FlowWalker, ctx: CheckContext, t: Target) -> bool:
 def run(ctx: CheckContext) -> None:
     walker = FlowWalker(ctx.project, ctx.table, _Listener(ctx.reporter, ctx))
     writers = _writers(ctx, walker)
-    own = [sf for sf in ctx.project.parsed() if any(t in sf.data for t in TRIGGERS)]
+    # Modules that write the variables themselves (most that name them only read them).
+    own = [
+        sf
+        for sf in ctx.with_any(TRIGGERS)
+        if any(w.key in CUDA_INIT_VARS for w, _, _ in all_env_writes(sf))
+    ]
     # Each place is reported once, from the first walk that reaches it: a module's own order
     # first, then functions as their callers see them, then callers in other modules.
     for sf in own:
@@ -149,7 +174,7 @@ def run(ctx: CheckContext) -> None:
             label = f"{t.cls.name}.{t.fn.name}" if t.cls else t.fn.name
             walker.walk_outside(t, walker.module_state(t.sf), f"{label}()")
     names = {t.fn.name for t in writers}
-    for sf in ctx.project.parsed():
+    for sf in _callers(ctx, writers):
         if any(sf.mentions(n) for n in names):
             walker.module_state(sf)
 

@@ -8,7 +8,6 @@ import click
 
 from gpufix.workload.lint.command import lint
 
-
 # `gpufix lint` lives with the rest of the lint (gpufix.workload.lint); registered here.
 lint_cmd = lint
 

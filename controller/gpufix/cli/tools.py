@@ -6,21 +6,10 @@ import sys
 
 import click
 
+from gpufix.workload.lint.command import lint
 
-@click.command("lint")
-@click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--json", "fmt", flag_value="json", help="Findings as JSON on stdout.")
-@click.option(
-    "--sarif", "fmt", flag_value="sarif", help="Findings as SARIF 2.1.0 (for CI annotations)."
-)
-def lint_cmd(paths: tuple[str, ...], fmt: str | None) -> None:
-    """Find CUDA_VISIBLE_DEVICES set after torch is imported, and other self-inflicted hangs.
-
-    Exit 0: clean; 1: findings; 3: bad input (see docs/lint.md).
-    """
-    from gpufix.lint import main_lint
-
-    sys.exit(main_lint(paths, fmt or "text"))
+# `gpufix lint` lives with the rest of the lint (gpufix.workload.lint); registered here.
+lint_cmd = lint
 
 
 @click.command("preflight")

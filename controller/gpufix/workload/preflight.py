@@ -28,7 +28,7 @@ from gpufix.facts.snapshot import (
     unknown_reason,
     validate,
 )
-from gpufix.lint import DEBUG_KNOBS, P2P_DISABLE_VAR
+from gpufix.nccl_env import DEBUG_KNOBS, P2P_DISABLE_VAR
 
 EXIT_FAILED = 1  # a check failed (the brief's contract, as for `gpufix lint`)
 STATUSES = ("pass", "warn", "fail", "skip")

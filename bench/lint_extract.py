@@ -1,0 +1,62 @@
+"""Write the Python files (and pyproject.toml / setup.cfg) of one commit of a local git directory.
+
+    .venv/bin/python bench/lint_extract.py GIT_DIR OUT_DIR COMMIT
+
+Reads a git directory already on this machine (a snapshot brought once with the fetch tool);
+fetches nothing. Blobs the snapshot lacks (large files) are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+KEEP = ("pyproject.toml", "setup.cfg")
+
+
+def extract(git_dir: str, out: str, commit: str) -> int:
+    listing = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", commit],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    wanted = []
+    for line in listing.splitlines():
+        meta, path = line.split("\t", 1)
+        mode, kind, sha = meta.split()
+        if (
+            kind == "blob"
+            and mode != "120000"
+            and (path.endswith(".py") or os.path.basename(path) in KEEP)
+        ):
+            wanted.append((sha, path))
+    cat = subprocess.Popen(
+        ["git", f"--git-dir={git_dir}", "cat-file", "--batch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert cat.stdin is not None and cat.stdout is not None
+    cat.stdin.write("".join(f"{sha}\n" for sha, _ in wanted).encode())
+    cat.stdin.close()
+    written = 0
+    for _, path in wanted:
+        header = cat.stdout.readline().split()
+        if header[1] == b"missing":
+            continue
+        data = cat.stdout.read(int(header[2]))
+        cat.stdout.read(1)
+        target = os.path.join(out, path)
+        os.makedirs(os.path.dirname(target) or out, exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+        written += 1
+    cat.wait()
+    return written
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    print(extract(*sys.argv[1:]), "files")

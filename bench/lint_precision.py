@@ -1,0 +1,86 @@
+"""Precision of `gpufix lint` on public training repositories, from hand judgements.
+
+    .venv/bin/python bench/lint_precision.py [--root DIR] [--show unjudged|fp|all]
+
+Reads bench/lint_repos.txt (owner/name@commit) and lints each tree under ROOT/owner+name (made
+once with bench/lint_extract.py; nothing is fetched here) with default settings, as a user would
+run it in that repository. Each finding is matched to bench/lint_judgements.tsv (rule, repo,
+path, line, TP|FP, reason); the table prints findings, TP, FP, unjudged and precision per rule.
+A finding nobody judged is listed and counted as unjudged, never as right.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+from gpufix.workload.lint import lint_paths
+from gpufix.workload.lint.config import load_config
+from gpufix.workload.lint.rules import RULES
+
+HERE = Path(__file__).parent
+GOAL = 0.90
+
+
+def read_repos(path: Path) -> list[tuple[str, str]]:
+    out = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            repo, commit = line.split("@")
+            out.append((repo, commit))
+    return out
+
+
+def read_judgements(path: Path) -> dict[tuple[str, str, str, int], tuple[str, str]]:
+    out = {}
+    with path.open() as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            key = (row["rule"], row["repo"], row["path"], int(row["line"]))
+            out[key] = (row["verdict"], row["reason"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default=os.environ.get("GPUFIX_LINT_REPOS", "/tmp/lintrepos"))
+    ap.add_argument("--repos", type=Path, default=HERE / "lint_repos.txt")
+    ap.add_argument("--judgements", type=Path, default=HERE / "lint_judgements.tsv")
+    ap.add_argument("--show", choices=("unjudged", "fp", "all"), default="unjudged")
+    args = ap.parse_args(argv)
+    judged = read_judgements(args.judgements)
+    counts: dict[str, Counter[str]] = {r.id: Counter() for r in RULES}
+    rows = []
+    files = 0
+    for repo, commit in read_repos(args.repos):
+        tree = Path(args.root) / repo.replace("/", "+")
+        if not tree.is_dir():
+            sys.exit(f"missing {tree}: extract {repo}@{commit} with bench/lint_extract.py")
+        result = lint_paths([str(tree)], load_config([str(tree)]))
+        files += result.files
+        for f in result.findings:
+            rel = os.path.relpath(f.path, tree)
+            verdict, reason = judged.get((f.rule, repo, rel, f.line), ("unjudged", ""))
+            counts[f.rule][verdict] += 1
+            rows.append((verdict, f.rule, repo, rel, f.line, f.effective_level, reason, f.message))
+    print(f"{len(read_repos(args.repos))} repositories, {files} files")
+    print(f"{'rule':7} {'findings':>8} {'TP':>4} {'FP':>4} {'unjudged':>8} {'precision':>9}  goal")
+    for rule, c in counts.items():
+        n = sum(c.values())
+        if not n:
+            continue
+        judged_n = c["TP"] + c["FP"]
+        prec = f"{c['TP'] / judged_n:.0%}" if judged_n else "-"
+        print(f"{rule:7} {n:8} {c['TP']:4} {c['FP']:4} {c['unjudged']:8} {prec:>9}  {GOAL:.0%}")
+    for verdict, rule, repo, rel, line, level, reason, msg in rows:
+        if args.show == "all" or verdict.lower() == args.show:
+            print(f"{verdict}\t{rule}\t{repo}\t{rel}\t{line}\t{level}\t{reason or msg[:100]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Every call in a file with its resolved name and where it sits (enclosing defs, `if` tests),
+gathered in one walk and kept for the run; and the facts about a module built from them."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import cast
+
+from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
+
+from .envwrites import EnvWrite, env_writes
+from .project import Project, SourceFile
+from .prune import nodes_on
+from .stmts import Where
+
+# Calls that create the default process group (DeepSpeed's sets no device: deepspeed-course#17).
+PROCESS_GROUP = frozenset(
+    {
+        "torch.distributed.init_process_group",
+        "torch.distributed.distributed_c10d.init_process_group",
+        "deepspeed.init_distributed",
+        "deepspeed.comm.init_distributed",
+        "deepspeed.comm.comm.init_distributed",
+    }
+)
+DISTRIBUTED = PROCESS_GROUP | frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "deepspeed.initialize",
+        "accelerate.Accelerator",
+        "torch.multiprocessing.spawn",
+    }
+)
+SELECT_DEVICE = frozenset({"torch.cuda.set_device", "torch.cuda.device"})
+
+
+@dataclass(frozen=True)
+class CallSite:
+    node: ast.Call
+    name: str | None  # the dotted name the callee resolves to
+    owners: tuple[str, ...]  # enclosing classes and functions, outermost first
+    tests: tuple[ast.expr, ...]  # tests of the `if`s the call sits under
+    classes: tuple[str, ...] = ()  # the enclosing classes alone
+
+
+def call_sites(sf: SourceFile) -> list[CallSite]:
+    cached = sf.cache.get("calls")
+    if cached is None:
+        cached = _collect(sf)
+        sf.cache["calls"] = cached
+    return cast(list[CallSite], cached)
+
+
+# Words on the lines where a call any check looks at can sit (the rest of a file is not walked).
+CALL_WORDS = (
+    "DataParallel", "data_parallel", "init_process_group", "init_distributed", "Accelerator",
+    "deepspeed", "initialize", "spawn", "load", "set_device", "cuda", "device", "barrier",
+    "detect_anomaly", "Trainer", "Fabric", "nvidia", "GPUtil", "gpustat", "nvml", "nvitop",
+    "eval", "backward", "train",
+)  # fmt: skip
+
+
+def _call_words(sf: SourceFile) -> tuple[str, ...]:
+    """CALL_WORDS, plus the local names bound to something they name (`DP` for DataParallel)."""
+    bound = {**sf.names.imports, **sf.names.aliases, **sf.names.instances}
+    extra = sorted(n for n, v in bound.items() if any(w in v for w in CALL_WORDS))
+    return (*CALL_WORDS, *extra)
+
+
+def _collect(sf: SourceFile) -> list[CallSite]:
+    out: list[CallSite] = []
+    names = sf.names
+    for node, where in nodes_on(sf, _call_words(sf)):
+        for n in ast.walk(node):
+            if isinstance(n, ast.Call):
+                resolved = names.resolve(n.func)
+                out.append(CallSite(n, resolved, where.owners, where.tests, where.classes))
+    out.sort(key=lambda c: (c.node.lineno, c.node.col_offset))
+    return out
+
+
+def named(sf: SourceFile, names: frozenset[str]) -> list[CallSite]:
+    return [c for c in call_sites(sf) if c.name in names]
+
+
+def is_multi_rank(sf: SourceFile) -> bool:
+    """The module starts a process group, wraps a model for DDP/FSDP or runs under accelerate."""
+    return bool(named(sf, DISTRIBUTED - {"torch.multiprocessing.spawn"}))
+
+
+def environ_words(sf: SourceFile) -> tuple[str, ...]:
+    """Where an environment write can be: `environ`, `putenv`, or a name bound to os.environ."""
+    bound = {**sf.names.imports, **sf.names.aliases}
+    return ("environ", "putenv", *sorted(n for n, v in bound.items() if v == "os.environ"))
+
+
+def all_env_writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, Where]]:
+    """(write, the node it is in, where) for every environment write of the module."""
+    cached = sf.cache.get("env-writes")
+    if cached is None:
+        cached = [
+            (w, n, where)
+            for node, where in nodes_on(sf, environ_words(sf))
+            for n in ast.walk(node)
+            if isinstance(n, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.Call)
+            for w in env_writes(sf.names, n)
+        ]
+        sf.cache["env-writes"] = cached
+    return cast(list[tuple[EnvWrite, ast.AST, Where]], cached)
+
+
+def writes_visible_devices(sf: SourceFile) -> bool:
+    """The module sets CUDA_VISIBLE_DEVICES itself (each rank then sees its own GPU as cuda:0)."""
+    if b"VISIBLE_DEVICES" not in sf.data or sf.tree is None:
+        return False
+    return any(w.key == CUDA_VISIBLE_DEVICES for w, _, _ in all_env_writes(sf))
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def imported_by(project: Project, sf: SourceFile) -> list[SourceFile]:
+    """The run's modules that import this one (anywhere in them, by its dotted name)."""
+    if not sf.module:
+        return []
+    return [f for f in project.importers_of(sf.module) if f is not sf]
+
+
+def neighbours(project: Project, sf: SourceFile) -> list[SourceFile]:
+    """The run's modules this one imports, and those that import it (one step each way)."""
+    out = []
+    for dotted in set(sf.names.imports.values()):
+        hit = project.split(sf, dotted)
+        if hit is not None and hit[0] is not sf and hit[0].tree is not None:
+            out.append(hit[0])
+    return out + imported_by(project, sf)
+
+
+def importers(project: Project, sf: SourceFile, depth: int = 3) -> list[SourceFile]:
+    """Modules that import this one, directly or through up to `depth` steps."""
+    seen: dict[str, SourceFile] = {}
+    frontier = [sf]
+    for _ in range(depth):
+        nxt = [o for f in frontier for o in imported_by(project, f) if o.path not in seen]
+        for o in nxt:
+            seen[o.path] = o
+        frontier = nxt
+    return list(seen.values())

@@ -1,0 +1,33 @@
+"""The checks, one module per idea; each reads the run's files and reports through a Reporter."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..libraries import LibraryTable
+from ..project import Project, SourceFile
+from ..report import Reporter
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    project: Project
+    table: LibraryTable
+    reporter: Reporter
+    checked: tuple[SourceFile, ...]  # parsed files whose findings can be shown
+
+    def with_any(self, triggers: tuple[bytes, ...]) -> list[SourceFile]:
+        """Checked files that contain one of these byte strings (a fast filter before walking)."""
+        return [sf for sf in self.checked if any(t in sf.data for t in triggers)]
+
+    def matching(self, quick: tuple[bytes, ...], pattern: re.Pattern[bytes]) -> list[SourceFile]:
+        """Checked files with one of the `quick` byte strings in which the pattern occurs."""
+        return [sf for sf in self.with_any(quick) if pattern.search(sf.data)]
+
+
+@dataclass(frozen=True)
+class Check:
+    rules: tuple[str, ...]
+    run: Callable[[CheckContext], None]

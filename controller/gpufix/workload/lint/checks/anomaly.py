@@ -1,0 +1,72 @@
+"""GPF009: autograd anomaly detection switched on unconditionally in training code.
+
+`torch.autograd.set_detect_anomaly(True)`, `with torch.autograd.detect_anomaly():` and
+Lightning's `Trainer(detect_anomaly=True)`; not when it sits under an `if` on a debug flag or
+takes its value from a variable.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from ..callsites import CallSite, call_sites, keyword
+from ..project import SourceFile
+from ..report import replace_node
+from . import Check, CheckContext
+
+SET = frozenset(
+    {"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"}
+)
+CONTEXT = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
+_LIGHTNING = ("pytorch_lightning.", "lightning.")
+_DEBUG = re.compile(r"(?i)debug|anomal|detect|nan_check|check_nan")
+TRIGGERS = (b"detect_anomaly",)
+
+
+def _flagged(site: CallSite) -> bool:
+    names = [
+        n.id if isinstance(n, ast.Name) else n.attr
+        for t in site.tests
+        for n in ast.walk(t)
+        if isinstance(n, ast.Name | ast.Attribute)
+    ]
+    return any(_DEBUG.search(n) for n in names)
+
+
+def _switch(sf: SourceFile, site: CallSite) -> ast.expr | None:
+    """The literal True that turns anomaly detection on in this call, if any."""
+    call = site.node
+    if site.name in SET:
+        value = call.args[0] if call.args else keyword(call, "mode")
+        return value if isinstance(value, ast.Constant) and value.value is True else None
+    if site.name and site.name.startswith(_LIGHTNING) and site.name.endswith(".Trainer"):
+        value = keyword(call, "detect_anomaly")
+        return value if isinstance(value, ast.Constant) and value.value is True else None
+    return None
+
+
+def run(ctx: CheckContext) -> None:
+    for sf in ctx.with_any(TRIGGERS):
+        for site in call_sites(sf):
+            if _flagged(site):
+                continue
+            switch = _switch(sf, site)
+            if switch is not None:
+                fix = replace_node(sf, switch, "False", "Switch anomaly detection off")
+            elif site.name in CONTEXT:
+                fix = None
+            else:
+                continue
+            ctx.reporter.add(
+                "GPF009",
+                sf,
+                site.node,
+                "autograd anomaly detection on in training code: every backward step is "
+                "checked (reports show 2x to 1000x slower runs); switch it on from a debug "
+                "flag only",
+                fix=fix,
+            )
+
+
+CHECK = Check(("GPF009",), run)

@@ -1,0 +1,108 @@
+"""GPF002: DataParallel as the only multi-GPU path; GPF011: DataParallel chosen by a framework flag.
+
+GPF002 is not reported where the same module also offers a distributed path (DataParallel is then
+the single-process fallback, as in the Trainer or yolov5), nor inside a function or class whose
+name says it implements a DP option for others (a framework's `DataParallelStrategy`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from ..callsites import DISTRIBUTED, CallSite, call_sites, importers, keyword, neighbours
+from ..project import SourceFile
+from ..report import replace_node
+from . import Check, CheckContext
+
+DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+        "torch.nn.parallel.data_parallel",
+        "torch.nn.parallel.data_parallel.data_parallel",
+    }
+)
+# A class that implements DP as one option among others (Lightning's DataParallelStrategy).
+_DP_OWNER = re.compile(r"(?i:data_?parallel)|(^|_)(?i:dp)($|_)|DP(?=[A-Z_]|$)")
+_LIGHTNING = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
+_FLAGS = ("strategy", "accelerator", "distributed_backend")
+# DataParallel but not DistributedDataParallel; or a "dp" flag value.
+TRIGGER = re.compile(rb"(?<!Distributed)DataParallel|data_parallel|[\"']dp[\"']")
+
+
+def _distributed_here(sf: SourceFile) -> bool:
+    return b"DistributedDataParallel" in sf.data or any(
+        c.name in DISTRIBUTED for c in call_sites(sf)
+    )
+
+
+def _offers_distributed(ctx: CheckContext, sf: SourceFile) -> bool:
+    """The module, one it imports, or one that imports it (up to three steps) offers DDP:
+    DataParallel is then the single-process fallback, or a helper the program does not use."""
+    related = [sf, *neighbours(ctx.project, sf), *importers(ctx.project, sf)]
+    return any(_distributed_here(m) for m in related)
+
+
+def _inference_functions(sf: SourceFile, sites: list[CallSite]) -> set[tuple[str, ...]]:
+    """Functions (or module-level code, `()`) that put a model in eval mode and never call
+    backward or train: inference, where DataParallel's costs matter far less."""
+    evals = {c.owners for c in sites if _attr(c) == "eval"}
+    trains = {c.owners for c in sites if _attr(c) in ("backward", "train")}
+    return evals - trains
+
+
+def _attr(site: CallSite) -> str:
+    f = site.node.func
+    return f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _data_parallel(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
+    dp = [c for c in sites if c.name in DATA_PARALLEL]
+    if not dp or _offers_distributed(ctx, sf):
+        return
+    inference = _inference_functions(sf, sites)
+    for c in dp:
+        if any(_DP_OWNER.search(o) for o in c.classes) or c.owners in inference:
+            continue
+        ctx.reporter.add(
+            "GPF002",
+            sf,
+            c.node,
+            f"{c.name} is this program's only multi-GPU path: one process drives every GPU "
+            "and it scales poorly; use DistributedDataParallel (one process per GPU, torchrun)",
+        )
+
+
+def _lightning_trainer(name: str | None) -> bool:
+    return bool(name) and name.startswith(_LIGHTNING) and name.endswith((".Trainer", ".Fabric"))  # type: ignore[union-attr]
+
+
+def _dp_flag(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
+    for c in sites:
+        if not _lightning_trainer(c.name):
+            continue
+        for flag in _FLAGS:
+            value = keyword(c.node, flag)
+            if value is None or sf.names.const_str(value) != "dp":
+                continue
+            fix = replace_node(sf, value, '"ddp"', f"Use {flag}='ddp'")
+            ctx.reporter.add(
+                "GPF011",
+                sf,
+                value,
+                f"{flag}='dp' makes Lightning wrap the model in torch.nn.DataParallel (one "
+                "process for every GPU; dropped from the Trainer in Lightning 2.0); use 'ddp'",
+                fix=fix,
+            )
+
+
+def run(ctx: CheckContext) -> None:
+    for sf in ctx.matching((b"ataParallel", b"data_parallel", b'"dp"', b"'dp'"), TRIGGER):
+        sites = call_sites(sf)
+        _data_parallel(ctx, sf, sites)
+        _dp_flag(ctx, sf, sites)
+
+
+CHECK = Check(("GPF002", "GPF011"), run)

@@ -1,0 +1,207 @@
+"""GPF005 / GPF006 / GPF008: every rank landing on GPU 0 in code that starts a process group.
+
+Multi-rank code here means a module that calls init_process_group or wraps a model in
+DDP/FSDP (`callsites.is_multi_rank`). A module that sets CUDA_VISIBLE_DEVICES itself gives each
+rank one visible GPU, so `cuda:0` is right there and GPF005/GPF008 stay silent.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from ..callsites import (
+    PROCESS_GROUP,
+    SELECT_DEVICE,
+    CallSite,
+    call_sites,
+    is_multi_rank,
+    keyword,
+    neighbours,
+    writes_visible_devices,
+)
+from ..project import SourceFile
+from ..prune import segment
+from ..report import append_argument
+from . import Check, CheckContext
+
+TRIGGERS = (
+    b"init_process_group",
+    b"init_distributed",
+    b"DistributedDataParallel",
+    b"FullyShardedDataParallel",
+    b"Accelerator",
+)
+_LOAD = frozenset({"torch.load", "torch.serialization.load"})
+_BRANCHY = re.compile(
+    r"(?i)rank|distributed|ddp|world_size|multi_?gpu|n_?gpu|num_gpus|is_main|master"
+)
+_DEVICE_BRANCH = re.compile(r"(?i)rank|distributed|ddp|world_size|gpu|is_main|master|local")
+# Checkpoint parts that hold no GPU tensors (RNG state, scheduler, grad scaler, configs).
+_NO_TENSORS = re.compile(r"(?i)rng|random|sched|scaler|seed|vocab|token|meta|json")
+_MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
+_NOT_NCCL = frozenset({"gloo", "mpi", "ucc", "hccl", "xla"})
+
+
+def _names_in(node: ast.AST) -> list[str]:
+    return [
+        n.id if isinstance(n, ast.Name) else n.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name | ast.Attribute)
+    ]
+
+
+def _under_branch(site: CallSite, pattern: re.Pattern[str]) -> bool:
+    return any(pattern.search(name) for t in site.tests for name in _names_in(t))
+
+
+def _rank_zero_only(site: CallSite) -> bool:
+    for t in site.tests:
+        if any(_MAIN.search(n) for n in _names_in(t)):
+            return True
+        if isinstance(t, ast.Compare) and any(
+            isinstance(c, ast.Constant) and c.value == 0 for c in t.comparators
+        ):
+            return any("rank" in n.lower() for n in _names_in(t.left))
+    return False
+
+
+def _gpu0(sf: SourceFile, site: CallSite) -> ast.AST | None:
+    """The argument that hard-codes GPU 0 in this call, if any."""
+    call = site.node
+    values = [*call.args, *(kw.value for kw in call.keywords)]
+    for v in values:
+        if sf.names.const_str(v) == "cuda:0":
+            return v
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "cuda" and call.args:
+        first = call.args[0]
+        if isinstance(first, ast.Constant) and first.value == 0:
+            return first
+    if (
+        site.name == "torch.device"
+        and len(call.args) == 2
+        and sf.names.const_str(call.args[0]) == "cuda"
+        and getattr(call.args[1], "value", None) == 0
+    ):
+        return call.args[1]
+    return None
+
+
+def _same_gpu(ctx: CheckContext, sf: SourceFile) -> None:
+    for site in call_sites(sf):
+        arg = _gpu0(sf, site)
+        if arg is None or _under_branch(site, _BRANCHY):
+            continue
+        ctx.reporter.add(
+            "GPF005",
+            sf,
+            arg,
+            "GPU 0 hard-coded in code that starts a process group: every rank uses the first "
+            "GPU; use the rank's device (torch.device('cuda', local_rank) after "
+            "torch.cuda.set_device(local_rank))",
+        )
+
+
+def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
+    for site in call_sites(sf):
+        call = site.node
+        if site.name not in _LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
+            continue
+        if _rank_zero_only(site) or _under_branch(site, _DEVICE_BRANCH):
+            continue
+        source = segment(sf, call.args[0]) if call.args else ""
+        if source and _NO_TENSORS.search(source):
+            continue
+        fix = append_argument(sf, call, 'map_location="cpu"', "Load onto the CPU first")
+        ctx.reporter.add(
+            "GPF008",
+            sf,
+            call,
+            "torch.load without map_location in code that starts a process group: tensors go "
+            "back to the GPU they were saved from (usually cuda:0) on every rank; pass "
+            "map_location='cpu' or the rank's device",
+            fix=fix,
+        )
+
+
+def run(ctx: CheckContext) -> None:
+    for sf in ctx.with_any(TRIGGERS):
+        if not is_multi_rank(sf) or writes_visible_devices(sf):
+            continue
+        _same_gpu(ctx, sf)
+        _torch_load(ctx, sf)
+        _process_group(ctx, sf)
+
+
+# -- GPF006 -----------------------------------------------------------------------------------
+def _backend_may_be_nccl(sf: SourceFile, call: ast.Call) -> bool:
+    backend = keyword(call, "backend") or (call.args[0] if call.args else None)
+    value = sf.names.const_str(backend) if backend is not None else None
+    return value is None or value.lower() not in _NOT_NCCL
+
+
+def _selects_device(sf: SourceFile) -> bool:
+    if writes_visible_devices(sf):
+        return True
+    return any(
+        c.name in SELECT_DEVICE or (c.name in PROCESS_GROUP and keyword(c.node, "device_id"))
+        for c in call_sites(sf)
+    )
+
+
+def _selects_anywhere(ctx: CheckContext) -> bool:
+    """Some file of the run selects a device, through whatever wrapper (`self.set_device()`,
+    `get_accelerator().set_device(...)`, `device_id=`): frameworks spread this over modules."""
+    cache = ctx.project.cache
+    if "selects-anywhere" not in cache:
+        cache["selects-anywhere"] = any(
+            b"set_device" in f.data or b"device_id=" in f.data for f in ctx.project.files
+        )
+    return bool(cache["selects-anywhere"])
+
+
+def _ambiguous_device(sf: SourceFile) -> CallSite | None:
+    """A use that means "the current GPU", which is GPU 0 until set_device runs."""
+    for c in call_sites(sf):
+        call, func = c.node, c.node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "cuda"
+            and not call.args
+            and not call.keywords
+        ):
+            return c
+        if any(
+            sf.names.const_str(v) == "cuda" for v in [*call.args, *(k.value for k in call.keywords)]
+        ):
+            return c
+        if c.name in ("torch.distributed.barrier",) and not keyword(call, "device_ids"):
+            return c
+    return None
+
+
+def _process_group(ctx: CheckContext, sf: SourceFile) -> None:
+    groups = [
+        c
+        for c in call_sites(sf)
+        if c.name in PROCESS_GROUP
+        and not keyword(c.node, "device_id")
+        and _backend_may_be_nccl(sf, c.node)
+    ]
+    if not groups or _selects_device(sf) or _selects_anywhere(ctx):
+        return
+    use = _ambiguous_device(sf)
+    if use is None or any(_selects_device(n) for n in neighbours(ctx.project, sf)):
+        return
+    ctx.reporter.add(
+        "GPF006",
+        sf,
+        groups[0].node,
+        f"process group started but no rank selects its GPU (no torch.cuda.set_device, no "
+        f"device_id=): line {use.node.lineno} then uses the current device, GPU 0 on every "
+        "rank; call torch.cuda.set_device(local_rank) before init_process_group",
+    )
+
+
+CHECK = Check(("GPF005", "GPF006", "GPF008"), run)

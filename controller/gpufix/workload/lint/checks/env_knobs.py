@@ -1,0 +1,70 @@
+"""GPF003 / GPF004 / GPF010: debug and NCCL transport settings hard-coded in the environment.
+
+Which variables and which values count is `gpufix.nccl_env` (shared with preflight and plan).
+Only literal values (or constants) are judged: `os.environ["NCCL_DEBUG"] = level` is left alone.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gpufix.nccl_env import (
+    DEBUG_KNOBS,
+    KNOBS_BY_NAME,
+    P2P_DISABLE_VAR,
+    TRANSPORT_KNOBS,
+    is_debug_setting,
+    is_transport_workaround,
+)
+
+from ..callsites import all_env_writes
+from ..report import delete_statement
+from . import Check, CheckContext
+
+_KEYS = (*DEBUG_KNOBS, P2P_DISABLE_VAR, *TRANSPORT_KNOBS)
+TRIGGERS = tuple({k.encode() for k in _KEYS} | {b"NCCL_", b"LAUNCH_BLOCKING"})
+
+
+def _rule_for(key: str, value: str) -> str | None:
+    if is_debug_setting(key, value):
+        return "GPF003"
+    if key == P2P_DISABLE_VAR and is_transport_workaround(key, value):
+        return "GPF004"
+    if is_transport_workaround(key, value):
+        return "GPF010"
+    return None
+
+
+def _message(rule: str, key: str, value: str) -> str:
+    note = KNOBS_BY_NAME[key].note
+    if rule == "GPF003":
+        return (
+            f"{key}={value} hard-coded: a debugging setting ({note}); set it in the shell for "
+            "a debugging run instead"
+        )
+    if rule == "GPF004":
+        return (
+            f"{key}={value} set in code: a workaround that costs GPU-to-GPU bandwidth and hides "
+            "the cause (often PCIe ACS / IOMMU); fix the host instead"
+        )
+    return (
+        f"{key}={value} set in code: {note}; a per-host workaround, not something every run "
+        "should carry"
+    )
+
+
+def run(ctx: CheckContext) -> None:
+    for sf in ctx.with_any(TRIGGERS):
+        for w, node, _ in all_env_writes(sf):
+            value = sf.names.const_str(w.value)
+            if w.key not in _KEYS or value is None:
+                continue
+            rule = _rule_for(w.key, value)
+            if rule is None:
+                continue
+            stmt = node if w.statement and isinstance(node, ast.stmt) else None
+            fix = delete_statement(sf, stmt, f"Delete the {w.key} line") if stmt else None
+            ctx.reporter.add(rule, sf, w.node, _message(rule, w.key, value), fix=fix)
+
+
+CHECK = Check(("GPF003", "GPF004", "GPF010"), run)

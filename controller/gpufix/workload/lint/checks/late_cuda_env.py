@@ -1,0 +1,182 @@
+"""GPF001: CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER written after torch or a CUDA library loaded.
+
+Three walks, all with the flow walker:
+- each module that writes the variables, or calls a function that does, in execution order;
+- each function that writes them (or calls one that does) as its callers see it: after its
+  module was imported, with that module's imports loaded, unless every call of it was already
+  followed at module level (a set-up function called before the imports);
+- callers in other modules reach the writes through the call graph.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+from gpufix.nccl_env import CUDA_INIT_VARS
+
+from ..calls import Scope, Target
+from ..callsites import all_env_writes
+from ..envwrites import writes_in
+from ..flow import FlowWalker
+from ..loads import State
+from ..model import Related
+from ..project import SourceFile
+from ..prune import nodes_on
+from ..report import Reporter
+from ..stmts import Where
+from . import Check, CheckContext
+
+TRIGGERS = (b"VISIBLE_DEVICES", b"DEVICE_ORDER")
+_ROUNDS = 4  # how far "calls a function that writes" is followed across the call graph
+
+
+class _Listener:
+    def __init__(self, reporter: Reporter, ctx: CheckContext) -> None:
+        self.reporter = reporter
+        self.ctx = ctx
+        self.checked = {sf.path for sf in ctx.checked}
+
+    def on_statement(self, scope: Scope, node: ast.AST, state: State, note: str) -> None:
+        sf = scope.sf
+        if not state or sf.path not in self.checked or not any(t in sf.data for t in TRIGGERS):
+            return
+        for w in writes_in(sf.names, [node]):
+            if w.key not in CUDA_INIT_VARS:
+                continue
+            first = next(iter(state.values()))
+            where = f" in {note}" if note else ""
+            msg = (
+                f"{w.key} set{where} after {first.describe(sf.path)}: CUDA ignores it once "
+                "initialised, and any call after that import may initialise it; set it before "
+                "the first torch-based import or in the launch environment"
+            )
+            origin = self.ctx.project.by_abspath.get(os.path.normpath(os.path.abspath(first.path)))
+            col = origin.col(first.line, first.col_offset) if origin else first.col_offset + 1
+            related = (
+                Related(first.path, first.line, col, f"`{first.text}`: loads {first.library}"),
+            )
+            self.reporter.add("GPF001", sf, w.node, msg, related)
+
+
+def _functions(sf: SourceFile) -> list[Target]:
+    """Module-level functions and the methods of module-level classes."""
+    out = []
+    for d in sf.defs.values():
+        if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef):
+            out.append(Target(sf, d))
+        elif isinstance(d, ast.ClassDef):
+            out.extend(
+                Target(sf, m, d)
+                for m in d.body
+                if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)
+            )
+    return out
+
+
+def _owner(sf: SourceFile, where: Where) -> Target | None:
+    """The module-level function, or method of a module-level class, a statement sits in."""
+    if not where.owners:
+        return None
+    top = sf.defs.get(where.owners[0])
+    if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef):
+        return Target(sf, top)
+    if isinstance(top, ast.ClassDef) and len(where.owners) > 1:
+        for m in top.body:
+            if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name == where.owners[1]:
+                return Target(sf, m, top)
+    return None
+
+
+def _writers(ctx: CheckContext, walker: FlowWalker) -> list[Target]:
+    """Functions that write the variables, then those that call them, across the files."""
+    found: dict[int, Target] = {}
+    for sf in ctx.with_any(TRIGGERS):
+        for w, _, where in all_env_writes(sf):
+            t = _owner(sf, where) if w.key in CUDA_INIT_VARS else None
+            if t is not None:
+                found.setdefault(id(t.fn), t)
+    frontier = list(found.values())
+    for _ in range(_ROUNDS):
+        if not frontier:
+            break
+        names = {t.fn.name for t in frontier}
+        nxt = []
+        for sf in _callers(ctx, frontier):
+            if not any(sf.mentions(n) for n in names):
+                continue
+            for node, where in nodes_on(sf, tuple(sorted(names))):
+                t = _owner(sf, where)
+                if t is None or id(t.fn) in found:
+                    continue
+                scope = Scope(sf, t.cls)
+                calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+                if any(
+                    id(c.fn) in found
+                    for call in calls
+                    for group in walker.resolver.targets(scope, call)
+                    for c in group
+                ):
+                    found[id(t.fn)] = t
+                    nxt.append(t)
+        frontier = nxt
+    return list(found.values())
+
+
+def _callers(ctx: CheckContext, targets: list[Target]) -> list[SourceFile]:
+    """Files that can call these functions: their modules, the modules that import them, and
+    those that import a package whose __init__ re-exports the name."""
+    out: dict[int, SourceFile] = {}
+    for t in targets:
+        out.setdefault(id(t.sf), t.sf)
+        name = t.cls.name if t.cls is not None else t.fn.name
+        parts = t.sf.module.split(".") if t.sf.module else []
+        for n in range(len(parts), 0, -1):
+            package = ".".join(parts[:n])
+            if n < len(parts) and not any(
+                init.mentions(name) for init in ctx.project.by_module.get(package, [])
+            ):
+                break  # the package does not re-export it: importers of it cannot reach it
+            for f in ctx.project.importers_of(package):
+                if f.mentions(name):
+                    out.setdefault(id(f), f)
+    return list(out.values())
+
+
+def _flow_only(walker: FlowWalker, ctx: CheckContext, t: Target) -> bool:
+    """Every use of the function is a call the module-level walk already followed."""
+    if t.cls is not None:
+        return False
+    followed = walker.module_calls.get(id(t.fn), 0)
+    if not followed:
+        return False
+    uses = len(re.findall(rf"\b{re.escape(t.fn.name)}\b", t.sf.text)) - 1
+    elsewhere = any(sf is not t.sf and sf.mentions(t.fn.name) for sf in ctx.project.parsed())
+    return uses == followed and not elsewhere
+
+
+def run(ctx: CheckContext) -> None:
+    walker = FlowWalker(ctx.project, ctx.table, _Listener(ctx.reporter, ctx))
+    writers = _writers(ctx, walker)
+    # Modules that write the variables themselves (most that name them only read them).
+    own = [
+        sf
+        for sf in ctx.with_any(TRIGGERS)
+        if any(w.key in CUDA_INIT_VARS for w, _, _ in all_env_writes(sf))
+    ]
+    # Each place is reported once, from the first walk that reaches it: a module's own order
+    # first, then functions as their callers see them, then callers in other modules.
+    for sf in own:
+        walker.module_state(sf)
+    for t in writers:
+        if not _flow_only(walker, ctx, t):
+            label = f"{t.cls.name}.{t.fn.name}" if t.cls else t.fn.name
+            walker.walk_outside(t, walker.module_state(t.sf), f"{label}()")
+    names = {t.fn.name for t in writers}
+    for sf in _callers(ctx, writers):
+        if any(sf.mentions(n) for n in names):
+            walker.module_state(sf)
+
+
+CHECK = Check(("GPF001",), run)

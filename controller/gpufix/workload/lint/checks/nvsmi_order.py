@@ -1,0 +1,79 @@
+"""GPF007: a GPU picked with nvidia-smi / NVML numbering written to CUDA_VISIBLE_DEVICES while
+CUDA still numbers GPUs fastest-first (no CUDA_DEVICE_ORDER=PCI_BUS_ID anywhere in the run)."""
+
+from __future__ import annotations
+
+import ast
+
+from gpufix.nccl_env import CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES, PCI_BUS_ORDER
+
+from ..callsites import all_env_writes, call_sites, neighbours
+from ..project import SourceFile
+from ..prune import segment
+from ..report import insert_before
+from . import Check, CheckContext
+
+# Modules that number GPUs the way nvidia-smi does (PCI bus order).
+NVML_MODULES = ("GPUtil", "gpustat", "pynvml", "nvidia_smi", "py3nvml", "nvitop")
+TRIGGERS = (b"VISIBLE_DEVICES",)
+
+
+def _uses_smi_numbering(sf: SourceFile) -> bool:
+    """The module asks nvidia-smi (or an NVML wrapper) for GPU indices."""
+    for c in call_sites(sf):
+        if c.name and c.name.split(".")[0] in NVML_MODULES:
+            return True
+        if any("nvidia-smi" in (sf.names.const_str(a) or "") for a in _strings(c.node)):
+            return True
+    return False
+
+
+def _strings(call: ast.Call) -> list[ast.expr]:
+    out: list[ast.expr] = []
+    for a in call.args:
+        out.extend(a.elts if isinstance(a, ast.List | ast.Tuple) else [a])
+    return out
+
+
+def _orders_by_pci(ctx: CheckContext, here: SourceFile) -> bool:
+    """This module, or one it imports or that imports it, sets CUDA_DEVICE_ORDER=PCI_BUS_ID."""
+    ordering = {id(sf) for sf in ctx.project.parsed() if b"DEVICE_ORDER" in sf.data}
+    if not ordering:
+        return False
+    for sf in [here, *neighbours(ctx.project, here)]:
+        if id(sf) in ordering:
+            for w, _, _ in all_env_writes(sf):
+                if w.key == CUDA_DEVICE_ORDER and sf.names.const_str(w.value) == PCI_BUS_ORDER:
+                    return True
+    return False
+
+
+def run(ctx: CheckContext) -> None:
+    candidates = [sf for sf in ctx.with_any(TRIGGERS) if b"nvidia" in sf.data or _nvml(sf)]
+    for sf in candidates:
+        if _orders_by_pci(ctx, sf) or not _uses_smi_numbering(sf):
+            continue
+        for w, stmt, _ in all_env_writes(sf):
+            if w.key != CUDA_VISIBLE_DEVICES or sf.names.const_str(w.value) is not None:
+                continue  # a literal was chosen by hand, not read from nvidia-smi
+            fix = None
+            if w.statement and w.environ is not None and isinstance(stmt, ast.stmt):
+                env = segment(sf, w.environ) or "os.environ"
+                code = f'{env}["{CUDA_DEVICE_ORDER}"] = "{PCI_BUS_ORDER}"'
+                fix = insert_before(sf, stmt, code, "Number GPUs as nvidia-smi does")
+            ctx.reporter.add(
+                "GPF007",
+                sf,
+                w.node,
+                "CUDA_VISIBLE_DEVICES set from a GPU index that nvidia-smi/NVML numbered in PCI "
+                "bus order, but CUDA numbers GPUs fastest first: set "
+                "CUDA_DEVICE_ORDER=PCI_BUS_ID first, or the job may run on another GPU",
+                fix=fix,
+            )
+
+
+def _nvml(sf: SourceFile) -> bool:
+    return any(m.encode() in sf.data for m in NVML_MODULES)
+
+
+CHECK = Check(("GPF007",), run)

@@ -1,0 +1,177 @@
+"""`[tool.gpufix.lint]` in pyproject.toml: which files, which rules at which level, which Python.
+
+[tool.gpufix.lint]
+include = ["src/**", "train.py"]      # globs relative to the project root (default: all)
+exclude = ["third_party/**"]
+target-version = "py311"               # default: requires-python's lower bound
+[tool.gpufix.lint.severity]
+GPF002 = "off"                         # error | warning | note | off
+[tool.gpufix.lint.contexts]
+tests = "off"                          # off | note | as-is, for tests, examples, library
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from gpufix.errors import InvalidInput
+
+from .rules import LEVELS, RULES_BY_ID
+
+CONTEXTS = ("tests", "examples", "library")
+POLICIES = ("off", "note", "as-is")
+# Tests wrap models in DataParallel and set debug knobs on purpose; installed or vendored code is
+# not the user's to change; examples are what users copy, so they are shown but do not fail.
+DEFAULT_POLICY: Mapping[str, str] = {"tests": "off", "examples": "note", "library": "off"}
+_TARGET = re.compile(r"^(?:py)?3\.?(\d{1,2})$")
+_KEYS = frozenset({"include", "exclude", "target-version", "severity", "contexts"})
+
+
+@dataclass(frozen=True)
+class LintConfig:
+    root: Path
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    severity: Mapping[str, str] = field(default_factory=dict)  # rule -> level | off
+    contexts: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_POLICY))
+    target: tuple[int, int] | None = None  # None: unknown
+    target_origin: str = "unknown"
+    source: str = ""  # the pyproject.toml read, or ""
+
+
+def parse_target(text: str) -> tuple[int, int]:
+    """'py311', '3.11' or 'py3.11' -> (3, 11)."""
+    m = _TARGET.match(text.strip())
+    if not m:
+        raise InvalidInput(f"bad target version {text!r}; use e.g. py311 or 3.11")
+    return (3, int(m.group(1)))
+
+
+def lower_bound(requires_python: str) -> tuple[int, int] | None:
+    """The oldest Python a `requires-python` specifier admits, as (3, minor); None if open."""
+    try:
+        spec = SpecifierSet(requires_python)
+    except InvalidSpecifier:
+        raise InvalidInput(f"bad requires-python {requires_python!r} in pyproject.toml") from None
+    bounds = []
+    for s in spec:
+        if s.operator in (">=", "~=", "==", "===", ">"):
+            parts = re.findall(r"\d+", s.version)
+            if len(parts) >= 2 and parts[0] == "3":
+                bounds.append((3, int(parts[1])))
+    return max(bounds) if bounds else None
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise InvalidInput("reading pyproject.toml needs Python 3.11+ or tomli") from None
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as e:
+        raise InvalidInput(f"cannot read {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InvalidInput(f"{path}: not valid TOML: {e}") from None
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start`."""
+    here = start if start.is_dir() else start.parent
+    for d in (here, *here.parents):
+        candidate = d / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _strings(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInput(f"{where}: {key} must be a list of glob strings")
+    return tuple(value)
+
+
+def _choices(table: Any, allowed_keys: Any, allowed: tuple[str, ...], where: str) -> dict[str, str]:
+    if not isinstance(table, dict):
+        raise InvalidInput(f"{where} must be a table")
+    out = {}
+    for key, value in table.items():
+        if key not in allowed_keys:
+            raise InvalidInput(f"{where}: unknown key {key!r}")
+        if value not in allowed:
+            raise InvalidInput(f"{where}.{key}: {value!r} is not one of {', '.join(allowed)}")
+        out[key] = value
+    return out
+
+
+def from_table(
+    table: Mapping[str, Any], root: Path, requires: str | None, source: str
+) -> LintConfig:
+    """Build a config from the `[tool.gpufix.lint]` table (validated) and `requires-python`."""
+    where = f"{source or 'config'} [tool.gpufix.lint]"
+    unknown = set(table) - _KEYS
+    if unknown:
+        raise InvalidInput(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    severity = _choices(table.get("severity", {}), RULES_BY_ID, (*LEVELS, "off"), where)
+    contexts = {**DEFAULT_POLICY, **_choices(table.get("contexts", {}), CONTEXTS, POLICIES, where)}
+    target, origin = None, "unknown"
+    if "target-version" in table:
+        if not isinstance(table["target-version"], str):
+            raise InvalidInput(f"{where}: target-version must be a string such as py311")
+        target, origin = parse_target(table["target-version"]), "target-version"
+    elif requires:
+        target = lower_bound(requires)
+        origin = f"requires-python {requires}" if target else "unknown"
+    return LintConfig(
+        root,
+        _strings(table, "include", where),
+        _strings(table, "exclude", where),
+        severity,
+        contexts,
+        target,
+        origin,
+        source,
+    )
+
+
+def load_config(paths: list[str], config_file: str | None = None) -> LintConfig:
+    """The configuration for a run over `paths`: the nearest pyproject.toml, or defaults."""
+    pyproject: Path | None
+    if config_file is not None:
+        pyproject = Path(config_file)
+        if not pyproject.is_file():
+            raise InvalidInput(f"no such config file: {config_file}")
+    else:
+        pyproject = find_pyproject(Path(_common_dir(paths)).resolve())
+    if pyproject is None:
+        return LintConfig(Path(_common_dir(paths)))
+    doc = _load_toml(pyproject)
+    tool = doc.get("tool", {}).get("gpufix", {}).get("lint", {})
+    requires = doc.get("project", {}).get("requires-python")
+    if not isinstance(tool, dict):
+        raise InvalidInput(f"{pyproject}: [tool.gpufix.lint] must be a table")
+    if requires is not None and not isinstance(requires, str):
+        raise InvalidInput(f"{pyproject}: requires-python must be a string")
+    return from_table(tool, pyproject.parent, requires, str(pyproject))
+
+
+def _common_dir(paths: list[str]) -> str:
+    import os
+
+    dirs = [p if os.path.isdir(p) else os.path.dirname(p) or "." for p in paths or ["."]]
+    try:
+        return os.path.commonpath([os.path.abspath(d) for d in dirs])
+    except ValueError:  # different drives
+        return os.path.abspath(dirs[0])

@@ -1,0 +1,85 @@
+"""Which files a run reads (include/exclude globs, hidden and virtualenv directories skipped) and
+what kind of code each one is: the project's own code, a test, an example, or a library."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterator, Sequence
+
+from .config import LintConfig
+
+_SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
+# Installed or vendored code: not the user's to change.
+LIBRARY_DIRS = frozenset(
+    {"site-packages", "dist-packages", "vendor", "vendored", "_vendor", "third_party",
+     "third-party", "thirdparty", "3rdparty"}
+)  # fmt: skip
+TEST_DIRS = frozenset({"tests", "test", "testing", "unittests", "unit_tests"})
+EXAMPLE_DIRS = frozenset(
+    {"examples", "example", "demo", "demos", "tutorials", "tutorial", "samples", "sample"}
+)
+_GLOB = frozenset("*?[")
+
+
+def classify(rel: str) -> str:
+    """code | test | example | library, from the path relative to the project root."""
+    parts = [p.lower() for p in rel.replace(os.sep, "/").split("/")]
+    dirs, name = parts[:-1], parts[-1]
+    if any(p in LIBRARY_DIRS for p in dirs):
+        return "library"
+    if (
+        any(p in TEST_DIRS for p in dirs)
+        or name == "conftest.py"
+        or (name.startswith("test_") and name.endswith(".py"))
+        or name.endswith("_test.py")
+    ):
+        return "test"
+    if any(p in EXAMPLE_DIRS for p in dirs):
+        return "example"
+    return "code"
+
+
+def matches(rel: str, pattern: str) -> bool:
+    """A glob against a root-relative POSIX path; a plain name also matches what lies below it."""
+    pattern = pattern.strip("/")
+    if not _GLOB & set(pattern):
+        return rel == pattern or rel.startswith(pattern + "/")
+    return fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(rel, pattern + "/*")
+
+
+def relative(path: str, config: LintConfig) -> str:
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(config.root))
+    return rel.replace(os.sep, "/")
+
+
+def _wanted(rel: str, config: LintConfig) -> bool:
+    if any(matches(rel, p) for p in config.exclude):
+        return False
+    return not config.include or any(matches(rel, p) for p in config.include)
+
+
+def iter_python_files(paths: Sequence[str], config: LintConfig) -> Iterator[tuple[str, str]]:
+    """(path, root-relative path): files named on the command line always, *.py under
+    directories when include/exclude allow (hidden directories and virtualenvs skipped)."""
+    for p in paths:
+        if not os.path.isdir(p):
+            yield p, relative(p, config)
+            continue
+        for root, dirs, files in os.walk(p):
+            dirs[:] = sorted(
+                d
+                for d in dirs
+                if not d.startswith(".")
+                and d not in _SKIP_DIRS
+                and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
+                and not any(
+                    matches(relative(os.path.join(root, d), config), x) for x in config.exclude
+                )
+            )
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(root, name)
+                    rel = relative(path, config)
+                    if _wanted(rel, config):
+                        yield path, rel

@@ -1,0 +1,185 @@
+"""The name table of one module: what each name stands for, read from the AST without running it.
+
+Covers imports (with `as`, relative imports made absolute), aliases (`nn = torch.nn`,
+`env = os.environ`), `importlib.import_module("torch")` / `__import__`, string constants used as
+keys (`KEY = "CUDA_VISIBLE_DEVICES"`, f-strings of constants) and instances (`r = Runner()`).
+A name bound two different ways is left unresolved: the lint reports only what is certain.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from .stmts import statements
+
+IMPORT_FUNCS = frozenset({"importlib.import_module", "builtins.__import__", "__import__"})
+_AMBIGUOUS = "\0"
+
+
+def absolute_module(package: str, level: int, module: str | None) -> str | None:
+    """`from ..x import y` in package `a.b.c` -> `a.b.x`; None when it climbs past the top."""
+    if not level:
+        return module
+    parts = package.split(".") if package else []
+    if level - 1 > len(parts) or (not parts and level):
+        return None
+    base = parts[: len(parts) - (level - 1)]
+    return ".".join([*base, module] if module else base) or None
+
+
+def _bind(table: dict[str, str], name: str, value: str) -> None:
+    old = table.get(name)
+    table[name] = value if old in (None, value) else _AMBIGUOUS
+
+
+def top_level_defs(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
+    """Module-level defs and classes, also those under a top-level if/try (version switches)."""
+    for stmt in body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield stmt
+        elif isinstance(stmt, ast.If):
+            yield from top_level_defs([*stmt.body, *stmt.orelse])
+        elif isinstance(stmt, ast.Try):
+            yield from top_level_defs([*stmt.body, *stmt.orelse, *stmt.finalbody])
+
+
+class NameTable:
+    def __init__(self, tree: ast.Module, module: str = "", package: str = "") -> None:
+        self.module = module
+        self.package = package
+        self.locals: dict[str, str] = {
+            d.name: f"{module}.{d.name}" if module else d.name  # type: ignore[attr-defined]
+            for d in top_level_defs(tree.body)
+        }
+        self.imports: dict[str, str] = {}
+        self.imported: set[str] = set()  # every module an import statement names, in full
+        self.aliases: dict[str, str] = {}
+        self.strings: dict[str, str] = {}
+        self.instances: dict[str, str] = {}
+        self._pending: list[tuple[str, ast.expr]] = []
+        for node, _ in statements(tree.body):  # bindings are statements: no need for every node
+            if isinstance(node, ast.Import):
+                self._import(node)
+            elif isinstance(node, ast.ImportFrom):
+                self._import_from(node)
+            elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        self._pending.append((t.id, node.value))
+        self._settle()
+
+    # -- building ---------------------------------------------------------------------------
+    def _import(self, node: ast.Import) -> None:
+        for a in node.names:
+            self.imported.add(a.name)
+            if a.asname:
+                _bind(self.imports, a.asname, a.name)
+            else:
+                top = a.name.split(".")[0]
+                _bind(self.imports, top, top)
+
+    def _import_from(self, node: ast.ImportFrom) -> None:
+        base = absolute_module(self.package, node.level, node.module)
+        if base is None:
+            return
+        self.imported.add(base)
+        for a in node.names:
+            if a.name != "*":
+                self.imported.add(f"{base}.{a.name}")
+                _bind(self.imports, a.asname or a.name, f"{base}.{a.name}")
+
+    def _settle(self) -> None:
+        """Aliases and constants, after imports are known (a later import can make an alias)."""
+        other: set[str] = set()
+        for name, value in self._pending:
+            if name in self.imports:
+                continue
+            s = self.const_str(value)
+            if s is not None:
+                _bind(self.strings, name, s)
+                continue
+            dotted = self._chain(value)
+            if dotted is not None:
+                _bind(self.aliases, name, dotted)
+            elif isinstance(value, ast.Call) and (cls := self._chain(value.func)) is not None:
+                _bind(self.instances, name, cls)
+            else:
+                other.add(name)  # bound to something we do not follow
+        tables = (self.aliases, self.strings, self.instances)
+        for table in tables:
+            for k in [k for k, v in table.items() if v == _AMBIGUOUS]:
+                del table[k]
+        # A name bound as two kinds of thing (a string here, an object there) is not certain.
+        for name in {k for t in tables for k in t}:
+            if name in other or sum(name in t for t in tables) > 1:
+                for t in tables:
+                    t.pop(name, None)
+        self._pending = []
+
+    # -- queries ------------------------------------------------------------------------------
+    def _chain(self, node: ast.AST) -> str | None:
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name):
+            base = self.imports.get(node.id)
+            if base is None:
+                base = self.aliases.get(node.id)
+            if base is None:
+                base = self.locals.get(node.id)
+            if base is None or base == _AMBIGUOUS:
+                return None
+        elif isinstance(node, ast.Call):
+            base = self.imported_module(node)
+            if base is None:
+                return None
+        else:
+            return None
+        return ".".join([base, *reversed(parts)])
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """The dotted name an expression stands for (`nn.DataParallel` -> torch.nn.DataParallel)."""
+        return self._chain(node)
+
+    def imported_module(self, call: ast.Call) -> str | None:
+        """`importlib.import_module("torch")` / `__import__("torch")` -> "torch"."""
+        f = call.func
+        name = f.id if isinstance(f, ast.Name) and f.id == "__import__" else None
+        if name is None and isinstance(f, ast.Attribute | ast.Name):
+            name = self._chain(f)
+        if name not in IMPORT_FUNCS or not call.args:
+            return None
+        return self.const_str(call.args[0])
+
+    def const_str(self, node: ast.AST | None) -> str | None:
+        """A string known without running anything: literals, constants, f-strings of those."""
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else None
+        if isinstance(node, ast.Name):
+            return self.strings.get(node.id)
+        if isinstance(node, ast.JoinedStr):
+            return self._joined(node.values)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.const_str(node.left), self.const_str(node.right)
+            return None if left is None or right is None else left + right
+        return None
+
+    def _joined(self, values: Iterable[ast.expr]) -> str | None:
+        out = []
+        for v in values:
+            if isinstance(v, ast.FormattedValue):
+                if v.conversion not in (-1, 115) or v.format_spec is not None:
+                    return None
+                s = self.const_str(v.value)
+            else:
+                s = self.const_str(v)
+            if s is None:
+                return None
+            out.append(s)
+        return "".join(out)
+
+    def is_environ(self, node: ast.AST) -> bool:
+        return self.resolve(node) == "os.environ"

@@ -1,0 +1,71 @@
+"""Statements of a module, at any depth, with where each sits (enclosing defs, `if` tests):
+the cheap way through a tree, since statements are far fewer than nodes."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Where:
+    owners: tuple[str, ...] = ()  # enclosing classes and functions, outermost first
+    classes: tuple[str, ...] = ()  # the enclosing classes alone
+    tests: tuple[ast.expr, ...] = ()  # tests of the `if`s above
+
+
+def headers(stmt: ast.stmt) -> list[ast.AST]:
+    """What a compound statement evaluates itself, and what a def/class evaluates at definition."""
+    if isinstance(stmt, ast.If | ast.While):
+        return [stmt.test]
+    if isinstance(stmt, ast.For | ast.AsyncFor):
+        return [stmt.target, stmt.iter]
+    if isinstance(stmt, ast.With | ast.AsyncWith):
+        return [i.context_expr for i in stmt.items]
+    if isinstance(stmt, ast.Match):
+        return [stmt.subject]
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+        defaults = [d for d in stmt.args.kw_defaults if d is not None]
+        return [*stmt.decorator_list, *stmt.args.defaults, *defaults]
+    if isinstance(stmt, ast.ClassDef):
+        return [*stmt.decorator_list, *stmt.bases, *stmt.keywords]
+    if isinstance(stmt, ast.Try | ast.TryStar):
+        return [h.type for h in stmt.handlers if h.type is not None]
+    return []
+
+
+def bodies(stmt: ast.stmt, where: Where) -> Iterator[tuple[Sequence[ast.stmt], Where]]:
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+        yield stmt.body, Where((*where.owners, stmt.name), where.classes, where.tests)
+    elif isinstance(stmt, ast.ClassDef):
+        inner = Where((*where.owners, stmt.name), (*where.classes, stmt.name), where.tests)
+        yield stmt.body, inner
+    elif isinstance(stmt, ast.If):
+        inner = Where(where.owners, where.classes, (*where.tests, stmt.test))
+        yield stmt.body, inner
+        yield stmt.orelse, inner
+    elif isinstance(stmt, ast.Try | ast.TryStar):
+        yield stmt.body, where
+        for h in stmt.handlers:
+            yield h.body, where
+        yield stmt.orelse, where
+        yield stmt.finalbody, where
+    elif isinstance(stmt, ast.Match):
+        for case in stmt.cases:
+            yield case.body, where
+    else:
+        for field in ("body", "orelse"):
+            body = getattr(stmt, field, None)
+            if isinstance(body, list):
+                yield body, where
+
+
+def statements(
+    body: Sequence[ast.stmt], where: Where = Where()
+) -> Iterator[tuple[ast.stmt, Where]]:
+    """Every statement, at any depth, with where it sits."""
+    for stmt in body:
+        yield stmt, where
+        for inner, inner_where in bodies(stmt, where):
+            yield from statements(inner, inner_where)

@@ -1,0 +1,2 @@
+# source: https://github.com/ultralytics/yolov5/issues/8395
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported

@@ -1,0 +1,194 @@
+"""gpufix lint configuration: pyproject.toml, contexts (tests/examples/library), target version."""
+
+from __future__ import annotations
+
+import io
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from gpufix.errors import InvalidInput
+from gpufix.workload.lint import lint_paths, main_lint
+from gpufix.workload.lint.config import load_config, lower_bound, parse_target
+from gpufix.workload.lint.discover import classify
+
+LATE = 'import os, torch\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n'
+DP = "import torch\nm = torch.nn.DataParallel(object())\n"
+RUNNING = sys.version_info[:2]
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def _rules(root: Path, **kw: object) -> list[tuple[str, str, str]]:
+    result = lint_paths([str(root)], **kw)  # type: ignore[arg-type]
+    return sorted(
+        (Path(f.path).relative_to(root).as_posix(), f.rule, f.effective_level)
+        for f in result.findings
+    )
+
+
+@pytest.mark.parametrize(
+    ("rel", "context"),
+    [
+        ("train.py", "code"),
+        ("src/pkg/trainer.py", "code"),
+        ("tests/test_trainer.py", "test"),
+        ("pkg/test_utils.py", "test"),
+        ("pkg/utils_test.py", "test"),
+        ("conftest.py", "test"),
+        ("examples/dcgan/main.py", "example"),
+        ("third_party/apex/dp.py", "library"),
+        (".venv/lib/python3.11/site-packages/torch/nn/dp.py", "library"),
+        ("examples/tests/test_x.py", "test"),
+    ],
+)
+def test_context_from_the_path_below_the_root(rel: str, context: str) -> None:
+    assert classify(rel) == context
+
+
+def test_tests_and_libraries_are_off_examples_are_notes(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "train.py": LATE,
+            "tests/test_train.py": DP,
+            "third_party/lib/dp.py": DP,
+            "examples/demo.py": DP,
+        },
+    )
+    assert _rules(tmp_path) == [
+        ("examples/demo.py", "GPF002", "note"),
+        ("train.py", "GPF001", "error"),
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    assert main_lint([str(tmp_path)], out=out, err=err) == 1
+    assert "2 file(s) in tests/examples/library not checked" in err.getvalue()
+    code = main_lint([str(tmp_path)], out=out, err=err, all_contexts=True)
+    assert code == 1 and "tests/test_train.py" in out.getvalue()
+    (tmp_path / "train.py").unlink()
+    assert main_lint([str(tmp_path)], out=io.StringIO(), err=err) == 0  # notes do not fail
+
+
+def test_pyproject_include_exclude_severity_and_contexts(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": """
+                [project]
+                requires-python = ">=3.9"
+                [tool.gpufix.lint]
+                exclude = ["scripts/old"]
+                [tool.gpufix.lint.severity]
+                GPF002 = "off"
+                GPF001 = "warning"
+                [tool.gpufix.lint.contexts]
+                tests = "note"
+                """,
+            "train.py": LATE + DP,
+            "scripts/old/legacy.py": LATE,
+            "tests/test_a.py": LATE,
+        },
+    )
+    assert _rules(tmp_path) == [
+        ("tests/test_a.py", "GPF001", "note"),
+        ("train.py", "GPF001", "warning"),
+    ]
+    config = load_config([str(tmp_path)])
+    assert config.target == (3, 9) and config.target_origin == "requires-python >=3.9"
+    pyproject = tmp_path / "pyproject.toml"
+    text = pyproject.read_text().replace(
+        "[tool.gpufix.lint]\n", '[tool.gpufix.lint]\ninclude = ["tests"]\n'
+    )
+    pyproject.write_text(text)
+    assert _rules(tmp_path) == [("tests/test_a.py", "GPF001", "note")]
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[tool.gpufix.lint]\nselect = ['GPF001']\n", "unknown key 'select'"),
+        ("[tool.gpufix.lint.severity]\nGPF001 = 'loud'\n", "'loud' is not one of"),
+        ("[tool.gpufix.lint.severity]\nGPF777 = 'off'\n", "unknown key 'GPF777'"),
+        ("[tool.gpufix.lint.contexts]\ntests = 'maybe'\n", "'maybe' is not one of"),
+        ("[tool.gpufix.lint]\ntarget-version = 'py2'\n", "bad target version"),
+        ("[tool.gpufix.lint]\nexclude = 'x'\n", "must be a list"),
+        ("[project]\nrequires-python = '>=banana'\n", "bad requires-python"),
+        ("[tool.gpufix.lint\n", "not valid TOML"),
+    ],
+)
+def test_bad_configuration_is_one_line_and_exit_3(tmp_path: Path, toml: str, message: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(toml)
+    (tmp_path / "t.py").write_text("x = 1\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main_lint([str(tmp_path)], out=out, err=err) == 3
+    assert message in err.getvalue() and err.getvalue().count("\n") == 1
+    assert out.getvalue() == ""
+
+
+def test_target_version_parsing() -> None:
+    assert parse_target("py311") == (3, 11) == parse_target("3.11") == parse_target("py3.11")
+    assert lower_bound(">=3.8,<4") == (3, 8)
+    assert lower_bound("~=3.10") == (3, 10)
+    assert lower_bound("<3.13") is None
+    with pytest.raises(InvalidInput):
+        parse_target("python3")
+
+
+NEWER = "type Vector = list[float]\n"  # PEP 695, Python 3.12 syntax
+MATCH = "match x:\n    case 1:\n        pass\n"  # Python 3.10 syntax
+
+
+def _parse_rules(tmp_path: Path, text: str, target: str | None) -> list[tuple[str, str]]:
+    (tmp_path / "m.py").write_text(text)
+    out, err = io.StringIO(), io.StringIO()
+    main_lint([str(tmp_path)], "json", out=out, err=err, target_version=target)
+    import json
+
+    return [(f["rule"], f["level"]) for f in json.loads(out.getvalue())["findings"]]
+
+
+def test_newer_syntax_than_this_python_is_not_a_syntax_error(tmp_path: Path) -> None:
+    if RUNNING >= (3, 12):
+        pytest.skip("needs an interpreter older than 3.12")
+    assert _parse_rules(tmp_path, NEWER, None) == [("GPF901", "note")]
+    assert _parse_rules(tmp_path, NEWER, "py312") == [("GPF901", "note")]
+
+
+def test_syntax_newer_than_the_target_is_gpf900(tmp_path: Path) -> None:
+    assert _parse_rules(tmp_path, MATCH, "py39") == [("GPF900", "error")]
+    assert _parse_rules(tmp_path, MATCH, "py310") == []
+    assert _parse_rules(tmp_path, "def broken(:\n    pass\n", "py310") == [("GPF900", "error")]
+
+
+def test_unparseable_files_are_findings_not_crashes(tmp_path: Path) -> None:
+    _write(tmp_path, {"bad.py": "import torch\n\ndef broken(:\n    pass\n", "late.py": LATE})
+    (tmp_path / "nul.py").write_bytes(b"x = 1\x00\n")
+    (tmp_path / "latin.py").write_bytes(b"s = '\xff'\n")
+    result = lint_paths([str(tmp_path)])
+    rules = sorted((Path(f.path).name, f.rule) for f in result.findings)
+    # No target known: a file this Python cannot parse may be newer syntax (a note), except
+    # what no Python parses (NUL bytes, bytes that are not UTF-8).
+    assert rules == [
+        ("bad.py", "GPF901"),
+        ("late.py", "GPF001"),
+        ("latin.py", "GPF900"),
+        ("nul.py", "GPF900"),
+    ]
+    bad = next(f for f in result.findings if f.path.endswith("bad.py"))
+    assert bad.line == 3 and "cannot parse it" in bad.message
+
+
+def test_directory_walk_skips_hidden_virtualenvs_and_caches(tmp_path: Path) -> None:
+    for sub in (".git", "__pycache__", "venv", "pkg"):
+        _write(tmp_path, {f"{sub}/m.py": LATE})
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr\n")
+    (tmp_path / "pkg" / "notes.txt").write_text(LATE)
+    result = lint_paths([str(tmp_path)])
+    assert result.files == 1
+    assert [Path(f.path).parent.name for f in result.findings] == ["pkg"]

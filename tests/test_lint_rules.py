@@ -1,0 +1,345 @@
+"""gpufix lint, the checks: rules on real-looking training scripts and the traps around them."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+from gpufix.workload.lint import RULES, lint_paths, lint_source
+from gpufix.workload.lint.config import CONTEXTS, LintConfig
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+FIXTURES = Path(__file__).parent / "lint" / "fixtures"
+EXPECT = re.compile(r"#\s*expect:\s*(GPF\d{3})")
+# The fixtures live under tests/, which the lint treats as test code: check them as-is.
+AS_IS = LintConfig(FIXTURES, contexts=dict.fromkeys(CONTEXTS, "as-is"))
+
+
+def _codes(src: str) -> list[tuple[int, str]]:
+    return [(f.line, f.rule) for f in lint_source(textwrap.dedent(src), "t.py")]
+
+
+def _expected(path: Path) -> set[tuple[int, str]]:
+    out = set()
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        out.update((n, m) for m in EXPECT.findall(line))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.py")))
+def test_fixture_findings_match_expect_markers(name: str) -> None:
+    path = FIXTURES / name
+    got = {(f.line, f.rule) for f in lint_paths([str(path)], AS_IS).findings}
+    assert got == _expected(path)
+
+
+def test_fixtures_cover_every_rule_but_parse_errors() -> None:
+    seen = {rule for p in FIXTURES.glob("*.py") for _, rule in _expected(p)}
+    assert seen == {r.id for r in RULES if not r.id.startswith("GPF9")}
+    clean = [p for p in FIXTURES.glob("*.py") if not _expected(p)]
+    assert len(clean) >= 2  # the false-positive traps
+
+
+def test_gpf001_names_the_first_torch_import() -> None:
+    path = FIXTURES / "hf_trainer_late_env.py"
+    [f] = [f for f in lint_paths([str(path)], AS_IS).findings if f.rule == "GPF001"]
+    assert "`from transformers import ...` (line 8)" in f.message
+    assert "CUDA ignores it once initialised" in f.message
+    assert f.related[0].line == 8 and f.related[0].path == str(path)
+
+
+def test_gpf001_import_through_a_called_function() -> None:
+    path = FIXTURES / "called_helper_late.py"
+    found = [f for f in lint_paths([str(path)], AS_IS).findings if f.rule == "GPF001"]
+    assert [f.line for f in found] == [14, 18]
+    # Line 18 runs after setup_logging() imported torch; pick_devices() is also reachable
+    # from anywhere after the module imported... nothing: the import is inside a function.
+    assert "`import torch.distributed` (line 8, in setup_logging() called at line 17)" in (
+        found[1].message
+    )
+
+
+def test_assignment_before_import_is_clean() -> None:
+    assert not _codes(
+        """
+        import os
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        import torch
+        """
+    )
+
+
+def test_mentions_reads_and_other_variables_are_clean() -> None:
+    assert not _codes(
+        """
+        import os
+        import torch
+        print('os.environ["CUDA_VISIBLE_DEVICES"] = "0"')
+        x = os.environ["CUDA_VISIBLE_DEVICES"]
+        y = os.environ.get("CUDA_VISIBLE_DEVICES")
+        os.environ["OMP_NUM_THREADS"] = "4"
+        os.environ.setdefault("MASTER_PORT", "29500")
+        del os.environ["CUDA_VISIBLE_DEVICES"]
+        """
+    )
+
+
+def test_import_in_function_counts_only_once_called() -> None:
+    src = """
+        import os
+        def load():
+            import torch
+            return torch
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        load()
+        os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+        """
+    assert _codes(src) == [(8, "GPF001")]
+
+
+def test_called_function_with_early_return_is_not_certain() -> None:
+    src = """
+        import os, sys
+        def load():
+            if "--cpu" in sys.argv:
+                return None
+            import torch
+            return torch
+        load()
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        """
+    assert not _codes(src)
+
+
+def test_branches_and_loops() -> None:
+    src = """
+        import os, sys
+        if sys.argv[1:]:
+            import torch
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        for _ in range(2):
+            import transformers
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        if sys.argv[1:]:
+            import torch
+        else:
+            from torch import nn
+        os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+        """
+    assert _codes(src) == [(13, "GPF001")]
+
+
+def test_write_inside_the_branch_that_imported() -> None:
+    src = """
+        import os, sys
+        if sys.argv[1:]:
+            import torch
+            os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        """
+    assert _codes(src) == [(5, "GPF001")]
+
+
+def test_try_with_broad_handler_is_not_certain() -> None:
+    src = """
+        import os
+        try:
+            import torch
+        except Exception:
+            pass
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        """
+    assert not _codes(src)
+
+
+def test_every_setter_form_and_alias() -> None:
+    src = """
+        import os as _os
+        from os import environ as env, putenv as pe
+        import torch
+        _os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        env["CUDA_VISIBLE_DEVICES"] = "0"
+        env.setdefault("CUDA_VISIBLE_DEVICES", "0")
+        env.update({"CUDA_VISIBLE_DEVICES": "0"})
+        env.update(CUDA_VISIBLE_DEVICES="0")
+        env.update(dict(CUDA_VISIBLE_DEVICES="0"))
+        env |= {"CUDA_VISIBLE_DEVICES": "0"}
+        _os.putenv("CUDA_VISIBLE_DEVICES", "0")
+        pe("CUDA_VISIBLE_DEVICES", "0")
+        a = env["CUDA_VISIBLE_DEVICES"] = "0"
+        env.__setitem__("CUDA_VISIBLE_DEVICES", "0")
+        """
+    assert [line for line, rule in _codes(src)] == list(range(5, 16))
+
+
+def test_unrelated_and_relative_imports_do_not_count() -> None:
+    src = """
+        import os
+        import numpy
+        from . import torch
+        from .models import transformers
+        import torchx_not_torch
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        """
+    assert not _codes(src)
+
+
+def test_write_in_the_same_statement_as_an_importing_call_is_left_alone() -> None:
+    src = """
+        import os
+        def load():
+            import torch
+        x = (os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0"), load())
+        """
+    assert not _codes(src)
+
+
+def test_recursion_does_not_loop() -> None:
+    src = """
+        import os
+        def a(n):
+            import torch
+            return a(n - 1) if n else b()
+        def b():
+            return a(0)
+        a(3)
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        """
+    assert _codes(src) == [(9, "GPF001")]
+
+
+def test_data_parallel_forms() -> None:
+    src = """
+        import torch
+        import torch.nn as nn
+        from torch.nn import DataParallel as DP
+        from torch.nn.parallel import data_parallel
+        m = torch.nn.DataParallel(model)
+        m = nn.DataParallel(model)
+        m = DP(model)
+        y = data_parallel(model, x)
+        if isinstance(m, nn.DataParallel):
+            m = m.module
+        class Wrap(nn.DataParallel):
+            pass
+        nn = object()
+        """
+    assert _codes(src) == [(6, "GPF002"), (7, "GPF002"), (8, "GPF002"), (9, "GPF002")]
+
+
+def test_data_parallel_fallback_option_and_inference_are_left_alone() -> None:
+    fallback = """
+        import torch
+        from torch import nn
+        def wrap(model, local_rank):
+            if local_rank >= 0:
+                return nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])
+            return nn.DataParallel(model)
+        """
+    option = """
+        from torch.nn import DataParallel
+        class DataParallelStrategy:
+            def setup_module(self, module):
+                return DataParallel(module)
+        class DPPlugin:
+            def wrap(self, module):
+                return DataParallel(module)
+        """
+    inference = """
+        import torch
+        def featurize(model, batches):
+            model.eval()
+            model = torch.nn.DataParallel(model)
+            return [model(b) for b in batches]
+        """
+    assert not _codes(fallback) and not _codes(option) and not _codes(inference)
+
+
+def test_debug_and_p2p_values() -> None:
+    src = """
+        import os
+        os.environ["NCCL_DEBUG"] = "WARN"
+        os.environ["NCCL_DEBUG"] = "info"
+        os.environ["NCCL_DEBUG"] = level
+        os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
+        os.environ["TORCH_DISTRIBUTED_DEBUG"] = "OFF"
+        os.environ["NCCL_P2P_DISABLE"] = "0"
+        os.environ["NCCL_P2P_DISABLE"] = "1"
+        os.environ["NCCL_P2P_DISABLE"] = flag
+        def f():
+            os.putenv("NCCL_P2P_DISABLE", "1")
+        """
+    assert _codes(src) == [(4, "GPF003"), (6, "GPF003"), (9, "GPF004"), (12, "GPF004")]
+
+
+def test_new_knobs_and_constant_values() -> None:
+    src = """
+        import os
+        LEVEL = "INFO"
+        os.environ["NCCL_DEBUG"] = LEVEL
+        os.environ["NCCL_DEBUG_FILE"] = "/tmp/nccl.%h.%p"
+        os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+        os.environ["CUDA_LAUNCH_BLOCKING"] = "0"
+        os.environ["NCCL_SHM_DISABLE"] = "1"
+        os.environ["NCCL_SHM_DISABLE"] = "0"
+        os.environ["NCCL_IB_DISABLE"] = "1"
+        os.environ["NCCL_P2P_LEVEL"] = "NVL"
+        os.environ["NCCL_SOCKET_IFNAME"] = "eth0"
+        """
+    assert _codes(src) == [
+        (4, "GPF003"),
+        (5, "GPF003"),
+        (6, "GPF003"),
+        (8, "GPF010"),
+        (10, "GPF010"),
+        (11, "GPF010"),
+    ]
+
+
+def test_noqa_forms() -> None:
+    src = """
+        import os
+        import torch
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"  # noqa: GPF001
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"  # noqa: E501, gpf001
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"  # noqa
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"  # noqa: GPF003
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"  # noqa:GPF0011
+        """
+    assert _codes(src) == [(7, "GPF001"), (8, "GPF001")]
+
+
+def test_columns_count_characters_not_bytes() -> None:
+    src = 'import os, torch\nx = "é"; os.environ["CUDA_VISIBLE_DEVICES"] = "0"\n'
+    [f] = lint_source(src, "t.py")
+    assert (f.line, f.col) == (2, 10)
+
+
+_LOAD_DEF = "def load():\n    import transformers\n\ndef noop():\n    return 1\n\n"
+_STEPS = {
+    "import torch\n": "import",
+    "import numpy\n": None,
+    "load()\n": "import",
+    "noop()\n": None,
+    "if flag:\n    import torch\n": None,
+    'os.environ["CUDA_VISIBLE_DEVICES"] = "0"\n': "set",
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(sorted(_STEPS)), min_size=1, max_size=12))
+def test_flags_exactly_the_writes_after_a_certain_import(steps: list[str]) -> None:
+    src = "import os\n" + _LOAD_DEF
+    line = src.count("\n")
+    imported, expected = False, []
+    for step in steps:
+        kind = _STEPS[step]
+        if kind == "set" and imported:
+            expected.append(line + 1)
+        imported = imported or kind == "import"
+        src += step
+        line += step.count("\n")
+    got = [f.line for f in lint_source(src, "gen.py")]
+    assert got == expected

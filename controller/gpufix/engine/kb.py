@@ -22,7 +22,15 @@ import yaml
 from packaging.specifiers import SpecifierSet
 
 from gpufix import versions
+from gpufix.engine import kb_evidence
 from gpufix.engine import kbcheck as c
+from gpufix.engine.kb_evidence import (
+    ErrorSignature,
+    EvidenceFix,
+    NcclIssue,
+    NcclKnob,
+    TorchNccl,
+)
 from gpufix.errors import GpufixError
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "knowledge"
@@ -322,6 +330,7 @@ _TABLES: Mapping[str, c.Table] = MappingProxyType(
             DriverIssue,
             "id",
             (),
+            empty_ok=True,
             id=c.text,
             affected=c.spec,
             symptom=c.text,
@@ -358,6 +367,7 @@ _TABLES: Mapping[str, c.Table] = MappingProxyType(
             cost=c.text,
             debug=c.boolean,
         ),
+        **kb_evidence.TABLES,
     }
 )
 
@@ -402,7 +412,9 @@ def _read_table(directory: Path, name: str, table: c.Table) -> tuple[list[Any], 
         where = getattr(e, "problem_mark", None)
         at = f" at line {where.line + 1}" if where is not None else ""
         raise GpufixError(f"knowledge base: {rel} is not valid YAML{at}") from None
-    if not isinstance(raw, list) or not raw:
+    if raw is None and table.empty_ok:
+        raw = []
+    if not isinstance(raw, list) or (not raw and not table.empty_ok):
         raise GpufixError(f"knowledge base: {rel} must be a non-empty list of rows")
     rows = tuple(_build_row(table, rel, i, row) for i, row in enumerate(raw, start=1))
     if table.key:
@@ -444,6 +456,11 @@ class KnowledgeBase:
     driver_package_rows: tuple[DriverPackages, ...]
     container_images: tuple[ContainerImage, ...]
     nccl_profiles: tuple[NcclProfile, ...]
+    error_signatures: tuple[ErrorSignature, ...]
+    evidence_fixes: tuple[EvidenceFix, ...]
+    nccl_issues: tuple[NcclIssue, ...]
+    nccl_knobs: tuple[NcclKnob, ...]
+    torch_nccl: tuple[TorchNccl, ...]
     digest: str
     path: str
 
@@ -495,6 +512,21 @@ class KnowledgeBase:
 
     def nccl_profile(self, name: str) -> NcclProfile | None:
         return next((p for p in self.nccl_profiles if p.name == name), None)
+
+    def torch_nccl_version(self, torch: object) -> TorchNccl | None:
+        """The NCCL the default wheel of a torch release pins ('2.1.2+cu121' reads as 2.1.2);
+        for a release not recorded, the newest recorded one of the same minor."""
+        v = versions.parse(str(torch).split("+", 1)[0]) if torch is not None else None
+        if v is None:
+            return None
+        same = [r for r in self.torch_nccl if versions.parse(r.torch) == v]
+        minor = [
+            r
+            for r in self.torch_nccl
+            if versions.major_minor(r.torch) == (v.major, v.minor) and versions.key(r.torch) <= v
+        ]
+        rows = same or minor
+        return max(rows, key=lambda r: versions.key(r.torch)) if rows else None
 
     def nccl_debug_knobs(self) -> tuple[str, ...]:
         """The NCCL settings that belong in a diagnosis run only: the debug profile's keys."""
@@ -556,6 +588,9 @@ def _load(directory: str) -> KnowledgeBase:
             "knowledge base: knowledge/accelerate_kernel_check.yaml must hold exactly one row"
         )
     _cross_check(rows)
+    problem = kb_evidence.cross_check(rows)
+    if problem:
+        raise GpufixError(f"knowledge base: {problem}")
     blob = json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str)
     return KnowledgeBase(
         ubuntu_releases=rows["ubuntu"],
@@ -574,6 +609,11 @@ def _load(directory: str) -> KnowledgeBase:
         driver_package_rows=rows["ubuntu_driver_packages"],
         container_images=rows["container_images"],
         nccl_profiles=rows["nccl_profiles"],
+        error_signatures=rows["error_signatures"],
+        evidence_fixes=rows["evidence_fixes"],
+        nccl_issues=rows["nccl_issues"],
+        nccl_knobs=rows["nccl_knobs"],
+        torch_nccl=rows["torch_nccl"],
         digest=hashlib.sha256(blob.encode("utf-8")).hexdigest(),
         path=directory,
     )

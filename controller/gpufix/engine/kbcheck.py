@@ -118,13 +118,18 @@ class Table:
     fields: Mapping[str, Callable[[object], Any]]
     optional: frozenset[str]
     key: str  # the field that names a row in messages and must be unique ("" = none)
+    empty_ok: bool = False  # a table that may hold no rows yet (written as `[]`)
 
 
 NOTE = {"note": optional(text)}
 
 
 def table(
-    cls: type, key: str, optional: tuple[str, ...], **fields: Callable[[object], Any]
+    cls: type,
+    key: str,
+    optional: tuple[str, ...],
+    empty_ok: bool = False,
+    **fields: Callable[[object], Any],
 ) -> Table:
     all_fields = {**fields, **NOTE, "source": source}
-    return Table(cls, MappingProxyType(all_fields), frozenset((*optional, "note")), key)
+    return Table(cls, MappingProxyType(all_fields), frozenset((*optional, "note")), key, empty_ok)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from gpufix import versions
 from gpufix.engine.context import Ctx
 from gpufix.engine.diagnose import acs_bridges_that_matter, no_p2p
 from gpufix.engine.kb_evidence import CONDITIONS, NcclIssue
@@ -28,14 +29,16 @@ class Subject:
 
 def nccl_version(ctx: Ctx) -> str | None:
     """The NCCL the training environment loads: its nvidia-nccl wheel, else the one its torch
-    release pins (torch_nccl.yaml)."""
+    release pins (torch_nccl.yaml), else NCCL_VERSION, which NVIDIA's CUDA container images set
+    for the system NCCL their framework builds link (a source build such as 2.1.0a0+32f93b1)."""
     env = ctx.host.env
-    if env is None:
-        return None
-    if env.nccl:
+    if env is not None and env.nccl:
         return env.nccl
-    row = ctx.kb.torch_nccl_version(env.torch) if env.torch else None
-    return row.nccl if row else None
+    row = ctx.kb.torch_nccl_version(env.torch) if env is not None and env.torch else None
+    if row is not None:
+        return row.nccl
+    declared = ctx.host.nccl_settings.get("NCCL_VERSION")
+    return declared if declared and versions.parse(declared) is not None else None
 
 
 def nccl_issue(s: Subject) -> NcclIssue | None:

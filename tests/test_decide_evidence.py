@@ -68,20 +68,20 @@ def test_signals_from_the_contract_fields() -> None:
     v = decided("cumem-off", ("p2p-off", "hung"), ("shm-off", "hung"))
     s = signals.read(v, KB)
     assert s.decided_by == "cumem-off" and s.family == "cumem-off"
-    assert set(s.keys()) == {"experiment:cumem-off", "stall:collective"}
+    assert set(s.evidence()) == {"experiment:cumem-off", "stall:collective"}
 
 
 def test_the_legacy_rerun_means_the_p2p_off_experiment() -> None:
     s = signals.read(verdict(no_p2p_rerun={"verdict": "healthy"}), KB)
-    assert "experiment:p2p-off" in s.keys()
+    assert "experiment:p2p-off" in s.evidence()
 
 
 def test_skipped_experiments_are_evidence_of_nothing() -> None:
     exps = [experiment("p2p-off", "hung"), experiment("shm-off", "skipped")]
     s = signals.read(verdict(experiments=exps, decided_by=None), KB)
-    assert "experiments:none-decided" in s.keys() and s.skipped == ("shm-off",)
+    assert "experiments:none-decided" in s.evidence() and s.skipped == ("shm-off",)
     only_skipped = signals.read(verdict(experiments=[experiment("p2p-off", "skipped")]), KB)
-    assert "experiments:none-decided" not in only_skipped.keys()
+    assert "experiments:none-decided" not in only_skipped.evidence()
 
 
 def test_error_texts_are_matched_as_text_and_info_lines_are_not_trouble() -> None:
@@ -97,7 +97,7 @@ def test_multi_node_layer_and_soak() -> None:
     v = verdict(scope="multi-node", failed_layer="interface", hosts=["a", "b"], failed_hosts=["b"])
     v["soak"] = {"sizes": [1024], "iters": 5, "verdict": "hung", "stalled_at_bytes": 65536}
     s = signals.read(v, KB)
-    assert {"layer:interface", "soak:stalled"} <= set(s.keys())
+    assert {"layer:interface", "soak:stalled"} <= set(s.evidence())
     assert s.failed_hosts == ("b",) and s.soak_stalled_at == 65536
 
 

@@ -20,7 +20,7 @@ class Overrides:
     tuning: tuple[str, ...]  # KEY=VALUE of tuning knobs set
     ifname_filter: str | None  # the corrected NCCL_SOCKET_IFNAME when the set one drops defaults
 
-    def keys(self) -> tuple[str, ...]:
+    def evidence(self) -> tuple[str, ...]:
         out = []
         if self.ifname_filter:
             out.append("override:ifname-filter")

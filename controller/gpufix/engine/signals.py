@@ -55,7 +55,7 @@ class Signals:
         d = self.decided_by or ""
         return d[len("ifname-") :] if d.startswith("ifname-") else None
 
-    def keys(self) -> tuple[str, ...]:
+    def evidence(self) -> tuple[str, ...]:
         """Evidence keys, in no particular order (the table's row order decides)."""
         out: list[str] = []
         if self.family:

@@ -102,9 +102,9 @@ def _ifname(ctx: Ctx, signals: Signals, evidence: str) -> str | None:
 
 
 def evidence_keys(ctx: Ctx, signals: Signals) -> frozenset[str]:
-    keys = set(signals.keys())
+    keys = set(signals.evidence())
     if signals.unhealthy:
-        keys |= set(nccl_overrides.read(ctx.host, ctx.kb).keys())
+        keys |= set(nccl_overrides.read(ctx.host, ctx.kb).evidence())
     return frozenset(keys)
 
 

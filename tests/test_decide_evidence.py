@@ -323,3 +323,12 @@ def test_the_table_knows_the_contracts_strategy_names() -> None:
 
     assert set(STRATEGIES) == set(NAMES)
     assert {r.fix for r in KB.evidence_fixes} <= set(NAMES)
+
+
+def test_a_suspect_gpu_behind_acs_is_pcie_acs() -> None:
+    f = p2p_capable(facts("focal-4x4090"))
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    pairs = [experiment("gpus-0-1", "hung"), experiment("gpus-2-3", "healthy")]
+    v = verdict(experiments=pairs, decided_by=None, suspects={"gpus": [0], "links": []})
+    plan = decide(f, v, Constraints(plan_date=KB.checked()))
+    assert plan.strategy == "pcie-acs" and plan.extra["decision"]["row"] == "gpu-pair-acs"

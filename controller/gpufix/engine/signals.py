@@ -37,6 +37,7 @@ class Signals:
     failed_hosts: tuple[str, ...]
     soak_stalled_at: int | None
     soak_stalled: bool
+    suspects: bool = False  # GPU-pair experiments named a GPU or link whose runs fail
 
     @property
     def unhealthy(self) -> bool:
@@ -60,6 +61,8 @@ class Signals:
         out: list[str] = []
         if self.family:
             out.append(f"experiment:{self.family}")
+        if self.suspects and self.family != "gpus":
+            out.append("experiment:gpus")
         if self.layer:
             out.append(f"layer:{self.layer}")
         out += [f"signature:{s}" for s in self.signatures]
@@ -124,4 +127,10 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         failed_hosts=tuple(str(h) for h in v.get("failed_hosts") or []),
         soak_stalled_at=at if isinstance(at, int) else None,
         soak_stalled=soak.get("verdict") in ("hung", "failed") or isinstance(at, int),
+        suspects=_suspects(v),
     )
+
+
+def _suspects(v: dict[str, Any]) -> bool:
+    found = v.get("suspects")
+    return isinstance(found, dict) and bool(found.get("gpus") or found.get("links"))

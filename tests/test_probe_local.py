@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from gpufix.errors import GpufixError
 from gpufix.probe import load_verdict, program_path, summarize, validate
+from gpufix.probe.local import schema
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +97,9 @@ def test_evidence_maps_to_causes(
 
 
 def test_every_cause_uses_a_known_strategy(prog: types.ModuleType) -> None:
-    known = {"pcie-acs", "nccl-profile", "driver-pin", "container-fix", "cuda-downgrade"}
-    known.add("single-gpu")
+    cause = schema()["properties"]["causes"]["items"]["properties"]
+    known = set(cause["strategy"]["enum"])
+    assert {"pcie-acs", "nccl-profile", "none"} <= known
     assert {strategy for strategy, _ in prog.CAUSES.values()} <= known
     assert {cid for _, cid in prog.TEXT_SIGNS} <= set(prog.CAUSES)
 
@@ -129,7 +131,18 @@ def test_topology_worst_link(prog: types.ModuleType) -> None:
 
 
 @pytest.mark.parametrize(
-    "spec", ["stall", "hang:pg_init:0", "stall:nccl_init:0", "slow:barrier:x", "slow:barrier:0:y"]
+    "spec",
+    [
+        "stall",
+        "hang:pg_init:0",
+        "stall:nccl_init:0",
+        "slow:barrier:x",
+        "slow:barrier:0:y",
+        "stall:pg_init:*;unless=NCCL_P2P_DISABLE",  # no value
+        "stall:pg_init:*;gpus=1+x",
+        "stall:soak:*;at-bytes=1K",
+        "stall:pg_init:*;when=main",
+    ],
 )
 def test_bad_fault_spec_is_rejected(prog: types.ModuleType, spec: str) -> None:
     with pytest.raises(ValueError, match="GPUFIX_PROBE_FAULT"):
@@ -137,15 +150,63 @@ def test_bad_fault_spec_is_rejected(prog: types.ModuleType, spec: str) -> None:
 
 
 def test_fault_spec(prog: types.ModuleType) -> None:
-    assert prog.parse_fault("slow:allreduce:*:2.5") == ("slow", "allreduce", None, 2.5)
-    assert prog.parse_fault("crash:cuda_init:3") == ("crash", "cuda_init", 3, None)
+    f = prog.parse_fault("slow:allreduce:*:2.5")
+    assert (f["action"], f["phase"], f["rank"], f["seconds"]) == ("slow", "allreduce", None, 2.5)
+    f = prog.parse_fault("crash:cuda_init:3")
+    assert (f["action"], f["phase"], f["rank"], f["seconds"]) == ("crash", "cuda_init", 3, None)
+    f = prog.parse_fault(
+        "stall:pg_init:*;unless=NCCL_P2P_DISABLE=1;unless=NCCL_P2P_LEVEL=PXB;gpus=1+3"
+    )
+    assert f["unless"] == [("NCCL_P2P_DISABLE", "1"), ("NCCL_P2P_LEVEL", "PXB")]
+    assert f["gpus"] == [1, 3] and f["at_bytes"] is None
+    assert prog.parse_fault("stall:soak:0;at-bytes=65536")["at_bytes"] == 65536
+
+
+def test_fault_clears_only_under_its_knob(
+    prog: types.ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    f = prog.parse_fault("stall:pg_init:*;unless=NCCL_P2P_DISABLE=1")
+    monkeypatch.delenv("NCCL_P2P_DISABLE", raising=False)
+    assert prog.fault_fires(f, "pg_init", 1, [0, 1], None)
+    assert not prog.fault_fires(f, "barrier", 1, [0, 1], None)
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "0")
+    assert prog.fault_fires(f, "pg_init", 1, [0, 1], None)  # another value is not the knob
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
+    assert not prog.fault_fires(f, "pg_init", 1, [0, 1], None)
+
+
+def test_fault_on_a_gpu_or_a_link_fires_only_when_the_run_includes_it(
+    prog: types.ModuleType,
+) -> None:
+    gpu2 = prog.parse_fault("stall:pg_init:*;gpus=2")
+    link = prog.parse_fault("stall:pg_init:*;gpus=0+2")
+    assert prog.fault_fires(gpu2, "pg_init", 0, [1, 2], None)
+    assert not prog.fault_fires(gpu2, "pg_init", 0, [0, 1], None)
+    assert prog.fault_fires(link, "pg_init", 1, [0, 1, 2], None)
+    assert not prog.fault_fires(link, "pg_init", 1, [1, 2], None)
+    soak = prog.parse_fault("stall:soak:*;at-bytes=4096")
+    assert not prog.fault_fires(soak, "soak", 0, [0, 1], None)  # at phase entry: not yet
+    assert prog.fault_fires(soak, "soak", 0, [0, 1], 4096)
 
 
 def test_phases_per_run_kind(prog: types.ModuleType) -> None:
-    assert prog.phases_for("main", False) == list(prog.PHASES)
-    assert "p2p_copy" not in prog.phases_for("nop2p", False)  # direct copies ignore NCCL env
+    plain = [p for p in prog.PHASES if p not in ("rendezvous", "soak")]
+    assert prog.phases_for("main", False) == plain
+    assert "p2p_copy" not in prog.phases_for("exp", False)  # direct copies ignore NCCL env
+    assert "p2p_copy" in prog.phases_for("pair", False)  # a pair's copy is the link under test
     assert prog.phases_for("single", False) == ["import_torch", "cuda_init", "alloc"]
     assert prog.phases_for("single", True) == ["import_torch", "alloc"]
+    assert prog.phases_for("main", True, soak=True)[-2:] == ["soak", "destroy"]
+    node = prog.phases_for("main", True, multinode=True)
+    assert node == [
+        "import_torch",
+        "alloc",
+        "rendezvous",
+        "pg_init",
+        "barrier",
+        "allreduce",
+        "destroy",
+    ]
 
 
 def test_prometheus_text(prog: types.ModuleType) -> None:

@@ -20,7 +20,7 @@ from gpufix.cli.common import (
     json_option,
     progress,
 )
-from gpufix.errors import EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, GpufixError, InvalidInput
+from gpufix.errors import EXIT_ERROR, EXIT_UNREACHABLE, GpufixError, InvalidInput
 from gpufix.strategies import NAMES as STRATEGIES
 
 
@@ -270,45 +270,42 @@ def _named_facts(
     type=click.IntRange(5, 3600),
     default=120,
     show_default=True,
-    help="Seconds before the probe gives a verdict, whatever happens.",
+    help="Seconds before the probe gives a verdict, whatever happens (experiments come after).",
 )
+@click.option("--phase-deadline", type=click.IntRange(1, 600), default=30, show_default=True)
+@click.option("--import-deadline", type=click.IntRange(0, 1200), default=0, help="0: 2x phase.")
 @click.option("--cpu", is_flag=True, help="Self-test on CPU (gloo) where there is no GPU.")
-@click.option("--world-size", type=click.IntRange(1, 64), help="Ranks (default: one per GPU).")
+@click.option("--world-size", type=click.IntRange(1, 64), help="Ranks (per host; one per GPU).")
 @click.option(
     "--python",
+    "--python-env",
     "python",
-    default="python3",
-    show_default=True,
-    help="Interpreter on the host that has torch (e.g. the ml_stack venv).",
+    metavar="PYTHON",
+    help="The training environment's interpreter on the hosts (default: python3; here: this one).",
 )
+@click.option("--no-experiments", is_flag=True, help="No reruns with one mechanism changed.")
+@click.option("--experiment-budget", type=click.IntRange(0, 3600), default=180, show_default=True)
+@click.option("--soak", is_flag=True, help="All-reduce size sweep after the main phases.")
+@click.option("--soak-min-bytes", default="1K", show_default=True, help="nccl-tests -b.")
+@click.option("--soak-max-bytes", default="64M", show_default=True, help="nccl-tests -e.")
+@click.option("--soak-factor", type=click.IntRange(1, 1024), default=4, show_default=True)
+@click.option("--soak-iters", type=click.IntRange(1, 100000), default=20, show_default=True)
+@click.option("--ifname", help="NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME for the ranks.")
+@click.option("--multi-node", is_flag=True, help="Probe TARGET's hosts as one multi-node job.")
+@click.option("--master-addr", help="The first host's address (default: inventory, facts).")
+@click.option("--master-port", type=click.IntRange(1, 65535), default=29500, show_default=True)
 @json_option
-def probe(
-    target: str,
-    inventory: str | None,
-    deadline: int,
-    cpu: bool,
-    world_size: int | None,
-    python: str,
-    as_json: bool,
-) -> None:
+def probe(target: str, inventory: str | None, as_json: bool, **kw: Any) -> None:
     """Run the multi-GPU probe on TARGET; exit 0 healthy or not applicable, 5 otherwise."""
-    from gpufix.probe.remote import probe_hosts, show
+    from gpufix.probe import command
+    from gpufix.probe.options import ProbeOptions, Soak
 
-    verdicts = probe_hosts(
-        None,
-        inventory_path(inventory),
-        pattern=target,
-        deadline=deadline,
-        cpu=cpu,
-        world_size=world_size,
-        python=python,
-        progress=progress,
+    soak = [kw.pop(k) for k in ("soak_min_bytes", "soak_max_bytes", "soak_factor", "soak_iters")]
+    options = ProbeOptions(
+        soak=Soak(*soak) if kw.pop("soak") else None,
+        experiments=not kw.pop("no_experiments"),
+        multi_node=kw.pop("multi_node"),
+        **kw,
     )
-    if as_json:
-        emit_json(verdicts)
-    else:
-        show(verdicts)
-    from gpufix.errors import EXIT_VERIFY_FAILED
-
-    bad = [v for v in verdicts.values() if v.get("verdict") not in ("healthy", "not-applicable")]
-    sys.exit(EXIT_VERIFY_FAILED if bad else EXIT_OK)
+    path = inventory_path(inventory)
+    sys.exit(command.run(target, path, options, as_json=as_json, progress=progress))

@@ -5,8 +5,8 @@ from gpufix.probe.local import (
     load_verdict,
     program_path,
     run_local,
-    summarize,
     validate,
 )
+from gpufix.probe.summary import summarize
 
 __all__ = ["load_program", "load_verdict", "program_path", "run_local", "summarize", "validate"]

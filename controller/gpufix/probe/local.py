@@ -1,4 +1,4 @@
-"""Controller-side helpers for the probe: find it, run it here, validate and summarise verdicts."""
+"""Controller-side helpers for the probe: find it, run it here, validate verdicts."""
 
 from __future__ import annotations
 
@@ -18,22 +18,13 @@ import jsonschema
 from gpufix import paths
 from gpufix.errors import GpufixError, InvalidInput
 
+# Callers outside this folder (preflight) import summarize from here.
+from gpufix.probe.summary import summarize as summarize
+
 # Seconds the runner waits beyond the probe's own --deadline before it gives up: the probe
 # spends up to a couple of seconds killing workers and writing its verdict.
 _MARGIN_S = 15.0
 _DEFAULT_DEADLINE_S = 120.0
-
-# Short names for cause ids in one-line summaries.
-_CAUSE_LABELS = {
-    "p2p-path": "P2P path (ACS/IOMMU)",
-    "p2p-slow-copy": "P2P copies at a fraction of the link rate (ACS)",
-    "driver-mismatch": "driver/library version mismatch",
-    "driver-too-old": "driver too old for torch's CUDA",
-    "shm": "shared memory (/dev/shm) too small",
-    "nccl-transport": "NCCL transport or interface choice",
-    "gpu-init": "CUDA initialisation (driver state)",
-    "single-gpu-fallback": "multi-GPU path only",
-}
 
 
 def program_path() -> Path:
@@ -79,19 +70,25 @@ def load_verdict(path: Path) -> dict[str, Any]:
     return validate(data)
 
 
-def _deadline(args: Sequence[str]) -> float:
+def _option(args: Sequence[str], name: str, default: float) -> float:
     for i, arg in enumerate(args):
         value = None
-        if arg == "--deadline" and i + 1 < len(args):
+        if arg == name and i + 1 < len(args):
             value = args[i + 1]
-        elif arg.startswith("--deadline="):
+        elif arg.startswith(name + "="):
             value = arg.split("=", 1)[1]
         if value is not None:
             try:
                 return float(value)
             except ValueError:
                 break  # the probe itself reports the bad value
-    return _DEFAULT_DEADLINE_S
+    return default
+
+
+def _own_time(args: Sequence[str]) -> float:
+    """The longest the program may take by its own deadlines: the probe, then experiments."""
+    budget = 0.0 if "--no-experiments" in args else _option(args, "--experiment-budget", 180.0)
+    return _option(args, "--deadline", _DEFAULT_DEADLINE_S) + budget
 
 
 def run_local(
@@ -102,11 +99,11 @@ def run_local(
 ) -> dict[str, Any]:
     """Run the probe on this machine with `python`; return its validated verdict.
 
-    `timeout` defaults to the probe's --deadline plus a margin. The probe never hangs by
+    `timeout` defaults to the probe's --deadline and experiment budget plus a margin. The probe never hangs by
     design; if it does overrun, it gets SIGTERM (it then kills its workers) and, 5 s later,
     SIGKILL.
     """
-    limit = timeout if timeout is not None else _deadline(args) + _MARGIN_S
+    limit = timeout if timeout is not None else _own_time(args) + _MARGIN_S
     cmd = [python, str(program_path()), *args]
     try:
         proc = subprocess.Popen(
@@ -143,56 +140,3 @@ def run_local(
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1] if lines else ""
-
-
-def _ranks(where: Mapping[str, Any]) -> str:
-    return "[" + ", ".join(str(r) for r in where.get("ranks", [])) + "]"
-
-
-def summarize(verdict: Mapping[str, Any]) -> str:
-    """One line for a human: what happened, where, and the likely cause."""
-    kind = verdict.get("verdict")
-    parts: list[str] = []
-    if kind == "not-applicable":
-        notes = verdict.get("notes") or []
-        return "not applicable: " + (notes[0] if notes else "no GPU")
-    if kind == "hung":
-        stall = verdict.get("stalled") or {}
-        by_deadline = stall.get("by") == "probe deadline"
-        after = verdict.get("deadline_s") if by_deadline else verdict.get("phase_deadline_s")
-        parts.append(f"hung in {stall.get('phase')} on ranks {_ranks(stall)} after {after} s")
-    elif kind == "failed":
-        where = verdict.get("failed_in") or {}
-        parts.append(
-            f"failed in {where.get('phase')} on ranks {_ranks(where)}: {verdict.get('error')}"
-        )
-    elif kind == "degraded":
-        slow = verdict.get("slow") or []
-        what = [f"{s['phase']} on ranks {_ranks(s)} ({s['seconds']:.1f} s)" for s in slow]
-        what += verdict.get("notes") or []
-        parts.append("degraded: " + ("; ".join(what) if what else "slow"))
-    else:
-        parts.append(
-            f"healthy: {verdict.get('world_size')} ranks ({verdict.get('backend')}) "
-            f"in {verdict.get('duration_s')} s"
-        )
-        allreduce = verdict.get("allreduce") or []
-        if allreduce:
-            big = allreduce[-1]
-            parts.append(f"busbw {big['busbw_gbps']} GB/s at {big['bytes'] >> 20} MiB")
-    single = verdict.get("single_gpu")
-    if single:
-        if single.get("verdict") == "healthy":
-            parts.append(f"single GPU fine ({single.get('init_s')} s)")
-        else:
-            parts.append(f"single GPU {single.get('verdict')} too")
-    rerun = verdict.get("no_p2p_rerun")
-    if rerun:
-        parts.append(f"no-P2P rerun {rerun.get('verdict')}")
-    text = "; ".join(parts)
-    causes = verdict.get("causes") or []
-    if causes:
-        first = causes[0]
-        label = _CAUSE_LABELS.get(first["id"], first["id"])
-        text += f" → likely {label} [{first['strategy']}]"
-    return text

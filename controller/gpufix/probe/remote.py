@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from gpufix import runner
 from gpufix.errors import InvalidInput
 from gpufix.inventory import resolve
+from gpufix.probe.options import ProbeOptions
 
 _LOCAL = ("localhost", "127.0.0.1")
-
-
-def _args(deadline: int, cpu: bool, world_size: int | None) -> list[str]:
-    args = ["--deadline", str(deadline)]
-    if cpu:
-        args.append("--cpu")
-    if world_size:
-        args += ["--world-size", str(world_size)]
-    return args
 
 
 def _parse(host: str, stdout: str, error: str) -> dict[str, Any]:
@@ -48,32 +41,29 @@ def probe_hosts(
     inventory: Path,
     *,
     pattern: str | None = None,
-    deadline: int = 120,
-    cpu: bool = False,
-    world_size: int | None = None,
-    python: str = "python3",
+    options: ProbeOptions | None = None,
     progress: runner.Progress | None = None,
 ) -> dict[str, dict[str, Any]]:
+    """Probe each host on its own: here for localhost, through ansible-runner elsewhere."""
     from gpufix.probe.local import program_path, run_local
 
+    opts = (options or ProbeOptions()).check()
     targets = resolve(pattern or ",".join(hosts or []), inventory)
     recorded = [t.name for t in targets if t.snapshot is not None]
     if recorded:
         raise InvalidInput(
             f"{', '.join(recorded)}: recorded host(s) from a snapshot; there is nothing to probe"
         )
-    args = _args(deadline, cpu, world_size)
+    args = opts.program_args()
+    limit = opts.total_s() + 30
     out: dict[str, dict[str, Any]] = {}
     local = [t for t in targets if t.name in _LOCAL or t.vars.get("ansible_connection") == "local"]
     for t in local:
         if progress:
             progress(t.name, "probe (local)")
-        py = None if python == "python3" else python
-        out[t.name] = (
-            run_local(python=py, args=args, timeout=deadline + 30)
-            if py
-            else run_local(args=args, timeout=deadline + 30)
-        )
+        # Here the default interpreter is this one (it has torch: the test install).
+        python = opts.python or sys.executable
+        out[t.name] = run_local(python=python, args=args, timeout=limit)
     remote = [t.name for t in targets if t not in local]
     if remote:
         res = runner.run_script(
@@ -81,8 +71,8 @@ def probe_hosts(
             inventory,
             program_path(),
             args,
-            executable=python,
-            timeout=deadline + 120,
+            executable=opts.python or "python3",
+            timeout=limit + 90,
             progress=progress,
         )
         for name in remote:
@@ -98,8 +88,9 @@ def probe_hosts(
 
 def show(verdicts: dict[str, dict[str, Any]]) -> None:
     from gpufix.cli import render
-    from gpufix.probe.local import summarize
+    from gpufix.probe.summary import summarize
 
-    c = render.console()
+    c = render.console()  # no markup: hosts and summaries are text
     for host, v in verdicts.items():
-        c.print(f"[bold]{host}[/]: {v.get('verdict')}: {summarize(v)}")
+        # The summary starts with the verdict itself ("healthy: 2 ranks ...").
+        c.print(f"{host}: {summarize(v)}")

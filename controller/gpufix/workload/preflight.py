@@ -502,7 +502,10 @@ _PROBE_STATUS = {
 
 
 def check_probe(
-    facts: Mapping[str, Any], env: Env = None, args: Sequence[str] = ("--quick",), cpu: bool = False
+    facts: Mapping[str, Any],
+    env: Env = None,
+    args: Sequence[str] = ("--quick", "--no-experiments"),
+    cpu: bool = False,
 ) -> CheckResult:
     """Run the multi-GPU probe in quick mode; only when asked, as it starts a process per GPU.
 

@@ -24,6 +24,9 @@ def test_last_verdict_on_the_host_is_valid(host):
     assert verdict["verdict"] == "failed"
     assert verdict["failed_in"]["phase"] == "import_torch"
     assert verdict["backend"] == "gloo"
+    # The program found no torch before starting a worker and said so (issue 15).
+    assert [c["id"] for c in verdict["causes"]] == ["torch-missing"]
+    assert verdict["phases"] == [] and verdict["experiments"] == []
 
 
 def test_no_probe_left_running(host):

@@ -38,16 +38,18 @@ PHASES = (
     "alloc",
     "p2p_matrix",
     "p2p_copy",
+    "rendezvous",  # multi-node only: every rank reaches the TCP store on the first host
     "pg_init",
     "barrier",
     "allreduce",
+    "soak",  # --soak only: the all-reduce size sweep
     "destroy",
 )
 # In these phases every rank waits for the others: a rank that reached the collective call is
 # waiting, not stuck, until all ranks have reached it.
-COLLECTIVE = ("pg_init", "barrier", "allreduce")
-# Phases whose stall or slowness is worth a second run with NCCL_P2P_DISABLE=1.
-P2P_SENSITIVE = ("p2p_copy", "pg_init", "barrier", "allreduce")
+COLLECTIVE = ("rendezvous", "pg_init", "barrier", "allreduce", "soak")
+# Phases whose stall, failure or slowness is worth experiments (one mechanism changed at a time).
+P2P_SENSITIVE = ("p2p_copy", "rendezvous", "pg_init", "barrier", "allreduce", "soak")
 
 # Seconds after which a phase that finished counts as slow (capped at half the phase deadline).
 # cuda_init/alloc: field notes say torch.randn(100, device="cuda:1") takes under 2 s; 5x that
@@ -61,6 +63,8 @@ SLOW_AFTER_S = {
     "pg_init": 10.0,
     "barrier": 5.0,
     "allreduce": 20.0,
+    "rendezvous": None,  # waits for other hosts' imports: not a measure of this host
+    "soak": None,  # a sweep takes as long as its sizes and iterations make it
     "destroy": 10.0,
 }
 SINGLE_GPU_SLOW_INIT_S = 10.0
@@ -95,9 +99,10 @@ CAUSES = {
     ),
     "p2p-path": (
         "pcie-acs",
-        "the multi-GPU run stalled or crawled in a peer-to-peer phase and the rerun with "
-        "NCCL_P2P_DISABLE=1 was healthy: the PCIe peer path is broken (ACS redirect or IOMMU "
-        "translation); disable ACS on the bridges above the GPUs / use iommu=pt",
+        "the multi-GPU run stalled or crawled in a peer-to-peer phase and a rerun with P2P "
+        "off (NCCL_P2P_DISABLE=1) or kept under PCIe switches (NCCL_P2P_LEVEL=PXB) was "
+        "healthy: the PCIe peer path is broken (ACS redirect or IOMMU translation); disable "
+        "ACS on the bridges above the GPUs / use iommu=pt",
     ),
     "p2p-path-workaround": (
         "nccl-profile",
@@ -110,8 +115,9 @@ CAUSES = {
     ),
     "nccl-transport": (
         "nccl-profile",
-        "NCCL set-up or collectives stalled with peer-to-peer off too: transport or interface "
-        "choice (NCCL_SOCKET_IFNAME, IB, SHM); try an NCCL profile",
+        "NCCL set-up or a collective stalled and no one-mechanism experiment made it healthy "
+        "(or none ran): transport or interface choice (NCCL_SOCKET_IFNAME, IB, SHM) or an NCCL "
+        "bug; try an NCCL profile or another NCCL version",
     ),
     "gpu-init": (
         "driver-pin",
@@ -122,9 +128,100 @@ CAUSES = {
         "single-gpu",
         "one GPU works on its own: train on one GPU until the multi-GPU path is fixed",
     ),
+    # The Python environment, not the host: no strategy changes the machine for these.
+    "torch-missing": (
+        "none",
+        "torch is not installed in the interpreter the probe ran with: run it with the "
+        "training environment's python (facts: python_envs; gpufix --python-env)",
+    ),
+    "torch-import": (
+        "none",
+        "`import torch` stalled or failed: the Python environment (a broken or partial "
+        "install, site-packages on a slow or unreachable file system), not the GPU driver",
+    ),
+}
+CAUSES.update(
+    {
+        "shm-transport": (
+            "nccl-profile",
+            "the run was healthy with NCCL_SHM_DISABLE=1: NCCL's shared-memory transport fails "
+            "here (in a container: a small /dev/shm or a private IPC namespace); a profile with "
+            "it off is the interim fix",
+        ),
+        "cumem": (
+            "nccl-profile",
+            "the run was healthy with NCCL_CUMEM_ENABLE=0: NCCL's cuMem allocations fail here "
+            "(driver, container or NCCL version); a profile with it off is the interim fix",
+        ),
+        "ib-path": (
+            "nccl-profile",
+            "the run was healthy with NCCL_IB_DISABLE=1: the InfiniBand/RoCE path fails "
+            "(HCA, GID, firewall, or GPUDirect RDMA); sockets are the interim fix",
+        ),
+        "nccl-protocol": (
+            "nccl-profile",
+            "the run was healthy with NCCL_PROTO=Simple: a low-latency protocol (LL/LL128) "
+            "fails on this path; often an NCCL bug fixed in a later release",
+        ),
+        "nccl-algorithm": (
+            "nccl-profile",
+            "the run was healthy with NCCL_ALGO=Ring: the tree/NVLS algorithm fails here; "
+            "often an NCCL bug fixed in a later release",
+        ),
+        "nvls": (
+            "nccl-profile",
+            "the run was healthy with NCCL_NVLS_ENABLE=0: NVLink SHARP fails (fabric manager, "
+            "driver or NCCL version)",
+        ),
+        "socket-interface": (
+            "nccl-profile",
+            "the run was healthy with NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME set to another "
+            "interface: the default choice is one the peers cannot reach",
+        ),
+        "gpu-path": (
+            "pcie-acs",
+            "every GPU pair that includes one GPU hangs and the pairs without it pass: the path "
+            "to that GPU (its PCIe bridge, ACS) or the GPU itself",
+        ),
+        "link-path": (
+            "pcie-acs",
+            "one GPU pair hangs while every other pair passes: the peer link between those two",
+        ),
+        # Multi-node (gpufix probe GROUP --multi-node names these from every host's part).
+        "rendezvous-unreachable": (
+            "none",
+            "ranks on some hosts never reached the rendezvous store on the first host: a "
+            "firewall or route between the hosts blocks MASTER_ADDR:MASTER_PORT; open it, or "
+            "give an address the others can reach",
+        ),
+        "bootstrap-blocked": (
+            "none",
+            "every rank reached the store but the process group did not form: the ranks' own "
+            "connections between the hosts are blocked (a firewall on their ports) or they "
+            "advertise an address the others cannot reach",
+        ),
+        "container-network": (
+            "container-fix",
+            "the hosts are containers on private networks and the ranks could not connect "
+            "across them: run the containers with host networking (--network=host)",
+        ),
+    }
+)
+# The causes an experiment that turned the run healthy points at ("ifname" for any ifname-*).
+DECIDED_CAUSES = {
+    "p2p-off": ("p2p-path", "p2p-path-workaround"),
+    "p2p-level-pxb": ("p2p-path", "p2p-path-workaround"),
+    "shm-off": ("shm-transport",),
+    "cumem-off": ("cumem",),
+    "ib-off": ("ib-path",),
+    "proto-simple": ("nccl-protocol",),
+    "algo-ring": ("nccl-algorithm",),
+    "nvls-off": ("nvls",),
+    "ifname": ("socket-interface",),
 }
 # Text signatures in worker errors, stderr and the NCCL log -> cause id.
 TEXT_SIGNS = (
+    (re.compile(r"No module named '?torch'?($|[^.\w])", re.M), "torch-missing"),
     (re.compile(r"driver/library version mismatch", re.I), "driver-mismatch"),
     (
         re.compile(r"driver version is insufficient|CUDA driver is too old|too old", re.I),
@@ -150,15 +247,21 @@ POLL_S = 0.05
 # --------------------------------------------------------------------------- worker side
 
 
-def phases_for(kind: str, cpu: bool) -> List[str]:
-    """The phases a worker of this run kind goes through, in order."""
+def phases_for(kind: str, cpu: bool, soak: bool = False, multinode: bool = False) -> List[str]:
+    """The phases a worker of this run kind (single, main, exp, pair) goes through, in order."""
     if kind == "single":
         names = ["import_torch", "cuda_init", "alloc"]
     else:
-        names = list(PHASES)
-        if kind == "nop2p":
-            # Direct peer copies ignore NCCL_P2P_DISABLE; skipping them is what isolates NCCL.
+        names = [p for p in PHASES if p not in ("rendezvous", "soak")]
+        if multinode:
+            # Peer copies are the host probe's business; the store on the first host is new.
+            names = [p for p in names if p not in ("p2p_matrix", "p2p_copy")]
+            names.insert(names.index("pg_init"), "rendezvous")
+        if kind == "exp" and "p2p_copy" in names:
+            # Direct peer copies ignore NCCL's environment; skipping them isolates NCCL.
             names.remove("p2p_copy")
+        if soak:
+            names.insert(names.index("destroy"), "soak")
     if cpu:
         # No CUDA: the p2p_copy phase copies between host buffers (a stand-in that keeps the
         # same supervision path testable on CPU).
@@ -166,20 +269,52 @@ def phases_for(kind: str, cpu: bool) -> List[str]:
     return names
 
 
-def parse_fault(spec: str) -> Tuple[str, str, Optional[int], Optional[float]]:
-    """Parse GPUFIX_PROBE_FAULT="<action>:<phase>:<rank|*>[:<seconds>]" (test-only switch)."""
-    bad = ValueError(
-        "bad %s=%r: want <stall|crash|slow>:<phase>:<rank|*>[:<seconds>]" % (FAULT_ENV, spec)
-    )
-    parts = spec.split(":")
+FAULT_GRAMMAR = (
+    "<stall|crash|slow>:<phase>:<rank|*>[:<seconds>]"
+    "[;unless=VAR=VALUE]...[;gpus=I+J...][;at-bytes=N]"
+)
+
+
+def parse_fault(spec: str) -> Dict[str, Any]:
+    """Parse the test-only switch GPUFIX_PROBE_FAULT (grammar: FAULT_GRAMMAR, docs/probe.md)."""
+    bad = ValueError("bad %s=%r: want %s" % (FAULT_ENV, spec, FAULT_GRAMMAR))
+    head, clauses = spec.split(";")[0], spec.split(";")[1:]
+    parts = head.split(":")
     if len(parts) not in (3, 4) or parts[0] not in FAULT_ACTIONS or parts[1] not in PHASES:
         raise bad
+    fault: Dict[str, Any] = {"action": parts[0], "phase": parts[1], "unless": []}
+    fault.update({"gpus": [], "at_bytes": None})
     try:
-        rank = None if parts[2] == "*" else int(parts[2])
-        seconds = float(parts[3]) if len(parts) == 4 else None
+        fault["rank"] = None if parts[2] == "*" else int(parts[2])
+        fault["seconds"] = float(parts[3]) if len(parts) == 4 else None
+        for clause in clauses:
+            key, _, value = clause.partition("=")
+            if key == "unless" and "=" in value:
+                fault["unless"].append(tuple(value.split("=", 1)))
+            elif key == "gpus":
+                fault["gpus"] = [int(x) for x in value.split("+")]
+            elif key == "at-bytes":
+                fault["at_bytes"] = int(value)
+            else:
+                raise ValueError(clause)
     except ValueError:
         raise bad from None
-    return parts[0], parts[1], rank, seconds
+    return fault
+
+
+def fault_fires(
+    fault: Dict[str, Any], phase: str, rank: int, gpus: List[int], nbytes: Optional[int]
+) -> bool:
+    """Whether a parsed fault hits this rank now; it clears under any of its `unless` knobs."""
+    if fault["phase"] != phase or fault["rank"] not in (None, rank):
+        return False
+    if not set(fault["gpus"]) <= set(gpus) or fault["at_bytes"] != nbytes:
+        return False
+    return not any(os.environ.get(var) == value for var, value in fault["unless"])
+
+
+def parse_sizes(text: str) -> List[int]:
+    return [int(x) for x in text.split(",") if x]
 
 
 class Reporter(object):
@@ -205,19 +340,22 @@ class Worker(object):
         self.kind = ns.kind
         self.quick = ns.quick
         self.rep = Reporter(os.path.join(ns.run_dir, "rank%d.jsonl" % ns.rank))
-        self.fault: Optional[Tuple[str, str, Optional[int], Optional[float]]] = None
+        self.fault: Optional[Dict[str, Any]] = None
         self.torch: Any = None
         self.dist: Any = None
         self.device: Any = None
+        self.store: Any = None
         self.backend = ns.backend
         self.devices: List[int] = []
+        # The GPUs of this run in the probe's numbering (ranks stand in for them on --cpu).
+        self.gpus = parse_sizes(ns.gpus) if ns.gpus else list(range(self.world))
+        self.soak_sizes = parse_sizes(ns.soak_sizes or "")
 
-    def maybe_fault(self, phase: str) -> None:
-        if self.fault is None:
+    def maybe_fault(self, phase: str, nbytes: Optional[int] = None) -> None:
+        f = self.fault
+        if f is None or not fault_fires(f, phase, self.rank, self.gpus, nbytes):
             return
-        action, fphase, frank, seconds = self.fault
-        if fphase != phase or (frank is not None and frank != self.rank):
-            return
+        action, seconds = f["action"], f["seconds"]
         if action == "crash":
             raise RuntimeError("%s: injected crash in %s" % (FAULT_ENV, phase))
         if action == "slow":
@@ -235,7 +373,8 @@ class Worker(object):
         try:
             if spec and (only == "all" or only == self.kind):
                 self.fault = parse_fault(spec)
-            for phase in phases_for(self.kind, self.cpu):
+            multinode = (self.ns.nnodes or 1) > 1
+            for phase in phases_for(self.kind, self.cpu, bool(self.soak_sizes), multinode):
                 self.rep.emit("enter", phase)
                 self.maybe_fault(phase)
                 data = getattr(self, "phase_" + phase)()
@@ -323,21 +462,38 @@ class Worker(object):
             gbps[name] = round(nbytes * reps / dt / 1e9, 3)
         return {"gbps": gbps}
 
-    def phase_pg_init(self) -> Dict[str, Any]:
+    def timeout(self) -> Any:
         import datetime
 
+        # Longer than any deadline of ours (the rendezvous wait is phase + import deadline):
+        # the supervisor, not a torch timeout, decides that a rank hung.
+        pd = self.ns.phase_deadline
+        longest = pd + (self.ns.import_deadline or 2 * pd)
+        return datetime.timedelta(seconds=max(60.0, 4 * pd, 2 * longest))
+
+    def phase_rendezvous(self) -> Dict[str, Any]:
+        addr, port = self.ns.master_addr, self.ns.master_port
+        self.store = tcp_store(self.dist, addr, port, self.world, self.rank == 0, self.timeout())
+        # Connected: from here this rank waits for the others, as in a collective.
+        self.called("rendezvous")
+        if self.store.add("gpufix/arrived", 1) == self.world:
+            self.store.set("gpufix/all", "1")
+        self.store.wait(["gpufix/all"])
+        return {"store": "%s:%d" % (addr, port)}
+
+    def phase_pg_init(self) -> Dict[str, Any]:
         dist = self.dist
         backend = self.backend
         if backend == "auto":
             backend = "gloo" if self.cpu or not dist.is_nccl_available() else "nccl"
         self.backend = backend
         self.called("pg_init")
+        if self.store is not None:
+            where = {"store": dist.PrefixStore("gpufix/pg", self.store)}
+        else:
+            where = {"init_method": "file://" + os.path.join(self.ns.run_dir, "store")}
         dist.init_process_group(
-            backend,
-            init_method="file://" + os.path.join(self.ns.run_dir, "store"),
-            rank=self.rank,
-            world_size=self.world,
-            timeout=datetime.timedelta(seconds=max(self.ns.phase_deadline * 4, 60)),
+            backend, rank=self.rank, world_size=self.world, timeout=self.timeout(), **where
         )
         # NCCL builds its communicator lazily at the first collective: do it here so that a
         # set-up hang is reported as pg_init, not as the barrier.
@@ -380,9 +536,35 @@ class Worker(object):
             out.append([nbytes, (time.monotonic() - t0) / reps])
         return {"sizes": out}
 
+    def phase_soak(self) -> Dict[str, Any]:
+        torch, dist = self.torch, self.dist
+        self.called("soak")
+        out = []
+        for nbytes in self.soak_sizes:
+            self.maybe_fault("soak", nbytes)
+            # A step event per size: the supervisor's clock restarts, and a stall names it.
+            self.rep.emit("step", "soak", bytes=nbytes)
+            t = torch.ones(nbytes // 4, dtype=torch.float32, device=self.device)
+            dist.all_reduce(t)  # warm-up
+            self.sync()
+            t0 = time.monotonic()
+            for _ in range(self.ns.soak_iters):
+                dist.all_reduce(t)
+            self.sync()
+            out.append([nbytes, (time.monotonic() - t0) / self.ns.soak_iters])
+        return {"sizes": out}
+
     def phase_destroy(self) -> Dict[str, Any]:
         self.dist.destroy_process_group()
         return {}
+
+
+def tcp_store(dist: Any, addr: str, port: int, world: int, master: bool, timeout: Any) -> Any:
+    """The rendezvous store; rank 0 serves it on the first host and does not wait for peers."""
+    try:
+        return dist.TCPStore(addr, port, world, master, timeout, wait_for_workers=False)
+    except TypeError:  # torch < 1.10 has no wait_for_workers
+        return dist.TCPStore(addr, port, world, master, timeout)
 
 
 # --------------------------------------------------------------------------- supervisor side
@@ -403,6 +585,7 @@ class RankState(object):
         self.error: Optional[Dict[str, Any]] = None
         self.done = False
         self.last_t = spawned
+        self.step: Optional[Tuple[float, int]] = None  # (time, bytes) of the last soak size
 
     def read(self) -> None:
         try:
@@ -435,6 +618,8 @@ class RankState(object):
             self.error = {"phase": p, "t": t, "msg": rec.get("msg"), "tb": rec.get("tb") or []}
         elif e == "done":
             self.done = True
+        elif e == "step":
+            self.step = (t, int(rec.get("bytes") or 0))
 
     def position(self, phases: List[str]) -> int:
         """Index of the phase this rank is in or about to enter."""
@@ -445,9 +630,12 @@ class RankState(object):
 
 
 class RunResult(object):
-    def __init__(self, kind: str, phases: List[str]) -> None:
+    def __init__(self, kind: str, phases: List[str], deadline_at: float) -> None:
         self.kind = kind
         self.phases = phases
+        self.deadline_at = deadline_at
+        self.deadline_label = "probe deadline"
+        self.world = 0  # all ranks of the run, on every host
         self.status = "ok"  # ok | hung | failed
         self.stalled: Optional[Dict[str, Any]] = None
         self.failed_in: Optional[Dict[str, Any]] = None
@@ -501,38 +689,69 @@ class Supervisor(object):
         self.deadline_at = deadline_at
         self.live: List[RankState] = []
 
-    def worker_env(self, kind: str) -> Dict[str, str]:
+    def worker_env(
+        self, name: str, kind: str, extra: Dict[str, str], gpus: List[int]
+    ) -> Dict[str, str]:
+        ns = self.ns
         env = dict(os.environ)
         env["NCCL_DEBUG"] = "INFO"
-        env["NCCL_DEBUG_FILE"] = os.path.join(self.nccl_dir, kind + ".%h.%p.log")
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one host: keep gloo off odd interfaces
+        env["NCCL_DEBUG_FILE"] = os.path.join(self.nccl_dir, name + ".%h.%p.log")
+        if (ns.nnodes or 1) == 1:
+            env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one host: keep gloo off odd interfaces
+        if ns.ifname:
+            env["NCCL_SOCKET_IFNAME"] = env["GLOO_SOCKET_IFNAME"] = ns.ifname
         env["PYTHONUNBUFFERED"] = "1"
-        if kind == "nop2p":
-            env["NCCL_P2P_DISABLE"] = "1"
-        if kind == "single" and not self.ns.cpu:
-            env["CUDA_VISIBLE_DEVICES"] = "0"  # set before torch is imported: the point
+        env.update(extra)
+        if kind in ("single", "pair") and not ns.cpu:
+            # Set before torch is imported: the point. Indices are the probe's, mapped onto
+            # what CUDA_VISIBLE_DEVICES already allowed.
+            visible = visible_devices(max(gpus) + 1)
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[g] for g in gpus)
         return env
 
-    def phase_deadline(self, phase: str) -> float:
-        # import torch after a reboot reads a cold page cache: give it twice the time.
-        return self.ns.phase_deadline * (2 if phase == "import_torch" else 1)
+    def phase_deadline(self, phase: str, waiting: bool = False) -> float:
+        if phase == "import_torch":
+            # import torch after a reboot reads a cold page cache: twice the time by default.
+            return self.ns.import_deadline or self.ns.phase_deadline * 2
+        if phase == "rendezvous" and waiting:
+            # Connected, waiting for the other hosts' ranks, whose imports may be slower.
+            return self.ns.phase_deadline + (self.ns.import_deadline or self.ns.phase_deadline * 2)
+        return self.ns.phase_deadline
 
-    def run(self, kind: str, world: int) -> RunResult:
+    def worker_cmd(self, spec: "RunSpec", rank: int, run_dir: str) -> List[str]:
         ns = self.ns
-        run_dir = os.path.join(self.run_root, kind)
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--run-id", ns.run_id]
+        cmd += ["--kind", spec.kind, "--rank", str(rank), "--world-size", str(spec.world)]
+        cmd += ["--backend", ns.backend, "--run-dir", run_dir]
+        cmd += ["--phase-deadline", str(ns.phase_deadline)]
+        if ns.import_deadline:
+            cmd += ["--import-deadline", str(ns.import_deadline)]
+        cmd += ["--gpus", ",".join(str(g) for g in spec.gpus)]
+        cmd += ["--cpu"] if ns.cpu else []
+        quick = spec.quick if spec.quick is not None else ns.quick or spec.kind in ("exp", "pair")
+        cmd += ["--quick"] if quick else []
+        if spec.soak:
+            cmd += ["--soak-sizes", ",".join(str(b) for b in soak_sizes(ns))]
+            cmd += ["--soak-iters", str(ns.soak_iters)]
+        if (ns.nnodes or 1) > 1:
+            cmd += ["--nnodes", str(ns.nnodes), "--master-addr", ns.master_addr]
+            cmd += ["--master-port", str(ns.master_port)]
+        return cmd
+
+    def run(self, spec: "RunSpec") -> RunResult:
+        ns = self.ns
+        run_dir = os.path.join(self.run_root, spec.name)
         os.mkdir(run_dir)
-        res = RunResult(kind, phases_for(kind, ns.cpu))
-        env = self.worker_env(kind)
-        me = os.path.abspath(__file__)
-        for r in range(world):
-            cmd = [sys.executable, me, "--worker", "--run-id", ns.run_id, "--kind", kind]
-            cmd += ["--rank", str(r), "--world-size", str(world), "--backend", ns.backend]
-            cmd += ["--run-dir", run_dir, "--phase-deadline", str(ns.phase_deadline)]
-            cmd += ["--cpu"] if ns.cpu else []
-            cmd += ["--quick"] if ns.quick or kind == "nop2p" else []
+        multinode = (ns.nnodes or 1) > 1
+        phases = phases_for(spec.kind, ns.cpu, spec.soak, multinode)
+        res = RunResult(spec.kind, phases, spec.deadline_at)
+        res.world = spec.world
+        res.deadline_label = spec.deadline_label
+        env = self.worker_env(spec.name, spec.kind, spec.env, spec.gpus)
+        for r in spec.ranks:
             with open(os.path.join(run_dir, "rank%d.out" % r), "wb") as out:
                 proc = subprocess.Popen(
-                    cmd,
+                    self.worker_cmd(spec, r, run_dir),
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -564,11 +783,14 @@ class Supervisor(object):
             if all(st.done for st in res.ranks):
                 return
             stall = self.find_stall(res, now)
-            if stall is not None or now >= self.deadline_at:
+            if stall is not None or now >= res.deadline_at:
                 res.status = "hung"
                 res.stalled = self.describe_stall(res, phases)
-                if now >= self.deadline_at:
-                    res.stalled["by"] = "probe deadline"
+                if now >= res.deadline_at:
+                    res.stalled["by"] = res.deadline_label
+                st = res.stalled
+                waited = bool(st["ranks"]) and set(st["ranks"]) <= set(st["called"])
+                res.error = stall_text(st, self.phase_deadline(st["phase"], waiting=waited))
                 return
             time.sleep(POLL_S)
 
@@ -614,12 +836,15 @@ class Supervisor(object):
             # Between phases, or not started yet: count from the last event (or the spawn).
             since = st.enter.get(phase, st.last_t)
             if phase in COLLECTIVE and phase in st.call:
-                # Waiting for the others: judge from when the last rank arrived.
-                calls = [o.call.get(phase) for o in res.ranks if o.position(phases) <= i]
+                # Waiting for the others: judge from when the last rank arrived (or, in the
+                # soak, from the last size any rank started).
+                peers = [o for o in res.ranks if o.position(phases) <= i]
+                calls = [o.call.get(phase) for o in peers]
                 if any(c is None for c in calls):
                     continue
-                since = max(c for c in calls if c is not None)
-            if now - since > self.phase_deadline(phase):
+                steps = [o.step[0] for o in peers if o.step is not None]
+                since = max([c for c in calls if c is not None] + steps)
+            if now - since > self.phase_deadline(phase, waiting=phase in st.call):
                 return st.rank
         return None
 
@@ -633,9 +858,61 @@ class Supervisor(object):
             not_called = [st for st in at if phase not in st.call]
             if not_called:
                 culprits = not_called
+            elif phase == "soak":
+                culprits = behind_in_soak(at)
         ranks = sorted(st.rank for st in culprits)
         waiting = sorted(st.rank for st in unfinished if st.rank not in ranks)
-        return {"phase": phase, "ranks": ranks, "waiting": waiting}
+        stalled: Dict[str, Any] = {"phase": phase, "ranks": ranks, "waiting": waiting}
+        # Ranks that reached the collective call: the multi-node merge tells hosts apart by it.
+        stalled["called"] = sorted(st.rank for st in at if phase in st.call)
+        steps = [st.step[1] for st in at if st.step is not None]
+        if phase == "soak" and steps:
+            stalled["at_bytes"] = max(steps)  # the size in flight
+        return stalled
+
+
+def behind_in_soak(at: List[RankState]) -> List[RankState]:
+    """The ranks that did not start the size the others are in (all of them if none lags)."""
+    done = dict((st.rank, st.step[1] if st.step else 0) for st in at)
+    least = min(done.values())
+    behind = [st for st in at if done[st.rank] == least]
+    return behind if len(behind) < len(at) else at
+
+
+class RunSpec(object):
+    """One supervised run: which ranks, which GPUs, which environment, until when."""
+
+    def __init__(self, name: str, kind: str, world: int, deadline_at: float, **kw: Any) -> None:
+        self.name = name
+        self.kind = kind
+        self.world = world
+        self.deadline_at = deadline_at
+        self.ranks: List[int] = kw.get("ranks") or list(range(world))
+        self.gpus: List[int] = kw.get("gpus") or list(range(world))
+        self.env: Dict[str, str] = kw.get("env") or {}
+        self.soak: bool = bool(kw.get("soak"))
+        self.quick: Optional[bool] = kw.get("quick")  # None: --quick, and always for experiments
+        self.deadline_label = "experiment deadline" if kind in ("exp", "pair") else "probe deadline"
+
+
+def visible_devices(n: int) -> List[str]:
+    """CUDA device ids for the probe's GPU indices 0..n-1, under CUDA_VISIBLE_DEVICES."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return [str(i) for i in range(n)]
+    return [x.strip() for x in cvd.split(",") if x.strip()][:n]
+
+
+def stall_text(stalled: Dict[str, Any], phase_deadline: float) -> str:
+    """One line for a hung run: who stalled where, and which deadline ran out."""
+    text = "ranks %s made no progress in %s" % (stalled["ranks"], stalled["phase"])
+    if stalled.get("by"):
+        text += " when the %s ran out" % stalled["by"]
+    else:
+        text += " for %.1f s (phase deadline)" % phase_deadline
+    if stalled.get("waiting"):
+        text += "; ranks %s were waiting for them" % stalled["waiting"]
+    return text
 
 
 # --------------------------------------------------------------------------- evidence
@@ -706,11 +983,11 @@ def p2p_evidence(res: RunResult) -> Dict[str, Any]:
     return {"matrix": matrix, "copy_gbps": copy}
 
 
-def allreduce_evidence(res: RunResult) -> List[Dict[str, Any]]:
-    n = len(res.ranks)
+def allreduce_evidence(res: RunResult, phase: str = "allreduce") -> List[Dict[str, Any]]:
+    n = res.world or len(res.ranks)
     per_size: Dict[int, float] = {}
     for st in res.ranks:
-        for nbytes, secs in st.data.get("allreduce", {}).get("sizes", []):
+        for nbytes, secs in st.data.get(phase, {}).get("sizes", []):
             # As nccl-tests: the slowest rank's time sets the bandwidth.
             per_size[nbytes] = max(per_size.get(nbytes, 0.0), secs)
     out = []
@@ -749,32 +1026,66 @@ def run_summary(res: Optional[RunResult]) -> Optional[Dict[str, Any]]:
 
 def find_causes(ev: Dict[str, Any]) -> List[Dict[str, str]]:
     """Map the evidence of one probe to likely causes, most specific first."""
-    ids: List[str] = []
-    text = "\n".join(ev.get("texts") or [])
-    for rx, cid in TEXT_SIGNS:
-        if rx.search(text) and cid not in ids:
-            ids.append(cid)
+    ids = text_causes(ev)
     main = ev.get("main") or {}
-    rerun = ev.get("rerun") or {}
     single = ev.get("single") or {}
     where = (main.get("stalled") or main.get("failed_in") or {}).get("phase")
+    if where == "import_torch":
+        # The interpreter, not the GPU: say so, and blame nothing on the driver.
+        if "torch-missing" not in ids:
+            ids.append("torch-import")
+        return cause_records(ids)
+    ids += [c for c in path_causes(ev, where) if c not in ids]
     slow = [s["phase"] for s in ev.get("slow") or []]
-    trouble_p2p = main.get("verdict") == "hung" and where in P2P_SENSITIVE
-    trouble_p2p = trouble_p2p or any(p in P2P_SENSITIVE for p in slow) or ev.get("low_bw")
-    if trouble_p2p and rerun.get("verdict") == "healthy":
-        ids += ["p2p-path", "p2p-path-workaround"]
-    if ev.get("low_copy") and "p2p-path" not in ids:
-        ids.append("p2p-slow-copy")
-    hung_in = main.get("stalled", {}).get("phase") if main.get("stalled") else None
-    nccl_phase = hung_in in COLLECTIVE or any(p in COLLECTIVE for p in slow)
-    if nccl_phase and rerun.get("verdict") != "healthy" and not ids:
-        ids.append("nccl-transport")
     init_trouble = where in ("cuda_init", "alloc") or single.get("verdict") in ("hung", "failed")
     init_trouble = init_trouble or any(p in ("cuda_init", "alloc") for p in slow)
     if (init_trouble or ev.get("slow_single")) and not ids:
         ids.append("gpu-init")
     if single.get("verdict") == "healthy" and main.get("verdict") in ("hung", "failed"):
         ids.append("single-gpu-fallback")
+    return cause_records(ids)
+
+
+def text_causes(ev: Dict[str, Any]) -> List[str]:
+    ids: List[str] = []
+    text = "\n".join(ev.get("texts") or [])
+    for rx, cid in TEXT_SIGNS:
+        if rx.search(text) and cid not in ids:
+            ids.append(cid)
+    return ids
+
+
+def decided_experiment(ev: Dict[str, Any], where: Optional[str]) -> Optional[str]:
+    """The experiment that turned the run healthy; from an old-style rerun too."""
+    if "decided" in ev:
+        return ev["decided"]
+    main = ev.get("main") or {}
+    slow = [s["phase"] for s in ev.get("slow") or []]
+    trouble = main.get("verdict") == "hung" and where in P2P_SENSITIVE
+    trouble = trouble or any(p in P2P_SENSITIVE for p in slow) or bool(ev.get("low_bw"))
+    healthy = (ev.get("rerun") or {}).get("verdict") == "healthy"
+    return "p2p-off" if trouble and healthy else None
+
+
+def path_causes(ev: Dict[str, Any], where: Optional[str]) -> List[str]:
+    """Causes on the path between GPUs: from the experiments, the pairs, or the phase."""
+    decided = decided_experiment(ev, where)
+    if decided:
+        key = "ifname" if decided.startswith("ifname-") else decided
+        return list(DECIDED_CAUSES.get(key, ()))
+    suspects = ev.get("suspects") or {}
+    ids = ["gpu-path"] if suspects.get("gpus") else ["link-path"] if suspects.get("links") else []
+    if ev.get("low_copy") and not ids:
+        ids.append("p2p-slow-copy")
+    main = ev.get("main") or {}
+    hung_in = (main.get("stalled") or {}).get("phase")
+    slow = [s["phase"] for s in ev.get("slow") or []]
+    if (hung_in in COLLECTIVE or any(p in COLLECTIVE for p in slow)) and not ids:
+        ids.append("nccl-transport")
+    return ids
+
+
+def cause_records(ids: List[str]) -> List[Dict[str, str]]:
     out = []
     for cid in ids:
         strategy, why = CAUSES[cid]
@@ -859,7 +1170,11 @@ def topo_worst(raw: Optional[str]) -> Optional[str]:
 def cheap_facts(gpu: bool, timeout: float) -> Dict[str, Any]:
     facts: Dict[str, Any] = {
         "kernel": os.uname()[2],
+        "infiniband": sorted(os.listdir("/sys/class/infiniband"))
+        if os.path.isdir("/sys/class/infiniband")
+        else [],
         "python": sys.version.split()[0],
+        "python_executable": sys.executable,
         "driver": None,
         "topology": None,
         "topology_worst": None,
@@ -963,19 +1278,60 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu", action="store_true", help="gloo on CPU (testing without a GPU)")
     p.add_argument("--deadline", type=float, default=120.0, help="whole probe, seconds")
     p.add_argument("--phase-deadline", type=float, default=30.0, help="each phase, seconds")
+    p.add_argument(
+        "--import-deadline", type=float, default=None, help="import torch, seconds (2x phase)"
+    )
     p.add_argument("--quick", action="store_true", help="smaller copies, one all-reduce size")
     p.add_argument("--no-single-gpu", action="store_true", help="skip the single-GPU baseline")
-    p.add_argument("--no-p2p-rerun", action="store_true", help="skip the NCCL_P2P_DISABLE rerun")
     p.add_argument("--json-out", metavar="FILE", help="also write the verdict here (atomic)")
     p.add_argument("--prom-out", metavar="FILE", help="Prometheus textfile (atomic)")
     p.add_argument("--nccl-log", metavar="DIR", help="keep NCCL debug logs in DIR")
+    p.add_argument("--ifname", help="NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME for the ranks")
+    add_experiment_args(p)
+    add_soak_args(p)
+    add_multinode_args(p)
+    add_worker_args(p)
+    return p
+
+
+def add_experiment_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("experiments (after a run that is not healthy)")
+    g.add_argument("--no-experiments", action="store_true", help="run none")
+    g.add_argument("--experiment-budget", type=float, default=180.0, help="seconds, all together")
+    g.add_argument("--no-p2p-rerun", action="store_true", help="leave out p2p-off")
+    g.add_argument("--experiments", metavar="ID,...", help="these, in this order, not the plan")
+    g.add_argument("--experiment", metavar="ID", help="run the main run with this one change")
+
+
+def add_soak_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("soak (an all-reduce size sweep after the main phases)")
+    g.add_argument("--soak", action="store_true", help="run the sweep (off by default)")
+    g.add_argument("--soak-min-bytes", default="1K", metavar="SIZE", help="like nccl-tests -b")
+    g.add_argument("--soak-max-bytes", default="64M", metavar="SIZE", help="like nccl-tests -e")
+    g.add_argument("--soak-factor", type=int, default=4, help="like nccl-tests -f")
+    g.add_argument("--soak-iters", type=int, default=20, help="like nccl-tests -n")
+
+
+def add_multinode_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("one host of a multi-node probe (the controller starts every host)")
+    g.add_argument("--nnodes", type=int, default=1, help="hosts in the run")
+    g.add_argument("--node-rank", type=int, default=0, help="this host's place, 0 = the first")
+    g.add_argument("--master-addr", help="address of the first host (the rendezvous store)")
+    g.add_argument("--master-port", type=int, default=29500, help="port of the store")
+
+
+def add_worker_args(p: argparse.ArgumentParser) -> None:
     # Worker mode: started by the supervisor only.
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--kind", default="main", help=argparse.SUPPRESS)
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     p.add_argument("--run-id", default="", help=argparse.SUPPRESS)
-    return p
+    p.add_argument("--gpus", default="", help=argparse.SUPPRESS)
+    p.add_argument("--soak-sizes", default="", help=argparse.SUPPRESS)
+
+
+HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 
 
 def check_args(ns: argparse.Namespace) -> None:
@@ -983,14 +1339,62 @@ def check_args(ns: argparse.Namespace) -> None:
         raise ArgError("--world-size must be between 1 and 256")
     if not ns.deadline > 0 or not ns.phase_deadline > 0:
         raise ArgError("--deadline and --phase-deadline must be positive")
+    if ns.import_deadline is not None and not ns.import_deadline > 0:
+        raise ArgError("--import-deadline must be positive")
     if ns.cpu and ns.backend == "nccl":
         raise ArgError("--cpu runs gloo; --backend nccl needs GPUs")
-    if ns.worker and (not ns.run_dir or ns.kind not in ("main", "nop2p", "single")):
-        raise ArgError("worker mode needs --run-dir and --kind main|nop2p|single")
+    if ns.worker and (not ns.run_dir or ns.kind not in ("main", "exp", "pair", "single")):
+        raise ArgError("worker mode needs --run-dir and --kind main|exp|pair|single")
     for opt in ("json_out", "prom_out"):
         path = getattr(ns, opt)
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise ArgError("--%s: directory of %s does not exist" % (opt.replace("_", "-"), path))
+    check_experiment_args(ns)
+    check_soak_args(ns)
+    check_multinode_args(ns)
+    if os.environ.get(FAULT_ENV):
+        try:
+            parse_fault(os.environ[FAULT_ENV])  # a test's typo is bad input, not a verdict
+        except ValueError as exc:
+            raise ArgError(str(exc)) from None
+
+
+def check_experiment_args(ns: argparse.Namespace) -> None:
+    if not 0 <= ns.experiment_budget <= 86400:
+        raise ArgError("--experiment-budget must be between 0 and 86400 seconds")
+    if ns.ifname is not None and not IFNAME_RE.match(ns.ifname):
+        raise ArgError("--ifname %r is not an interface name" % ns.ifname)
+    ids = [ns.experiment] if ns.experiment is not None else []
+    ids += ns.experiments.split(",") if ns.experiments else []
+    try:
+        for exp_id in ids:
+            experiment_env(exp_id)
+    except ValueError as exc:
+        raise ArgError(str(exc)) from None
+
+
+def check_soak_args(ns: argparse.Namespace) -> None:
+    try:
+        lo, hi = parse_size(ns.soak_min_bytes), parse_size(ns.soak_max_bytes)
+    except ValueError as exc:
+        raise ArgError("--soak-min-bytes/--soak-max-bytes: %s" % exc) from None
+    if not 0 < lo <= hi <= 1 << 34:
+        raise ArgError("soak sizes need 0 < --soak-min-bytes <= --soak-max-bytes <= 16G")
+    if not 1 <= ns.soak_factor <= 1024 or not 1 <= ns.soak_iters <= 100000:
+        raise ArgError("--soak-factor must be 1..1024 and --soak-iters 1..100000")
+    if ns.worker and ns.soak_sizes and not re.match(r"^\d+(,\d+)*$", ns.soak_sizes):
+        raise ArgError("--soak-sizes must be a comma-separated list of byte counts")
+
+
+def check_multinode_args(ns: argparse.Namespace) -> None:
+    if not 1 <= ns.nnodes <= 4096 or not 0 <= ns.node_rank < ns.nnodes:
+        raise ArgError("--nnodes must be 1..4096 and --node-rank 0..nnodes-1")
+    if not 1 <= ns.master_port <= 65535:
+        raise ArgError("--master-port must be 1..65535")
+    if ns.nnodes > 1 and not (ns.master_addr and HOST_RE.match(ns.master_addr)):
+        raise ArgError("--nnodes > 1 needs --master-addr (the first host's address)")
+    if ns.gpus and not re.match(r"^\d+(,\d+)*$", ns.gpus):
+        raise ArgError("--gpus must be a comma-separated list of GPU indices")
 
 
 def base_verdict(ns: argparse.Namespace, host: str, world: int, backend: str) -> Dict[str, Any]:
@@ -999,6 +1403,7 @@ def base_verdict(ns: argparse.Namespace, host: str, world: int, backend: str) ->
         "version": VERSION,
         "host": host,
         "run_id": ns.run_id,
+        "scope": "host",
         "verdict": "not-applicable",
         "backend": backend,
         "world_size": world,
@@ -1013,6 +1418,10 @@ def base_verdict(ns: argparse.Namespace, host: str, world: int, backend: str) ->
         "single_gpu": None,
         "p2p": {"matrix": {}, "copy_gbps": {}},
         "no_p2p_rerun": None,
+        "experiments": [],
+        "decided_by": None,
+        "suspects": None,
+        "soak": None,
         "allreduce": [],
         "causes": [],
         "notes": [],
@@ -1024,22 +1433,42 @@ def base_verdict(ns: argparse.Namespace, host: str, world: int, backend: str) ->
 
 def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
     t0 = time.monotonic()
-    deadline_at = t0 + ns.deadline
     ns.run_id = uuid.uuid4().hex[:12]
-    host = socket.gethostname()
     if ns.cpu:
         ngpu, how = 0, "--cpu"
     else:
         ngpu, how = count_gpus()
     world = ns.world_size or max(ngpu, 1)
     backend = "gloo" if ns.cpu or ns.backend == "gloo" else "nccl"
-    v = base_verdict(ns, host, world, backend)
+    v = base_verdict(ns, socket.gethostname(), world * ns.nnodes, backend)
     v["facts"] = cheap_facts(not ns.cpu and ngpu > 1, min(10.0, ns.deadline / 10))
+    if ns.nnodes > 1:
+        ns.no_single_gpu = True  # each host's own probe has the baseline
+        v["node"] = node_record(ns, world)
     if not ns.cpu and ngpu == 0:
         v["notes"].append("no NVIDIA GPU visible (%s); use --cpu to test with gloo" % how)
-        v["duration_s"] = round(time.monotonic() - t0, 3)
-        return v
+    elif not torch_installed():
+        no_torch_verdict(v, world)
+    else:
+        supervised(v, ns, world, ngpu, t0)
+    v["duration_s"] = round(time.monotonic() - t0, 3)
+    return v
 
+
+def node_record(ns: argparse.Namespace, world: int) -> Dict[str, Any]:
+    first = ns.node_rank * world
+    return {
+        "rank": ns.node_rank,
+        "nnodes": ns.nnodes,
+        "ranks": list(range(first, first + world)),
+        "master": "%s:%d" % (ns.master_addr, ns.master_port),
+        "ifname": ns.ifname,
+        "experiment": ns.experiment,
+    }
+
+
+def supervised(v: Dict[str, Any], ns: argparse.Namespace, world: int, ngpu: int, t0: float) -> None:
+    """Run the workers under a supervisor that kills them on any exit, and fill the verdict."""
     run_root = tempfile.mkdtemp(prefix="gpufix-probe-%s-" % ns.run_id)
     if ns.nccl_log:
         nccl_dir = os.path.abspath(ns.nccl_log)
@@ -1048,7 +1477,7 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
     else:
         nccl_dir = os.path.join(run_root, "nccl")
         os.mkdir(nccl_dir)
-    sup = Supervisor(ns, run_root, nccl_dir, t0, deadline_at)
+    sup = Supervisor(ns, run_root, nccl_dir, t0, t0 + ns.deadline)
 
     def on_signal(signum: int, frame: Any) -> None:
         # Killed from outside (ansible timeout, Ctrl-C): take the workers down with us.
@@ -1058,13 +1487,30 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        fill_verdict(v, sup, ns, world, t0)
+        fill_verdict(v, sup, ns, world, ngpu)
     finally:
         kill_groups(sup.live)
         v["nccl_log_tail"] = nccl_tail(nccl_dir, 40)
         shutil.rmtree(run_root, ignore_errors=True)
-    v["duration_s"] = round(time.monotonic() - t0, 3)
-    return v
+
+
+def torch_installed() -> bool:
+    """Whether this interpreter (the workers' too: same executable, same environment) finds
+    torch, without importing it: an import that hangs is the workers' to report."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def no_torch_verdict(v: Dict[str, Any], world: int) -> None:
+    v["verdict"] = "failed"
+    v["failed_in"] = {"phase": "import_torch", "ranks": list(range(world))}
+    v["error"] = "No module named 'torch': torch is not installed in %s" % sys.executable
+    v["notes"].append("no worker started: torch is not installed in %s" % sys.executable)
+    v["causes"] = cause_records(["torch-missing"])
 
 
 def nccl_tail(nccl_dir: str, n: int) -> List[str]:
@@ -1083,43 +1529,73 @@ def nccl_tail(nccl_dir: str, n: int) -> List[str]:
 
 
 def fill_verdict(
-    v: Dict[str, Any], sup: Supervisor, ns: argparse.Namespace, world: int, t0: float
+    v: Dict[str, Any], sup: Supervisor, ns: argparse.Namespace, world: int, ngpu: int
 ) -> None:
     ev: Dict[str, Any] = {"texts": []}
-    single: Optional[RunResult] = None
-    if not ns.no_single_gpu:
-        single = sup.run("single", 1)
-        ev["texts"] += single.texts
-        s = run_summary(single) or {}
-        r0 = single.ranks[0]
-        start, imp = r0.enter.get("import_torch"), r0.leave.get("import_torch")
-        end = r0.leave.get("alloc")
-        # init_s = CUDA init + a small alloc: the figure the field notes put under 2 s.
-        s["import_s"] = round(imp - start, 3) if imp and start else None
-        s["init_s"] = round(end - imp, 3) if end and imp else None
-        s["device"] = "cpu" if ns.cpu else "cuda:0"
-        v["single_gpu"] = s
-        ev["single"] = s
-        if s["init_s"] is not None and s["init_s"] > SINGLE_GPU_SLOW_INIT_S and not ns.cpu:
-            ev["slow_single"] = True
-            v["notes"].append("single GPU init took %.1f s (field notes: under 2 s)" % s["init_s"])
-        if single.status != "ok":
-            # One GPU alone does not come up: several will not either. Report that.
-            v["verdict"] = s["verdict"]
-            v["stalled"], v["failed_in"], v["error"] = (
-                single.stalled,
-                single.failed_in,
-                single.error,
-            )
-            v["phases"] = phase_records(single, t0)
-            v["notes"].append("single-GPU baseline did not pass; multi-GPU run skipped")
-            v["unkillable_ranks"] = single.unkillable
-            ev["main"] = run_summary(single)
-            v["causes"] = find_causes(ev)
-            return
-
-    main = sup.run("main", world)
+    if not ns.no_single_gpu and not run_baseline(v, sup, ns, ev):
+        v["causes"] = find_causes(ev)
+        return
+    main = sup.run(main_spec(ns, world, ngpu, sup.deadline_at))
     ev["texts"] += main.texts
+    record_main(v, main, ns, sup.t0)
+    ev["main"] = run_summary(main)
+    ev["slow"] = v["slow"]
+    judge_main(v, main, ns, ev, world)
+    if ns.soak:
+        v["soak"] = soak_record(ns, main)
+    trouble = trouble_of(v, ev)
+    if trouble and world > 1:
+        plan = plan_experiments(ns, v["facts"], world, ngpu)
+        run_experiments(v, sup, ns, ev, plan, trouble)
+    v["causes"] = find_causes(ev)
+
+
+def main_spec(ns: argparse.Namespace, world: int, ngpu: int, deadline_at: float) -> RunSpec:
+    if (ns.nnodes or 1) > 1:
+        # world is this node's share; ranks are global, node by node.
+        first = ns.node_rank * world
+        ranks = list(range(first, first + world))
+        env = experiment_env(ns.experiment)[0] if ns.experiment else {}
+        return RunSpec(
+            "main", "main", world * ns.nnodes, deadline_at, ranks=ranks, env=env, soak=ns.soak
+        )
+    gpus = list(range(min(world, ngpu))) if ngpu else list(range(world))
+    env = experiment_env(ns.experiment)[0] if ns.experiment else {}
+    return RunSpec("main", "main", world, deadline_at, gpus=gpus, env=env, soak=ns.soak)
+
+
+def run_baseline(
+    v: Dict[str, Any], sup: Supervisor, ns: argparse.Namespace, ev: Dict[str, Any]
+) -> bool:
+    """The single-GPU baseline; False (and the verdict filled) when it did not pass."""
+    single = sup.run(RunSpec("single", "single", 1, sup.deadline_at, gpus=[0]))
+    ev["texts"] += single.texts
+    s = run_summary(single) or {}
+    r0 = single.ranks[0]
+    start, imp = r0.enter.get("import_torch"), r0.leave.get("import_torch")
+    end = r0.leave.get("alloc")
+    # init_s = CUDA init + a small alloc: the figure the field notes put under 2 s.
+    s["import_s"] = round(imp - start, 3) if imp and start else None
+    s["init_s"] = round(end - imp, 3) if end and imp else None
+    s["device"] = "cpu" if ns.cpu else "cuda:0"
+    v["single_gpu"] = s
+    ev["single"] = s
+    if s["init_s"] is not None and s["init_s"] > SINGLE_GPU_SLOW_INIT_S and not ns.cpu:
+        ev["slow_single"] = True
+        v["notes"].append("single GPU init took %.1f s (field notes: under 2 s)" % s["init_s"])
+    if single.status == "ok":
+        return True
+    # One GPU alone does not come up: several will not either. Report that.
+    v["verdict"] = s["verdict"]
+    v["stalled"], v["failed_in"], v["error"] = single.stalled, single.failed_in, single.error
+    v["phases"] = phase_records(single, sup.t0)
+    v["notes"].append("single-GPU baseline did not pass; multi-GPU run skipped")
+    v["unkillable_ranks"] = single.unkillable
+    ev["main"] = run_summary(single)
+    return False
+
+
+def record_main(v: Dict[str, Any], main: RunResult, ns: argparse.Namespace, t0: float) -> None:
     v["phases"] = phase_records(main, t0)
     v["stalled"], v["failed_in"], v["error"] = main.stalled, main.failed_in, main.error
     v["unkillable_ranks"] = main.unkillable
@@ -1137,28 +1613,14 @@ def fill_verdict(
     v["p2p"] = p2p_evidence(main)
     v["allreduce"] = allreduce_evidence(main)
     v["slow"] = slow_phases(main, ns.phase_deadline / 2.0)
-    ev["main"] = run_summary(main)
-    ev["slow"] = v["slow"]
 
-    degraded = list(v["slow"])
+
+def judge_main(
+    v: Dict[str, Any], main: RunResult, ns: argparse.Namespace, ev: Dict[str, Any], world: int
+) -> None:
+    degraded = [s["phase"] for s in v["slow"]]
     if main.status == "ok" and not ns.cpu and v["backend"] == "nccl" and world > 1:
-        cls = link_class(v["facts"].get("topology_worst"))
-        floors = LINK_FLOORS[cls]
-        low = [k for k, g in v["p2p"]["copy_gbps"].items() if g < floors["copy_gbps"]]
-        if low:
-            ev["low_copy"] = True
-            degraded.append("p2p_copy")
-            v["notes"].append(
-                "P2P copy under %.1f GB/s (%s links) for %s" % (floors["copy_gbps"], cls, low)
-            )
-        big = v["allreduce"][-1] if v["allreduce"] else None
-        if big and big["busbw_gbps"] < floors["busbw_gbps"]:
-            ev["low_bw"] = True
-            degraded.append("allreduce")
-            v["notes"].append(
-                "all-reduce busbw %.2f GB/s at %d bytes, under %.1f GB/s for %s links"
-                % (big["busbw_gbps"], big["bytes"], floors["busbw_gbps"], cls)
-            )
+        degraded += below_floors(v, ev)
     if ev.get("slow_single"):
         degraded.append("single")
     v["verdict"] = {
@@ -1167,22 +1629,270 @@ def fill_verdict(
         "failed": "failed",
     }[main.status]
 
+
+def below_floors(v: Dict[str, Any], ev: Dict[str, Any]) -> List[str]:
+    """Phases whose bandwidth is under the floor for the topology (LINK_FLOORS)."""
+    out = []
+    cls = link_class(v["facts"].get("topology_worst"))
+    floors = LINK_FLOORS[cls]
+    low = [k for k, g in v["p2p"]["copy_gbps"].items() if g < floors["copy_gbps"]]
+    if low:
+        ev["low_copy"] = True
+        out.append("p2p_copy")
+        v["notes"].append(
+            "P2P copy under %.1f GB/s (%s links) for %s" % (floors["copy_gbps"], cls, low)
+        )
+    big = v["allreduce"][-1] if v["allreduce"] else None
+    if big and big["busbw_gbps"] < floors["busbw_gbps"]:
+        ev["low_bw"] = True
+        out.append("allreduce")
+        v["notes"].append(
+            "all-reduce busbw %.2f GB/s at %d bytes, under %.1f GB/s for %s links"
+            % (big["busbw_gbps"], big["bytes"], floors["busbw_gbps"], cls)
+        )
+    return out
+
+
+def trouble_of(v: Dict[str, Any], ev: Dict[str, Any]) -> Optional[str]:
+    """The phase worth experiments ("bandwidth" for a run under the floors), or None."""
+    if v["verdict"] in ("hung", "failed"):
+        where = (v["stalled"] or v["failed_in"] or {}).get("phase")
+        return where if where in P2P_SENSITIVE else None
+    if v["verdict"] != "degraded":
+        return None
+    slow = [s["phase"] for s in v["slow"] if s["phase"] in P2P_SENSITIVE]
+    if slow:
+        return slow[0]
+    return "bandwidth" if ev.get("low_bw") or ev.get("low_copy") else None
+
+
+# --------------------------------------------------------------------------- experiments
+
+# One mechanism each, in the order tried: the broadest first (P2P on or off), then the
+# narrower transports and algorithms. NCCL's environment variables:
+# https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
+KNOBS = (
+    ("p2p-off", {"NCCL_P2P_DISABLE": "1"}),
+    ("shm-off", {"NCCL_SHM_DISABLE": "1"}),
+    ("cumem-off", {"NCCL_CUMEM_ENABLE": "0"}),
+    ("p2p-level-pxb", {"NCCL_P2P_LEVEL": "PXB"}),
+    ("ib-off", {"NCCL_IB_DISABLE": "1"}),
+    ("proto-simple", {"NCCL_PROTO": "Simple"}),
+    ("algo-ring", {"NCCL_ALGO": "Ring"}),
+    ("nvls-off", {"NCCL_NVLS_ENABLE": "0"}),
+)
+# Interface names as the kernel allows them (IFNAMSIZ 16, no '/' or blanks).
+IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+PAIR_RE = re.compile(r"^gpus-(\d{1,3})-(\d{1,3})$")
+
+
+def experiment_env(exp_id: str) -> Tuple[Dict[str, str], Optional[List[int]]]:
+    """The environment and GPU subset of one experiment id; ValueError for an unknown id."""
+    for kid, env in KNOBS:
+        if kid == exp_id:
+            return dict(env), None
+    m = PAIR_RE.match(exp_id)
+    if m and int(m.group(1)) < int(m.group(2)):
+        return {}, [int(m.group(1)), int(m.group(2))]
+    name = exp_id[len("ifname-") :] if exp_id.startswith("ifname-") else ""
+    if IFNAME_RE.match(name):
+        return {"NCCL_SOCKET_IFNAME": name, "GLOO_SOCKET_IFNAME": name}, None
+    raise ValueError("unknown experiment %r" % exp_id)
+
+
+def knob_applies(exp_id: str, env: Dict[str, str], facts: Dict[str, Any]) -> bool:
+    """False when the facts say the knob would change nothing here."""
+    if all(os.environ.get(k) == val for k, val in env.items()):
+        return False  # already set that way
+    worst = facts.get("topology_worst")
+    if exp_id == "p2p-level-pxb" and worst and (worst.startswith("NV") or worst in ("PIX", "PXB")):
+        return False  # every pair is within PXB already
+    if exp_id == "nvls-off" and worst and not worst.startswith("NV"):
+        return False  # NVLink SHARP needs NVLink/NVSwitch
+    # NCCL uses InfiniBand only where the host has it.
+    return exp_id != "ib-off" or bool(facts.get("infiniband"))
+
+
+def pair_order(n: int) -> List[Tuple[int, int]]:
+    """Disjoint pairs first (every GPU in a run after n/2 runs), then the rest."""
+    cover = [(i, i + 1) for i in range(0, n - 1, 2)]
+    rest = [(i, j) for i in range(n) for j in range(i + 1, n) if (i, j) not in cover]
+    return cover + rest
+
+
+def plan_experiments(
+    ns: argparse.Namespace, facts: Dict[str, Any], world: int, ngpu: int
+) -> List[str]:
+    if ns.no_experiments or ns.experiment or (ns.nnodes or 1) > 1:
+        return []  # multi-node experiments are the controller's, one run per host group
+    if ns.experiments:
+        return ns.experiments.split(",")
+    plan = []
+    for exp_id, env in KNOBS:
+        if exp_id == "p2p-off" and ns.no_p2p_rerun:
+            continue
+        if knob_applies(exp_id, env, facts):
+            plan.append(exp_id)
+    n = min(world, ngpu) if ngpu else world  # on --cpu, ranks stand in for GPUs
+    if n >= 3:
+        plan += ["gpus-%d-%d" % p for p in pair_order(n)]
+    return plan
+
+
+def run_experiments(
+    v: Dict[str, Any],
+    sup: Supervisor,
+    ns: argparse.Namespace,
+    ev: Dict[str, Any],
+    plan: List[str],
+    trouble: str,
+) -> None:
+    """Fresh runs with one mechanism changed, cheapest first, until one turns the run healthy."""
+    end = time.monotonic() + ns.experiment_budget
+    floor_s = min(ns.phase_deadline, 5.0)
+    for i, exp_id in enumerate(plan):
+        left = end - time.monotonic()
+        if left < floor_s:
+            why = "experiment budget of %.0f s spent" % ns.experiment_budget
+            v["experiments"] += [skipped(x, why) for x in plan[i:]]
+            break
+        rec, res = run_experiment(sup, ns, v, exp_id, left, trouble)
+        ev["texts"] += res.texts
+        v["experiments"].append(rec)
+        if exp_id == "p2p-off":
+            v["no_p2p_rerun"] = ev["rerun"] = legacy_rerun(res)
+        if rec["verdict"] == "healthy" and not exp_id.startswith("gpus-"):
+            v["decided_by"] = ev["decided"] = exp_id
+            break
+    if "p2p-off" in plan and v["no_p2p_rerun"] is None:
+        v["no_p2p_rerun"] = {"verdict": "skipped", "why": "experiment budget spent"}
+    v["suspects"] = ev["suspects"] = pair_suspects(v["experiments"])
+
+
+def run_experiment(
+    sup: Supervisor,
+    ns: argparse.Namespace,
+    v: Dict[str, Any],
+    exp_id: str,
+    left: float,
+    trouble: str,
+) -> Tuple[Dict[str, Any], RunResult]:
+    env, gpus = experiment_env(exp_id)
+    # Each its own deadline: the import, then a few phase deadlines, within the budget.
+    own = (ns.import_deadline or 2 * ns.phase_deadline) + 3 * ns.phase_deadline
+    t = time.monotonic()
+    spec = RunSpec(
+        "exp-" + exp_id,
+        "pair" if gpus else "exp",
+        2 if gpus else v["world_size"],
+        t + min(left, own),
+        env=env,
+        gpus=gpus,
+        soak=trouble == "soak",
+    )
+    spec.quick = trouble != "bandwidth"  # judging bandwidth needs the full sizes
+    res = sup.run(spec)
+    stalled = res.stalled or {}
+    rec = {
+        "id": exp_id,
+        "env": env,
+        "gpus": gpus,
+        "verdict": experiment_verdict(res, ns, v, spec.quick),
+        "stalled": {"phase": stalled["phase"], "ranks": stalled["ranks"]} if stalled else None,
+        "error": res.error,
+        "elapsed_s": round(time.monotonic() - t, 3),
+    }
+    return rec, res
+
+
+def experiment_verdict(
+    res: RunResult, ns: argparse.Namespace, v: Dict[str, Any], quick: bool
+) -> str:
+    if res.status != "ok":
+        return res.status
+    if any(s["phase"] in P2P_SENSITIVE for s in slow_phases(res, ns.phase_deadline / 2.0)):
+        return "degraded"
+    if not quick and v["backend"] == "nccl":
+        floor = LINK_FLOORS[link_class(v["facts"].get("topology_worst"))]["busbw_gbps"]
+        ar = allreduce_evidence(res)
+        if ar and ar[-1]["busbw_gbps"] < floor:
+            return "degraded"
+    return "healthy"
+
+
+def skipped(exp_id: str, why: str) -> Dict[str, Any]:
+    env, gpus = experiment_env(exp_id)
+    rec: Dict[str, Any] = {"id": exp_id, "env": env, "gpus": gpus, "verdict": "skipped"}
+    rec.update({"stalled": None, "error": why, "elapsed_s": 0.0})
+    return rec
+
+
+def legacy_rerun(res: RunResult) -> Dict[str, Any]:
+    """The p2p-off experiment in the shape of the old no_p2p_rerun field."""
+    r = run_summary(res) or {}
+    ar = allreduce_evidence(res)
+    r["busbw_gbps"] = ar[-1]["busbw_gbps"] if ar else None
+    return r
+
+
+def pair_suspects(experiments: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The GPU whose every pair fails, else the failing links; None when pairs cannot tell."""
+    tried = [e for e in experiments if e["gpus"] and e["verdict"] != "skipped"]
+    bad = [tuple(e["gpus"]) for e in tried if e["verdict"] != "healthy"]
+    good = [tuple(e["gpus"]) for e in tried if e["verdict"] == "healthy"]
+    if not bad or not good:
+        return None  # no pair fails alone, or every pair does: not one GPU or link
+    gpus = sorted(set(g for p in bad + good for g in p))
+    # A GPU is the suspect when every pair with it fails, and there are two such pairs
+    # (one failing pair alone cannot tell the GPU from the link).
+    mine = dict((g, [p for p in bad + good if g in p]) for g in gpus)
+    whole = [g for g in gpus if len(mine[g]) >= 2 and all(p in bad for p in mine[g])]
+    if whole and all(set(p) & set(whole) for p in bad):
+        return {"gpus": whole, "links": []}
+    return {"gpus": [], "links": ["%d-%d" % p for p in bad]}
+
+
+# --------------------------------------------------------------------------- soak
+
+
+def parse_size(text: str) -> int:
+    """Bytes from "8", "64K", "128M", "1G" (binary multiples, as nccl-tests reads -b/-e)."""
+    m = re.match(r"^(\d+)([KMG]?)$", text.strip().upper())
+    if not m:
+        raise ValueError("bad size %r (want e.g. 8, 64K, 128M, 1G)" % text)
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
+
+
+def soak_sizes(ns: argparse.Namespace) -> List[int]:
+    """min, min*f, ... up to max; multiples of 4 bytes (float32 elements), at least 4."""
+    lo, hi, f = parse_size(ns.soak_min_bytes), parse_size(ns.soak_max_bytes), ns.soak_factor
+    sizes: List[int] = []
+    n = lo
+    while n <= hi:
+        b = max(4, n - n % 4)
+        if b not in sizes:
+            sizes.append(b)
+        if f <= 1:
+            break
+        n *= f
+    return sizes
+
+
+def soak_record(ns: argparse.Namespace, main: RunResult) -> Dict[str, Any]:
+    rec = {"sizes": soak_sizes(ns), "iters": ns.soak_iters, "stalled_at_bytes": None}
     where = (main.stalled or main.failed_in or {}).get("phase")
-    wants_rerun = (main.status == "hung" and where in P2P_SENSITIVE) or ev.get("low_bw")
-    wants_rerun = wants_rerun or any(s["phase"] in P2P_SENSITIVE for s in v["slow"])
-    if wants_rerun and not ns.no_p2p_rerun and world > 1:
-        left = sup.deadline_at - time.monotonic()
-        if left < min(ns.phase_deadline, 5.0):
-            v["no_p2p_rerun"] = {"verdict": "skipped", "why": "%.1f s left of the deadline" % left}
-        else:
-            rerun = sup.run("nop2p", world)
-            ev["texts"] += rerun.texts
-            r = run_summary(rerun) or {}
-            ar = allreduce_evidence(rerun)
-            r["busbw_gbps"] = ar[-1]["busbw_gbps"] if ar else None
-            v["no_p2p_rerun"] = r
-            ev["rerun"] = r
-    v["causes"] = find_causes(ev)
+    if main.status == "ok":
+        rec["verdict"] = "healthy"
+        rec["results"] = allreduce_evidence(main, "soak")
+    elif where == "soak":
+        rec["verdict"] = main.status
+        steps = [st.step[1] for st in main.ranks if st.step is not None]
+        rec["stalled_at_bytes"] = (main.stalled or {}).get("at_bytes") or (
+            max(steps) if steps else None
+        )
+    else:
+        rec["verdict"] = "skipped"  # the run stopped before the sweep
+    return rec
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -1,0 +1,45 @@
+"""`gpufix probe TARGET`: probe each host, or the hosts as one multi-node job, print the verdicts
+and say the exit code (0 healthy or not applicable, 5 otherwise; docs/exit-codes.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpufix import runner
+from gpufix.errors import EXIT_OK, EXIT_VERIFY_FAILED
+from gpufix.probe.options import ProbeOptions
+
+_FINE = ("healthy", "not-applicable")
+
+
+def run(
+    target: str,
+    inventory: Path,
+    options: ProbeOptions,
+    *,
+    as_json: bool,
+    progress: runner.Progress | None = None,
+) -> int:
+    if options.check().multi_node:
+        from gpufix.probe.multinode import probe_group
+
+        verdict = probe_group(target, inventory, options, progress=progress)
+        _print(verdict if as_json else None, {target: verdict})
+        return EXIT_OK if verdict["verdict"] in _FINE else EXIT_VERIFY_FAILED
+    from gpufix.probe.remote import probe_hosts
+
+    verdicts = probe_hosts(None, inventory, pattern=target, options=options, progress=progress)
+    _print(verdicts if as_json else None, verdicts)
+    bad = [v for v in verdicts.values() if v.get("verdict") not in _FINE]
+    return EXIT_VERIFY_FAILED if bad else EXIT_OK
+
+
+def _print(doc: Any, verdicts: dict[str, dict[str, Any]]) -> None:
+    if doc is not None:
+        print(json.dumps(doc, indent=2, default=str))
+        return
+    from gpufix.probe.remote import show
+
+    show(verdicts)

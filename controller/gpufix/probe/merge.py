@@ -1,0 +1,122 @@
+"""Merge the per-host parts of one multi-node probe run into one outcome, and name the layer that
+failed. Pure: node verdicts in (as each host's probe program wrote them), an Outcome out.
+
+A host's part says where its ranks stopped and whether they had reached the collective call
+(`stalled.called`): ranks that reached it are waiting for the others, so the hosts whose ranks did
+not are the ones to blame. When every rank reached it, the hang is between them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+PHASES = (
+    "import_torch",
+    "cuda_init",
+    "alloc",
+    "p2p_matrix",
+    "p2p_copy",
+    "rendezvous",
+    "pg_init",
+    "barrier",
+    "allreduce",
+    "soak",
+    "destroy",
+)
+# Phases that are each host's own business: the host probe (gpufix probe HOST) covers them.
+HOST_LOCAL = ("import_torch", "cuda_init", "alloc", "p2p_matrix", "p2p_copy")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One host's result: its verdict, or why there is none (unreachable, failed play)."""
+
+    host: str
+    verdict: Mapping[str, Any] | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: str  # healthy | degraded | hung | failed
+    phase: str | None = None  # where the culprits stopped (None: a host gave no verdict)
+    hosts: list[str] = field(default_factory=list)  # the culprit hosts
+    ranks: list[int] = field(default_factory=list)  # their ranks in that phase
+    error: str | None = None
+
+
+def _where(v: Mapping[str, Any]) -> Mapping[str, Any]:
+    return v.get("stalled") or v.get("failed_in") or {}
+
+
+def _stopped_own_way(v: Mapping[str, Any]) -> bool:
+    """A host whose ranks failed, or stalled before the collective call (not just waiting)."""
+    if v.get("verdict") == "failed":
+        return True
+    stalled = v.get("stalled") or {}
+    return any(r not in (stalled.get("called") or []) for r in stalled.get("ranks") or [])
+
+
+def combine(parts: Sequence[Part]) -> Outcome:
+    """The run's outcome over every host's part."""
+    missing = [p for p in parts if p.verdict is None]
+    if missing:
+        why = "; ".join(f"{p.host}: {p.error or 'no verdict'}" for p in missing)
+        return Outcome("failed", None, [p.host for p in missing], [], why)
+    bad = [p for p in parts if p.verdict and p.verdict.get("verdict") in ("hung", "failed")]
+    if not bad:
+        degraded = any(p.verdict and p.verdict.get("verdict") == "degraded" for p in parts)
+        return Outcome("degraded" if degraded else "healthy")
+    order = {name: i for i, name in enumerate(PHASES)}
+    first = min(order.get(str(_where(p.verdict or {}).get("phase")), len(PHASES)) for p in bad)
+    at = [p for p in bad if order.get(str(_where(p.verdict or {}).get("phase"))) == first]
+    culprits = [p for p in at if _stopped_own_way(p.verdict or {})] or at
+    ranks = sorted(r for p in culprits for r in _where(p.verdict or {}).get("ranks") or [])
+    failed = any((p.verdict or {}).get("verdict") == "failed" for p in culprits)
+    errors = [f"{p.host}: {(p.verdict or {}).get('error')}" for p in culprits]
+    return Outcome(
+        "failed" if failed else "hung",
+        PHASES[first] if first < len(PHASES) else None,
+        [p.host for p in culprits],
+        ranks,
+        "; ".join(errors),
+    )
+
+
+def layer(outcome: Outcome, decided_by: str | None, private_network: bool) -> str | None:
+    """The failing layer (contract: rendezvous, bootstrap, interface, ib, container-network,
+    collective), or None when the run was healthy or the trouble is inside one host."""
+    if outcome.verdict in ("healthy", "degraded") or outcome.phase in (None, *HOST_LOCAL):
+        return None
+    if decided_by and decided_by.startswith("ifname-"):
+        return "interface"
+    if decided_by == "ib-off":
+        return "ib"
+    if outcome.phase == "rendezvous":
+        return "rendezvous"
+    if outcome.phase == "pg_init":
+        return "container-network" if private_network else "bootstrap"
+    return "collective"
+
+
+def bandwidth(parts: Sequence[Part], world: int) -> list[dict[str, Any]]:
+    """All-reduce rows over every host: the slowest host's time sets each size's bandwidth."""
+    worst: dict[int, float] = {}
+    for p in parts:
+        for row in (p.verdict or {}).get("allreduce") or []:
+            worst[row["bytes"]] = max(worst.get(row["bytes"], 0.0), float(row["seconds"]))
+    out = []
+    for nbytes, secs in sorted(worst.items()):
+        algbw = nbytes / max(secs, 1e-12) / 1e9
+        busbw = algbw * 2.0 * (world - 1) / world if world else 0.0
+        out.append(
+            {
+                "bytes": nbytes,
+                "seconds": round(secs, 9),
+                "algbw_gbps": round(algbw, 6),
+                "busbw_gbps": round(busbw, 6),
+            }
+        )
+    return out

@@ -1,0 +1,222 @@
+"""`gpufix probe GROUP --multi-node`: one rank group per host, started at once through Ansible
+(playbooks/probe_multinode.yml via gpufix.runner), meeting at a store on the first host over the
+real network path. When the run is not healthy, experiments rerun it with one mechanism changed
+(interface, IB, NCCL protocol...), each its own multi-host run, within a budget."""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from gpufix import runner
+from gpufix.errors import GpufixError, InvalidInput, Unreachable
+from gpufix.inventory import Target, resolve
+from gpufix.probe import merge, multiverdict, nodes
+from gpufix.probe.merge import Outcome, Part
+from gpufix.probe.options import ProbeOptions
+
+# Ansible's own share of one run: connecting, copying the program, the preflight tasks.
+_ANSIBLE_S = 120
+# What the NCCL knobs can change between hosts, tried after the interfaces and IB.
+_COLLECTIVE_KNOBS = ["proto-simple", "algo-ring", "p2p-off", "shm-off", "cumem-off"]
+
+
+def plan(outcome: Outcome, candidates: list[str], infiniband: bool) -> list[str]:
+    """Experiments for a run that is not healthy: the network path first, then NCCL's knobs."""
+    ifs = [f"ifname-{name}" for name in candidates]
+    ib = ["ib-off"] if infiniband else []
+    if outcome.phase == "pg_init":
+        return ifs + ib
+    if outcome.phase in ("barrier", "allreduce", "soak"):
+        return ib + ifs + _COLLECTIVE_KNOBS
+    return []  # rendezvous: only the address and port matter; inside a host: its own probe
+
+
+def _extravars(
+    hosts: list[str], opts: ProbeOptions, master: str, experiment: str | None, deadline: int
+) -> dict[str, Any]:
+    ev: dict[str, Any] = {
+        "gpufix_probe_nodes": hosts,
+        "gpufix_probe_master_addr": master,
+        "gpufix_probe_master_port": opts.master_port,
+        "gpufix_probe_deadline": deadline,
+        "gpufix_probe_phase_deadline": opts.phase_deadline,
+        "gpufix_probe_import_deadline": opts.import_deadline,
+        "gpufix_probe_experiment": experiment or "",
+        "gpufix_probe_ifname": opts.ifname or "",
+    }
+    if opts.soak:
+        ev.update(
+            gpufix_probe_soak=True,
+            gpufix_probe_soak_min_bytes=opts.soak.min_bytes,
+            gpufix_probe_soak_max_bytes=opts.soak.max_bytes,
+            gpufix_probe_soak_factor=opts.soak.factor,
+            gpufix_probe_soak_iters=opts.soak.iters,
+        )
+    # Only what the user gave: the inventory's own settings stay otherwise.
+    if opts.cpu:
+        ev["gpufix_probe_cpu"] = True
+    if opts.world_size:
+        ev["gpufix_probe_world_size"] = opts.world_size
+    if opts.python:
+        ev["gpufix_probe_python"] = opts.python
+    return ev
+
+
+def run_once(
+    hosts: list[str],
+    inventory: Path,
+    opts: ProbeOptions,
+    master: str,
+    experiment: str | None,
+    deadline: int,
+    progress: runner.Progress | None,
+) -> list[Part]:
+    """One multi-host run: every host's part (its verdict, or why there is none)."""
+    res = runner.run_playbook(
+        "probe_multinode.yml",
+        inventory,
+        limit=",".join(hosts),
+        extravars=_extravars(hosts, opts, master, experiment, deadline),
+        forks=len(hosts),  # every host at once, or the first waits for the others forever
+        timeout=deadline + _ANSIBLE_S + 60,
+        progress=progress,
+    )
+    parts = []
+    for h in hosts:
+        hr = res.hosts.get(h)
+        verdict = hr.data.get("gpufix_probe_verdict") if hr else None
+        if hr is None:
+            parts.append(Part(h, None, f"no result from ansible ({res.status})"))
+        elif hr.status in ("unreachable", "failed") or not isinstance(verdict, dict):
+            parts.append(Part(h, None, f"{hr.status}: {hr.message}" if hr.message else hr.status))
+        else:
+            parts.append(Part(h, verdict))
+    return parts
+
+
+def _targets(pattern: str, inventory: Path) -> list[Target]:
+    targets = resolve(pattern, inventory)
+    recorded = [t.name for t in targets if t.snapshot is not None]
+    if recorded:
+        raise InvalidInput(f"{', '.join(recorded)}: recorded from a snapshot; nothing to probe")
+    if len(targets) < 2:
+        raise InvalidInput(f"{pattern!r} is one host; a multi-node probe needs two or more")
+    return targets
+
+
+def _facts(pattern: str, inventory: Path, progress: runner.Progress | None) -> dict[str, Any]:
+    from gpufix.facts.collect import gather
+
+    got = gather(pattern, inventory, progress=progress)
+    missing = [g for g in got if g.snapshot is None]
+    if missing:
+        text = "no facts, so no multi-node probe: " + "; ".join(
+            f"{g.host}: {g.error}" for g in missing
+        )
+        raise (Unreachable if any(g.unreachable for g in missing) else GpufixError)(text)
+    return {g.host: g.snapshot.facts for g in got if g.snapshot is not None}
+
+
+def probe_group(
+    pattern: str, inventory: Path, opts: ProbeOptions, progress: runner.Progress | None = None
+) -> dict[str, Any]:
+    """Probe the hosts of `pattern` as one multi-node job; the merged, validated verdict."""
+    from gpufix.probe.local import validate
+
+    opts.check()
+    t0 = time.monotonic()
+    targets = _targets(pattern, inventory)
+    hosts = [t.name for t in targets]
+    facts = _facts(pattern, inventory, progress)
+    addr = opts.master_addr or nodes.master_addr(
+        hosts[0], targets[0].vars, facts.get(hosts[0]), opts.ifname
+    )
+    master = f"{addr}:{opts.master_port}"
+    candidates = nodes.ifname_candidates(list(facts.values()), opts.ifname)
+    parts = run_once(hosts, inventory, opts, addr, None, opts.deadline, progress)
+    run = multiverdict.MultiRun(
+        target=pattern,
+        hosts=hosts,
+        parts=parts,
+        outcome=merge.combine(parts),
+        layer=None,
+        master=master,
+        deadline_s=opts.deadline,
+        phase_deadline_s=opts.phase_deadline,
+        ifname=opts.ifname,
+        candidates=candidates,
+    )
+    if run.outcome.verdict in ("hung", "failed") and opts.experiments:
+        todo = plan(run.outcome, candidates, nodes.has_infiniband(list(facts.values())))
+        _experiments(run, todo, inventory, opts, addr, progress)
+    private = nodes.private_container_network(list(facts.values()))
+    run.layer = merge.layer(run.outcome, run.decided_by, private)
+    run.duration_s = time.monotonic() - t0
+    return validate(multiverdict.build(run, _program()))
+
+
+def _experiments(
+    run: multiverdict.MultiRun,
+    todo: list[str],
+    inventory: Path,
+    opts: ProbeOptions,
+    addr: str,
+    progress: runner.Progress | None,
+) -> None:
+    """Each experiment a whole multi-host run, cheapest first, until one is healthy."""
+    end = time.monotonic() + opts.experiment_budget
+    for i, exp_id in enumerate(todo):
+        left = int(end - time.monotonic())
+        own = (opts.import_deadline or 2 * opts.phase_deadline) + 3 * opts.phase_deadline
+        if left < min(opts.phase_deadline, 5):
+            why = f"experiment budget of {opts.experiment_budget} s spent"
+            run.experiments += [_skipped(x, why) for x in todo[i:]]
+            return
+        t = time.monotonic()
+        parts = run_once(run.hosts, inventory, opts, addr, exp_id, min(left, own), progress)
+        out = merge.combine(parts)
+        run.experiments.append(_record(exp_id, out, time.monotonic() - t))
+        if out.verdict == "healthy":
+            run.decided_by = exp_id
+            return
+
+
+@lru_cache(maxsize=1)
+def _program() -> Any:
+    """The probe program, for its experiment vocabulary and cause table (one home for both)."""
+    from gpufix.probe.local import load_program
+
+    return load_program()
+
+
+def _env(exp_id: str) -> dict[str, str]:
+    env, _ = _program().experiment_env(exp_id)
+    return dict(env)
+
+
+def _record(exp_id: str, out: Outcome, elapsed: float) -> dict[str, Any]:
+    stalled = {"phase": out.phase, "ranks": out.ranks} if out.verdict == "hung" else None
+    return {
+        "id": exp_id,
+        "env": _env(exp_id),
+        "gpus": None,
+        "verdict": out.verdict,
+        "stalled": stalled,
+        "error": out.error if out.verdict in ("hung", "failed") else None,
+        "elapsed_s": round(elapsed, 3),
+    }
+
+
+def _skipped(exp_id: str, why: str) -> dict[str, Any]:
+    return {
+        "id": exp_id,
+        "env": _env(exp_id),
+        "gpus": None,
+        "verdict": "skipped",
+        "stalled": None,
+        "error": why,
+        "elapsed_s": 0.0,
+    }

@@ -1,0 +1,80 @@
+"""What the user asked of a probe (`gpufix probe` options), checked once, turned into the
+program's arguments (one host) or the playbook's variables (multi-node)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpufix.errors import InvalidInput
+
+# As the probe program accepts them (IFNAME_RE, HOST_RE, parse_size in gpufix_probe.py).
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
+_SIZE = re.compile(r"^[0-9]+[KMGkmg]?$")
+
+
+@dataclass(frozen=True)
+class Soak:
+    """An all-reduce size sweep like nccl-tests' -b/-e/-f/-n."""
+
+    min_bytes: str = "1K"
+    max_bytes: str = "64M"
+    factor: int = 4
+    iters: int = 20
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    deadline: int = 120
+    phase_deadline: int = 30
+    import_deadline: int = 0  # 0: twice the phase deadline
+    cpu: bool = False
+    world_size: int | None = None  # ranks (per host in a multi-node run)
+    python: str | None = None  # the training environment's interpreter on the hosts
+    experiments: bool = True
+    experiment_budget: int = 180
+    soak: Soak | None = None
+    ifname: str | None = None
+    # the hosts as one multi-node job (gpufix.probe.multinode)
+    multi_node: bool = False
+    master_addr: str | None = None
+    master_port: int = 29500
+
+    def check(self) -> ProbeOptions:
+        """Itself, or a one-line InvalidInput for a value the program would refuse."""
+        if self.ifname is not None and not _IFNAME.match(self.ifname):
+            raise InvalidInput(f"--ifname {self.ifname!r} is not an interface name")
+        if self.master_addr is not None and not _HOST.match(self.master_addr):
+            raise InvalidInput(f"--master-addr {self.master_addr!r} is not an address")
+        if self.master_addr and not self.multi_node:
+            raise InvalidInput("--master-addr is for --multi-node")
+        s = self.soak
+        if s and not (_SIZE.match(s.min_bytes) and _SIZE.match(s.max_bytes)):
+            raise InvalidInput("--soak-min-bytes/--soak-max-bytes take sizes like 8, 64K, 128M")
+        return self
+
+    def total_s(self) -> int:
+        """The longest the program may take by its own deadlines."""
+        return self.deadline + (self.experiment_budget if self.experiments else 0)
+
+    def program_args(self) -> list[str]:
+        """Arguments of gpufix_probe.py for a probe of one host."""
+        args = ["--deadline", str(self.deadline), "--phase-deadline", str(self.phase_deadline)]
+        if self.import_deadline:
+            args += ["--import-deadline", str(self.import_deadline)]
+        if self.cpu:
+            args.append("--cpu")
+        if self.world_size:
+            args += ["--world-size", str(self.world_size)]
+        if self.experiments:
+            args += ["--experiment-budget", str(self.experiment_budget)]
+        else:
+            args.append("--no-experiments")
+        if self.ifname:
+            args += ["--ifname", self.ifname]
+        if self.soak:
+            args += ["--soak", "--soak-min-bytes", self.soak.min_bytes]
+            args += ["--soak-max-bytes", self.soak.max_bytes]
+            args += ["--soak-factor", str(self.soak.factor), "--soak-iters", str(self.soak.iters)]
+        return args

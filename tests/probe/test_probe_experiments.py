@@ -1,0 +1,128 @@
+"""Experiments and soak end to end: real worker processes, real torch on CPU with gloo.
+
+The test-only fault switch stands in for the hardware: `unless=NCCL_SHM_DISABLE=1` makes a
+stall that only the shm-off experiment clears (as a broken shared-memory transport would),
+`gpus=2` one that hits every run including GPU 2 (ranks stand in for GPUs on --cpu), and
+`at-bytes=N` one that hits the soak at one message size. Each case spawns fresh processes that
+import torch (2 s idle, over 10 s on a loaded 2-core machine), hence few cases and an import
+deadline of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import leftovers, probe_env
+from gpufix.probe import run_local, summarize
+
+pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
+pytestmark = pytest.mark.slow
+
+PHASE = 6.0  # healthy phases finish in well under a second, even on a loaded machine
+BASE = ["--cpu", "--no-single-gpu", "--phase-deadline", str(PHASE), "--import-deadline", "60"]
+
+
+def probe(tmp_path: Path, args: list[str], fault: str) -> tuple[dict[str, Any], float]:
+    t0 = time.monotonic()
+    v = run_local(args=[*BASE, *args], env=probe_env(tmp_path, fault))
+    elapsed = time.monotonic() - t0
+    assert leftovers(str(tmp_path)) == [], "worker processes left behind"
+    return v, elapsed
+
+
+def test_experiments_stop_at_the_knob_that_clears_the_fault(tmp_path: Path) -> None:
+    v, _ = probe(
+        tmp_path,
+        ["--world-size", "2", "--deadline", "90", "--experiment-budget", "200"],
+        "stall:pg_init:*;unless=NCCL_SHM_DISABLE=1",
+    )
+
+    assert v["verdict"] == "hung" and v["stalled"]["phase"] == "pg_init"
+    # The plan's order: p2p-off first (it does not help), shm-off second (it does); then stop.
+    assert [(e["id"], e["verdict"]) for e in v["experiments"]] == [
+        ("p2p-off", "hung"),
+        ("shm-off", "healthy"),
+    ]
+    first, second = v["experiments"]
+    assert first["env"] == {"NCCL_P2P_DISABLE": "1"} and first["gpus"] is None
+    assert first["stalled"] == {"phase": "pg_init", "ranks": [0, 1]}
+    assert "made no progress in pg_init" in first["error"]
+    assert second["env"] == {"NCCL_SHM_DISABLE": "1"} and second["error"] is None
+    assert v["decided_by"] == "shm-off"
+    assert v["no_p2p_rerun"]["verdict"] == "hung"  # the legacy field: the p2p-off result
+    assert [c["id"] for c in v["causes"]] == ["shm-transport"]
+    assert "healthy with shm-off (2 experiments)" in summarize(v)
+
+
+def test_gpu_pairs_find_the_gpu_whose_inclusion_hangs(tmp_path: Path) -> None:
+    pairs = "gpus-0-1,gpus-0-2,gpus-1-2"
+    v, _ = probe(
+        tmp_path,
+        ["--world-size", "3", "--deadline", "90", "--experiments", pairs],
+        "stall:pg_init:*;gpus=2",
+    )
+
+    assert v["verdict"] == "hung"
+    assert [(e["id"], e["gpus"], e["verdict"]) for e in v["experiments"]] == [
+        ("gpus-0-1", [0, 1], "healthy"),
+        ("gpus-0-2", [0, 2], "hung"),
+        ("gpus-1-2", [1, 2], "hung"),
+    ]
+    assert all(e["env"] == {} for e in v["experiments"])
+    assert v["decided_by"] is None  # a healthy pair does not make the whole run healthy
+    assert v["suspects"] == {"gpus": [2], "links": []}
+    assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("gpu-path", "pcie-acs")]
+
+
+def test_the_budget_bounds_the_experiments(tmp_path: Path) -> None:
+    budget = 12.0
+    v, _ = probe(
+        tmp_path,
+        ["--world-size", "2", "--deadline", "90", "--experiment-budget", str(budget)],
+        "stall:pg_init:*",  # no knob clears it
+    )
+
+    ran = [e for e in v["experiments"] if e["verdict"] != "skipped"]
+    rest = [e for e in v["experiments"] if e["verdict"] == "skipped"]
+    assert ran and rest, v["experiments"]
+    # Every planned experiment is recorded; those past the budget say so.
+    assert [e["id"] for e in v["experiments"]][:2] == ["p2p-off", "shm-off"]
+    assert all(e["error"] == f"experiment budget of {budget:.0f} s spent" for e in rest)
+    assert sum(e["elapsed_s"] for e in ran) <= budget + 1.5
+    assert v["decided_by"] is None
+    assert [c["id"] for c in v["causes"]] == ["nccl-transport"]
+
+
+def test_soak_names_the_message_size_that_hangs(tmp_path: Path) -> None:
+    sweep = ["--soak", "--soak-min-bytes", "1K", "--soak-max-bytes", "1M", "--soak-iters", "3"]
+    v, _ = probe(
+        tmp_path,
+        ["--world-size", "2", "--deadline", "60", "--no-experiments", *sweep],
+        "stall:soak:1;at-bytes=65536",
+    )
+
+    assert v["verdict"] == "hung"
+    assert v["stalled"]["phase"] == "soak" and v["stalled"]["ranks"] == [1]
+    assert v["soak"] == {
+        "sizes": [1024, 4096, 16384, 65536, 262144, 1048576],
+        "iters": 3,
+        "verdict": "hung",
+        "stalled_at_bytes": 65536,
+    }
+    assert "soak hung at 65536 bytes" in summarize(v)
+
+
+def test_soak_passes_and_reports_every_size(tmp_path: Path) -> None:
+    sweep = ["--soak", "--soak-min-bytes", "4K", "--soak-max-bytes", "256K", "--soak-iters", "5"]
+    v, _ = probe(tmp_path, ["--world-size", "2", "--deadline", "60", *sweep], "")
+
+    assert v["verdict"] == "healthy", v
+    soak = v["soak"]
+    assert soak["verdict"] == "healthy" and soak["stalled_at_bytes"] is None
+    assert [r["bytes"] for r in soak["results"]] == soak["sizes"] == [4096, 16384, 65536, 262144]
+    for r in soak["results"]:  # nccl-tests: busbw = algbw * 2(n-1)/n, n = 2
+        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"], rel=0.01)
+    assert "soak" in {p["phase"] for p in v["phases"]}

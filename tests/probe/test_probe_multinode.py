@@ -1,0 +1,115 @@
+"""`gpufix probe GROUP --multi-node` end to end on two podman containers, through the real CLI,
+ansible-runner and playbooks/probe_multinode.yml: gloo over TCP on CPU between the containers.
+
+Two containers, not more: each run imports torch in every container and drives them through
+Ansible on a 2-core machine. The faults are real network ones: an iptables rule in one
+container's namespace drops the rendezvous port, or drops everything on the second network while
+the ranks are told to use that network's interface.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from podman_hosts import IMAGE, Hosts, new_hosts, torch_dir
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+PORT = 29500
+FAST = ["--cpu", "--world-size", "1", "--phase-deadline", "8", "--import-deadline", "90"]
+
+
+@pytest.fixture(scope="module")
+def hosts() -> Iterator[Hosts]:
+    if shutil.which("podman") is None or shutil.which("nsenter") is None:
+        pytest.skip("needs podman and nsenter")
+    if subprocess.run(["podman", "image", "exists", IMAGE]).returncode != 0:
+        pytest.skip(f"{IMAGE} missing: run tests/images/build.sh")
+    h = new_hosts(2)
+    try:
+        h.start(torch_dir())
+        yield h
+    finally:
+        h.remove()
+
+
+@pytest.fixture
+def inventory(hosts: Hosts, tmp_path: Path) -> Iterator[Path]:
+    yield hosts.inventory(tmp_path / "inventory.yml")
+    for name in hosts.names:
+        hosts.flush(name)
+
+
+def gpufix_probe(inventory: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    gpufix = str(Path(sys.executable).with_name("gpufix"))
+    proc = subprocess.run(
+        [gpufix, "probe", "pair", "-i", str(inventory), "--multi-node", "--json", *FAST, *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
+    assert proc.stdout.startswith("{"), proc.stderr[-2000:]
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def test_two_hosts_meet_and_all_reduce(inventory: Path) -> None:
+    code, v, err = gpufix_probe(inventory, "--deadline", "120")
+
+    assert code == 0, err
+    assert (v["verdict"], v["scope"], v["hosts"]) == ("healthy", "multi-node", ["h1", "h2"])
+    assert v["world_size"] == 2 and v["backend"] == "gloo"
+    assert v["failed_layer"] is None and v["failed_hosts"] == [] and v["experiments"] == []
+    assert {(p["host"], p["rank"]) for p in v["phases"] if p["phase"] == "rendezvous"} == {
+        ("h1", 0),
+        ("h2", 1),
+    }
+    assert v["allreduce"] and v["allreduce"][0]["busbw_gbps"] > 0
+
+
+def test_a_blocked_rendezvous_port_names_the_layer_and_the_host(
+    hosts: Hosts, inventory: Path
+) -> None:
+    # The first host drops the store's port on the network the others reach it by.
+    ifname = hosts.ifname["h1"][hosts.nets[0]]
+    hosts.firewall(
+        "h1", "-A", "INPUT", "-i", ifname, "-p", "tcp", "--dport", str(PORT), "-j", "DROP"
+    )
+    code, v, err = gpufix_probe(inventory, "--deadline", "90")
+
+    assert code == 5, err
+    assert v["verdict"] == "hung"
+    assert (v["failed_layer"], v["failed_hosts"]) == ("rendezvous", ["h2"])
+    assert v["stalled"] == {"phase": "rendezvous", "ranks": [1], "hosts": ["h2"]}
+    assert v["experiments"] == []  # no NCCL or interface knob changes the store's address
+    assert [c["id"] for c in v["causes"]] == ["rendezvous-unreachable"]
+    assert v["facts"]["master"] == f"{hosts.addr['h1'][hosts.nets[0]]}:{PORT}"
+
+
+def test_a_wrong_interface_is_found_by_an_interface_experiment(
+    hosts: Hosts, inventory: Path
+) -> None:
+    # The ranks are told to use the second network, which the second host drops entirely.
+    good, bad = (hosts.ifname["h2"][n] for n in hosts.nets)
+    assert hosts.ifname["h1"][hosts.nets[1]] == bad  # same name on both hosts
+    hosts.firewall("h2", "-A", "INPUT", "-i", bad, "-j", "DROP")
+    code, v, err = gpufix_probe(inventory, "--deadline", "90", "--ifname", bad)
+
+    assert code == 5, err
+    assert v["verdict"] == "hung" and v["stalled"]["phase"] == "pg_init"
+    assert [(e["id"], e["verdict"]) for e in v["experiments"]] == [(f"ifname-{good}", "healthy")]
+    assert v["experiments"][0]["env"] == {
+        "NCCL_SOCKET_IFNAME": good,
+        "GLOO_SOCKET_IFNAME": good,
+    }
+    assert (v["decided_by"], v["failed_layer"]) == (f"ifname-{good}", "interface")
+    assert v["failed_hosts"] == ["h1", "h2"]  # every rank reached the call: both ends
+    assert [c["id"] for c in v["causes"]] == ["socket-interface"]

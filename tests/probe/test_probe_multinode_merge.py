@@ -1,0 +1,204 @@
+"""Multi-node probe pieces without hosts: merging the hosts' parts, naming the layer, the address
+and interfaces from facts, the verdict. Fast. Host facts are the recorded snapshots in
+tests/fixtures/hosts (built from recorded tool outputs, see build_hosts.py there)."""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpufix.errors import InvalidInput
+from gpufix.probe import merge, multiverdict, nodes, summarize, validate
+from gpufix.probe.merge import Outcome, Part
+
+HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+
+
+def facts(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((HOSTS / name).read_text())["facts"]
+    return loaded
+
+
+def part(host: str, verdict: str, phase: str | None = None, **kw: Any) -> Part:
+    ranks = kw.pop("ranks", [0])
+    v: dict[str, Any] = {"verdict": verdict, "error": kw.pop("error", None)}
+    if verdict == "hung":
+        v["stalled"] = {"phase": phase, "ranks": ranks, "called": kw.pop("called", [])}
+    elif verdict == "failed":
+        v["failed_in"] = {"phase": phase, "ranks": ranks}
+    v["node"] = {"rank": 0, "nnodes": 2, "ranks": ranks}
+    v.update(kw)
+    return Part(host, v)
+
+
+def test_phases_are_the_programs(prog: types.ModuleType) -> None:
+    assert merge.PHASES == prog.PHASES
+
+
+def test_the_host_that_never_reached_the_store_is_named() -> None:
+    # h1 serves the store and waits there (called); h2 cannot connect (not called).
+    out = merge.combine(
+        [
+            part("h1", "hung", "rendezvous", ranks=[0], called=[0], error="waiting"),
+            part("h2", "hung", "rendezvous", ranks=[1], called=[], error="no progress"),
+        ]
+    )
+    assert out == Outcome("hung", "rendezvous", ["h2"], [1], "h2: no progress")
+
+
+def test_a_hang_where_every_rank_waits_is_on_every_host() -> None:
+    out = merge.combine(
+        [
+            part("h1", "hung", "pg_init", ranks=[0, 1], called=[0, 1]),
+            part("h2", "hung", "pg_init", ranks=[2, 3], called=[2, 3]),
+        ]
+    )
+    assert (out.verdict, out.phase, out.hosts, out.ranks) == (
+        "hung",
+        "pg_init",
+        ["h1", "h2"],
+        [0, 1, 2, 3],
+    )
+
+
+def test_the_earliest_phase_and_a_failure_win() -> None:
+    out = merge.combine(
+        [
+            part("h1", "hung", "barrier", ranks=[0], called=[0]),
+            part("h2", "failed", "pg_init", ranks=[1], error="Connection refused"),
+            part("h3", "healthy"),
+        ]
+    )
+    assert (out.verdict, out.phase, out.hosts) == ("failed", "pg_init", ["h2"])
+    assert out.error == "h2: Connection refused"
+
+
+def test_a_host_without_a_verdict_fails_the_run() -> None:
+    out = merge.combine([part("h1", "healthy"), Part("h2", None, "unreachable: ssh timeout")])
+    assert out == Outcome("failed", None, ["h2"], [], "h2: unreachable: ssh timeout")
+
+
+def test_healthy_and_degraded() -> None:
+    assert merge.combine([part("h1", "healthy"), part("h2", "healthy")]).verdict == "healthy"
+    assert merge.combine([part("h1", "healthy"), part("h2", "degraded")]).verdict == "degraded"
+
+
+@pytest.mark.parametrize(
+    ("phase", "decided", "private", "expected"),
+    [
+        ("rendezvous", None, False, "rendezvous"),
+        ("pg_init", None, False, "bootstrap"),
+        ("pg_init", None, True, "container-network"),
+        ("pg_init", "ifname-eth0", True, "interface"),
+        ("allreduce", "ifname-ib0", False, "interface"),
+        ("pg_init", "ib-off", False, "ib"),
+        ("allreduce", None, False, "collective"),
+        ("allreduce", "proto-simple", False, "collective"),
+        ("cuda_init", None, False, None),  # inside one host: its own probe's business
+        ("import_torch", None, False, None),
+    ],
+)
+def test_the_failing_layer(phase: str, decided: str | None, private: bool, expected: str) -> None:
+    assert merge.layer(Outcome("hung", phase, ["h2"], [1]), decided, private) == expected
+
+
+def test_no_layer_when_healthy_or_without_a_verdict() -> None:
+    assert merge.layer(Outcome("healthy"), None, True) is None
+    assert merge.layer(Outcome("failed", None, ["h2"]), None, False) is None
+
+
+def test_master_address_from_inventory_then_facts_then_ansible_host() -> None:
+    ib_host = facts("bionic-hwe-8xa100.json")
+    assert nodes.master_addr("h1", {"gpufix_probe_master_addr": "10.9.9.9"}, ib_host, None) == (
+        "10.9.9.9"
+    )
+    assert nodes.master_addr("h1", {}, ib_host, None) == "10.20.0.31"  # first usable, not lo
+    assert nodes.master_addr("h1", {}, ib_host, "ibp12s0") == "10.30.0.31"
+    no_ip = {"network": {"interfaces": [{"name": "eth0", "up": True, "ipv4": None}]}}
+    assert nodes.master_addr("h1", {"ansible_host": "192.0.2.7"}, no_ip, None) == "192.0.2.7"
+    with pytest.raises(InvalidInput, match="set gpufix_probe_master_addr"):
+        nodes.master_addr("h1", {"ansible_host": "gpu01.example"}, no_ip, None)
+    with pytest.raises(InvalidInput, match="is not an address"):
+        nodes.master_addr("h1", {"gpufix_probe_master_addr": "$(reboot)"}, ib_host, None)
+
+
+def test_interface_candidates_are_shared_and_between_hosts() -> None:
+    ib_host = facts("bionic-hwe-8xa100.json")
+    assert nodes.ifname_candidates([ib_host, ib_host], None) == ["enp226s0", "ibp12s0", "ibp75s0"]
+    assert nodes.ifname_candidates([ib_host], "enp226s0") == ["ibp12s0", "ibp75s0"]
+    # docker0 is a bridge (and down there), lo is loopback; different hosts share only eth0.
+    docker_host = facts("focal-4x4090.json")
+    assert nodes.ifname_candidates([docker_host], None) == ["eno1"]
+    assert nodes.ifname_candidates([docker_host, ib_host], None) == []
+    assert nodes.has_infiniband([docker_host, ib_host])
+    assert not nodes.has_infiniband([docker_host])
+
+
+def test_containers_on_private_networks() -> None:
+    assert nodes.private_container_network([facts("container-shm64m.json")])
+    assert not nodes.private_container_network([facts("focal-4x4090.json")])
+
+
+def run(outcome: Outcome, layer: str | None, **kw: Any) -> multiverdict.MultiRun:
+    parts = [
+        part("h1", "hung", "rendezvous", ranks=[0], called=[0], error="waiting", backend="gloo"),
+        part("h2", "hung", "rendezvous", ranks=[1], called=[], error="stuck", backend="gloo"),
+    ]
+    return multiverdict.MultiRun(
+        target="pair",
+        hosts=["h1", "h2"],
+        parts=parts,
+        outcome=outcome,
+        layer=layer,
+        master="10.0.0.1:29500",
+        deadline_s=60,
+        phase_deadline_s=10,
+        **kw,
+    )
+
+
+def test_the_verdict_validates_and_names_layer_hosts_and_cause(prog: types.ModuleType) -> None:
+    out = Outcome("hung", "rendezvous", ["h2"], [1], "h2: stuck")
+    v = validate(multiverdict.build(run(out, "rendezvous"), prog))
+
+    assert (v["scope"], v["hosts"], v["failed_layer"], v["failed_hosts"]) == (
+        "multi-node",
+        ["h1", "h2"],
+        "rendezvous",
+        ["h2"],
+    )
+    assert v["stalled"] == {"phase": "rendezvous", "ranks": [1], "hosts": ["h2"]}
+    assert v["world_size"] == 2 and v["backend"] == "gloo"
+    assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("rendezvous-unreachable", "none")]
+    assert summarize(v).startswith("hung in rendezvous on h2 of h1, h2: rendezvous layer")
+
+
+def test_an_interface_experiment_that_decides_is_the_cause(prog: types.ModuleType) -> None:
+    out = Outcome("hung", "pg_init", ["h1", "h2"], [0, 1], "h1: x; h2: y")
+    exp = {
+        "id": "ifname-eth0",
+        "env": {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"},
+        "gpus": None,
+        "verdict": "healthy",
+        "stalled": None,
+        "error": None,
+        "elapsed_s": 9.5,
+    }
+    r = run(out, "interface", experiments=[exp], decided_by="ifname-eth0")
+    v = validate(multiverdict.build(r, prog))
+    assert v["decided_by"] == "ifname-eth0" and v["failed_layer"] == "interface"
+    assert [c["id"] for c in v["causes"]] == ["socket-interface"]
+    assert "healthy with ifname-eth0 (1 experiments)" in summarize(v)
+
+
+def test_the_soak_is_the_worst_hosts(prog: types.ModuleType) -> None:
+    sweep = {"sizes": [1024, 4096], "iters": 5}
+    r = run(Outcome("hung", "soak", ["h2"], [1], "h2: stuck"), "collective")
+    r.parts[0].verdict["soak"] = {**sweep, "verdict": "hung", "stalled_at_bytes": 4096}  # type: ignore[index]
+    r.parts[1].verdict["soak"] = {**sweep, "verdict": "skipped", "stalled_at_bytes": None}  # type: ignore[index]
+    v = validate(multiverdict.build(r, prog))
+    assert v["soak"]["verdict"] == "hung" and v["soak"]["stalled_at_bytes"] == 4096
+    assert "soak hung at 4096 bytes" in summarize(v)

@@ -1,0 +1,228 @@
+"""Experiments without running them: which, in what order, what their results mean.
+
+Fast: no worker processes. Each NCCL knob's meaning is NCCL's own documentation
+(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html); the topology cells are
+those `nvidia-smi topo -m` prints (NV#, PIX, PXB, PHB, NODE, SYS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+from typing import Any
+
+import pytest
+
+KNOB_IDS = [
+    "p2p-off",
+    "shm-off",
+    "cumem-off",
+    "p2p-level-pxb",
+    "ib-off",
+    "proto-simple",
+    "algo-ring",
+    "nvls-off",
+]
+
+
+def ns(**kw: Any) -> argparse.Namespace:
+    base = {
+        "no_experiments": False,
+        "experiment": None,
+        "experiments": None,
+        "no_p2p_rerun": False,
+        "nnodes": 1,
+    }
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+@pytest.fixture(autouse=True)
+def _no_nccl_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_PROTO", "NCCL_IB_DISABLE"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_knobs_first_in_fixed_order_then_gpu_pairs(prog: types.ModuleType) -> None:
+    facts = {"topology_worst": None, "infiniband": ["mlx5_0"]}
+    plan = prog.plan_experiments(ns(), facts, 4, 4)
+    assert plan[:8] == KNOB_IDS
+    # Disjoint pairs first: after two runs every GPU has been in one.
+    assert plan[8:] == [
+        "gpus-0-1",
+        "gpus-2-3",
+        "gpus-0-2",
+        "gpus-0-3",
+        "gpus-1-2",
+        "gpus-1-3",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("worst", "ib", "left_out"),
+    [
+        ("PIX", [], {"p2p-level-pxb", "nvls-off", "ib-off"}),  # all under one switch: PXB is moot
+        ("PXB", [], {"p2p-level-pxb", "nvls-off", "ib-off"}),
+        ("SYS", [], {"nvls-off", "ib-off"}),  # PXB keeps P2P off the SMP link: worth a try
+        ("NV18", ["mlx5_0"], {"p2p-level-pxb"}),  # NVLink: NVLS may be in use
+        (None, [], {"ib-off"}),  # unknown topology: try them
+    ],
+)
+def test_knobs_the_facts_make_moot_are_left_out(
+    prog: types.ModuleType, worst: str | None, ib: list[str], left_out: set[str]
+) -> None:
+    plan = prog.plan_experiments(ns(), {"topology_worst": worst, "infiniband": ib}, 2, 2)
+    assert set(KNOB_IDS) - set(plan) == left_out
+    assert not [p for p in plan if p.startswith("gpus-")]  # two GPUs: the pair is the main run
+
+
+def test_a_knob_already_set_is_left_out(
+    prog: types.ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NCCL_SHM_DISABLE", "1")
+    assert "shm-off" not in prog.plan_experiments(ns(), {}, 2, 2)
+
+
+def test_switches_that_narrow_the_plan(prog: types.ModuleType) -> None:
+    assert prog.plan_experiments(ns(no_experiments=True), {}, 4, 4) == []
+    assert "p2p-off" not in prog.plan_experiments(ns(no_p2p_rerun=True), {}, 2, 2)
+    assert prog.plan_experiments(ns(experiments="gpus-0-2,shm-off"), {}, 4, 4) == [
+        "gpus-0-2",
+        "shm-off",
+    ]
+    assert prog.plan_experiments(ns(nnodes=2), {}, 2, 2) == []  # the controller runs those
+    assert prog.plan_experiments(ns(), {}, 3, 0)[-3:] == ["gpus-0-1", "gpus-0-2", "gpus-1-2"]
+
+
+@pytest.mark.parametrize(
+    ("exp_id", "env", "gpus"),
+    [
+        ("p2p-off", {"NCCL_P2P_DISABLE": "1"}, None),
+        ("p2p-level-pxb", {"NCCL_P2P_LEVEL": "PXB"}, None),
+        ("shm-off", {"NCCL_SHM_DISABLE": "1"}, None),
+        ("cumem-off", {"NCCL_CUMEM_ENABLE": "0"}, None),
+        ("ib-off", {"NCCL_IB_DISABLE": "1"}, None),
+        ("proto-simple", {"NCCL_PROTO": "Simple"}, None),
+        ("algo-ring", {"NCCL_ALGO": "Ring"}, None),
+        ("nvls-off", {"NCCL_NVLS_ENABLE": "0"}, None),
+        ("gpus-1-3", {}, [1, 3]),
+        ("ifname-eth1", {"NCCL_SOCKET_IFNAME": "eth1", "GLOO_SOCKET_IFNAME": "eth1"}, None),
+    ],
+)
+def test_each_experiment_changes_one_mechanism(
+    prog: types.ModuleType, exp_id: str, env: dict[str, str], gpus: list[int] | None
+) -> None:
+    assert prog.experiment_env(exp_id) == (env, gpus)
+
+
+@pytest.mark.parametrize(
+    "exp_id",
+    ["p2p", "gpus-3-1", "gpus-1-1", "gpus-0", "ifname-", "ifname-eth0;reboot", "ifname-a b"],
+)
+def test_unknown_experiments_are_refused(prog: types.ModuleType, exp_id: str) -> None:
+    with pytest.raises(ValueError, match="unknown experiment"):
+        prog.experiment_env(exp_id)
+
+
+def rec(gpus: list[int], verdict: str) -> dict[str, Any]:
+    return {"id": f"gpus-{gpus[0]}-{gpus[1]}", "gpus": gpus, "verdict": verdict}
+
+
+@pytest.mark.parametrize(
+    ("pairs", "expected"),
+    [
+        # GPU 2 in every failing pair, the pair without it passes: GPU 2 (or its bridge).
+        ([([0, 1], "healthy"), ([0, 2], "hung"), ([1, 2], "hung")], {"gpus": [2], "links": []}),
+        # Only 0-2 fails: the link, not a GPU.
+        (
+            [([0, 1], "healthy"), ([0, 2], "hung"), ([1, 2], "healthy")],
+            {"gpus": [], "links": ["0-2"]},
+        ),
+        # Four GPUs, GPU 3 bad; a degraded pair counts as failing.
+        (
+            [
+                ([0, 1], "healthy"),
+                ([2, 3], "degraded"),
+                ([0, 2], "healthy"),
+                ([0, 3], "failed"),
+                ([1, 2], "healthy"),
+                ([1, 3], "hung"),
+            ],
+            {"gpus": [3], "links": []},
+        ),
+        # Every pair fails, or none does: the pairs cannot name a GPU or a link.
+        ([([0, 1], "hung"), ([0, 2], "hung"), ([1, 2], "hung")], None),
+        ([([0, 1], "healthy"), ([0, 2], "healthy"), ([1, 2], "healthy")], None),
+        # Pairs the budget skipped say nothing.
+        (
+            [([0, 1], "healthy"), ([0, 2], "hung"), ([1, 2], "skipped")],
+            {"gpus": [], "links": ["0-2"]},
+        ),
+    ],
+)
+def test_pairs_name_the_gpu_or_the_link(
+    prog: types.ModuleType, pairs: list[tuple[list[int], str]], expected: dict[str, Any] | None
+) -> None:
+    knobs = [{"id": "p2p-off", "gpus": None, "verdict": "hung"}]
+    assert prog.pair_suspects(knobs + [rec(g, v) for g, v in pairs]) == expected
+
+
+@pytest.mark.parametrize(
+    ("decided", "ids"),
+    [
+        ("p2p-off", ["p2p-path", "p2p-path-workaround"]),
+        ("p2p-level-pxb", ["p2p-path", "p2p-path-workaround"]),
+        ("shm-off", ["shm-transport"]),
+        ("cumem-off", ["cumem"]),
+        ("ib-off", ["ib-path"]),
+        ("proto-simple", ["nccl-protocol"]),
+        ("algo-ring", ["nccl-algorithm"]),
+        ("nvls-off", ["nvls"]),
+        ("ifname-eth1", ["socket-interface"]),
+        (None, ["nccl-transport"]),
+    ],
+)
+def test_the_deciding_experiment_names_the_cause(
+    prog: types.ModuleType, decided: str | None, ids: list[str]
+) -> None:
+    main = {"verdict": "hung", "stalled": {"phase": "pg_init", "ranks": [0, 1]}}
+    causes = prog.find_causes({"main": main, "decided": decided, "suspects": None})
+    assert [c["id"] for c in causes] == ids
+
+
+def test_pair_suspects_name_the_cause(prog: types.ModuleType) -> None:
+    main = {"verdict": "hung", "stalled": {"phase": "pg_init", "ranks": [0, 1, 2]}}
+    gpu = prog.find_causes({"main": main, "decided": None, "suspects": {"gpus": [2], "links": []}})
+    link = prog.find_causes(
+        {"main": main, "decided": None, "suspects": {"gpus": [], "links": ["0-2"]}}
+    )
+    assert [(c["id"], c["strategy"]) for c in gpu] == [("gpu-path", "pcie-acs")]
+    assert [(c["id"], c["strategy"]) for c in link] == [("link-path", "pcie-acs")]
+
+
+def test_a_failed_rerun_without_experiments_keeps_the_old_meaning(prog: types.ModuleType) -> None:
+    main = {"verdict": "hung", "stalled": {"phase": "barrier", "ranks": [1]}}
+    rerun = {"verdict": "healthy"}
+    assert [c["id"] for c in prog.find_causes({"main": main, "rerun": rerun})][:1] == ["p2p-path"]
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "f", "sizes"),
+    [
+        ("1K", "64K", 4, [1024, 4096, 16384, 65536]),
+        ("8", "128", 2, [8, 16, 32, 64, 128]),  # nccl-tests' -b 8 -e 128 -f 2
+        ("1M", "1M", 4, [1 << 20]),
+        ("6", "6", 1, [4]),  # whole float32 elements
+    ],
+)
+def test_soak_sizes_sweep_like_nccl_tests(
+    prog: types.ModuleType, lo: str, hi: str, f: int, sizes: list[int]
+) -> None:
+    args = argparse.Namespace(soak_min_bytes=lo, soak_max_bytes=hi, soak_factor=f)
+    assert prog.soak_sizes(args) == sizes
+
+
+@pytest.mark.parametrize("text", ["", "1T", "-1", "1.5M", "M"])
+def test_bad_sizes_are_refused(prog: types.ModuleType, text: str) -> None:
+    with pytest.raises(ValueError, match="bad size"):
+        prog.parse_size(text)

@@ -569,3 +569,23 @@ def test_refuses_a_bad_checked_date_and_eol_month(tmp_path: Path) -> None:
         tmp_path / "b", "driver_branches", _first_row(lambda r: r.update(eol="2026-13"))
     )
     assert "eol malformed year-month" in _refused(d2)
+
+
+def test_torch_wheels_pin_their_nccl(k: kb.KnowledgeBase) -> None:
+    # PyPI METADATA of each release's default wheel: Requires-Dist nvidia-nccl-cuXX==V.
+    pins = {"2.1.2+cu121": "2.18.1", "2.2.0": "2.19.3", "2.3.1": "2.20.5", "2.6.0": "2.21.5"}
+    pins |= {"2.7.0": "2.26.2", "2.8.0": "2.27.3", "2.12.0": "2.29.7"}
+    for torch, nccl in pins.items():
+        row = k.torch_nccl_version(torch)
+        assert row is not None and row.nccl == nccl, torch
+    assert k.torch_nccl_version("1.13.1") is None  # not recorded: unknown, not guessed
+    assert k.torch_nccl_version("2.11.0").package == "nvidia-nccl-cu13"  # type: ignore[union-attr]
+
+
+def test_nccl_issues_name_their_fixed_release(k: kb.KnowledgeBase) -> None:
+    # NVIDIA/nccl release commits: 2.21.5-1 "Fix hang when crossNic is inconsistent between ranks".
+    crossnic = next(i for i in k.nccl_issues if i.id == "crossnic-hang")
+    assert crossnic.matches("2.20.5") is True and crossnic.matches("2.21.5") is False
+    assert crossnic.matches("not-a-version") is None
+    for issue in k.nccl_issues:
+        assert issue.matches(issue.fixed_in) is False, issue.id

@@ -71,8 +71,8 @@ def evaluate(ctx: Ctx) -> Candidate:
         return Candidate(
             "cuda-downgrade",
             False,
-            f"no torch release fits glibc {h.glibc}, Python {'/'.join(h.pythons) or 'unknown'} "
-            f"and driver {h.driver}"
+            f"no torch release fits glibc {h.glibc or 'unknown'}, Python {'/'.join(h.pythons) or 'unknown'} "
+            f"and driver {h.driver or 'unknown'}"
             + (" and moves the way the evidence asks" if want(ctx).direction else ""),
         )
     current = h.env.torch if h.env else None

@@ -1,6 +1,8 @@
 """Corpus hit rates through the real CLI, dev and test apart, beside the field notes' tree.
 
 Run: .venv/bin/python bench/corpus_report.py            (markdown for docs/decision.md)
+     .venv/bin/python bench/corpus_report.py --decision-table
+       prints the decision table (knowledge/evidence_fixes.yaml) with its sources, for the docs
      .venv/bin/python bench/corpus_report.py --update-expected
        rewrites tests/corpus/expected.yaml from this run, keeping the reason of every miss
        that stays a miss; a new miss gets "TODO", which the test refuses until someone says why.
@@ -114,6 +116,30 @@ def per_case(rows: list[tuple[dict[str, Any], Result]]) -> list[str]:
     return out
 
 
+def decision_table() -> list[str]:
+    """The evidence -> fix table as docs/decision.md shows it, from the knowledge base."""
+    from gpufix.engine.kb import load
+
+    out = [
+        "| row | evidence | when | fix | interim | needs | source |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in load().evidence_fixes:
+        fix = r.fix + (f" {'+'.join(r.profiles)}" if r.profiles else "")
+        fix += f" ({r.direction})" if r.direction else ""
+        cells = [
+            f"`{r.id}`",
+            f"`{r.evidence}`",
+            ", ".join(r.when) or "-",
+            fix,
+            "+".join(r.interim) or "-",
+            ", ".join(r.needs) or "-",
+            r.source.replace("|", "/"),
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
 def update_expected(rows: list[tuple[dict[str, Any], Result]]) -> None:
     old = expected() if (HERE / "expected.yaml").exists() else {}
     new: dict[str, dict[str, str]] = {}
@@ -135,8 +161,12 @@ def update_expected(rows: list[tuple[dict[str, Any], Result]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--update-expected", action="store_true")
+    parser.add_argument("--decision-table", action="store_true")
     parser.add_argument("--workers", type=int, default=4)
     args = parser.parse_args()
+    if args.decision_table:
+        print("\n".join(decision_table()))
+        return
     selected = cases()
     results = run_all(selected, workers=args.workers)
     rows = list(zip(selected, results, strict=True))

@@ -1,7 +1,9 @@
 """The decision engine over 10,000 generated snapshots (variations of the recorded hosts).
 
 Prints hosts per second and peak memory, beside a baseline that only loads and validates the
-same snapshots, so the engine's own cost shows as a ratio.
+same snapshots, so the engine's own cost shows as a ratio; then the same snapshots with a
+generated probe verdict each (a deciding experiment, an error text, a multi-node layer or a bare
+stall), which runs the decision table.
 Run: .venv/bin/python bench/engine_bench.py [COUNT]
 """
 
@@ -65,6 +67,32 @@ def variations(count: int, seed: int = 7) -> list[dict]:
     return out
 
 
+EXPERIMENTS = ["p2p-off", "shm-off", "cumem-off", "nvls-off", "ib-off", "ifname-eth0", None]
+ERRORS = [
+    "NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888)",
+    "ncclUnhandledCudaError: Call to CUDA function failed.",
+    "transport/nvls.cc:154 NCCL WARN Cuda failure 1 'invalid argument'",
+    "socketStartConnect: Connect to 10.0.0.2<43511> failed : Connection refused",
+    None,
+]
+
+
+def verdicts(count: int, seed: int = 11) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        exp = rng.choice(EXPERIMENTS)
+        v: dict = {"verdict": "hung", "stalled": {"phase": "allreduce", "ranks": [0, 1]}}
+        v["error"] = rng.choice(ERRORS)
+        if exp:
+            v["experiments"] = [{"id": exp, "env": {}, "gpus": None, "verdict": "healthy"}]
+            v["decided_by"] = exp
+        if rng.random() < 0.2:
+            v |= {"scope": "multi-node", "failed_layer": rng.choice(["interface", "bootstrap"])}
+        out.append(v)
+    return out
+
+
 def main() -> None:
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
     docs = variations(count)
@@ -79,6 +107,13 @@ def main() -> None:
         p = decide(d["facts"], None, kb=kb, rules=rules, host_name=d["host"])
         strategies[p.strategy] = strategies.get(p.strategy, 0) + 1
     t_engine = time.perf_counter() - t0
+    probed = verdicts(count)
+    t0 = time.perf_counter()
+    with_probe: dict[str, int] = {}
+    for d, v in zip(docs, probed, strict=True):
+        p = decide(d["facts"], v, kb=kb, rules=rules, host_name=d["host"])
+        with_probe[p.strategy] = with_probe.get(p.strategy, 0) + 1
+    t_probe = time.perf_counter() - t0
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"snapshots: {count}")
     print(f"baseline (schema validation only): {count / t_base:,.0f} hosts/s")
@@ -86,6 +121,9 @@ def main() -> None:
     print(f"ratio engine/baseline time:        {t_engine / t_base:.2f}x")
     print(f"peak RSS (whole process, snapshots held in memory): {peak_mib:.0f} MiB")
     print("strategies chosen:", dict(sorted(strategies.items())))
+    print(f"with a probe verdict each:         {count / t_probe:,.0f} hosts/s")
+    print(f"ratio with-verdict/baseline time:  {t_probe / t_base:.2f}x")
+    print("strategies chosen with verdicts:", dict(sorted(with_probe.items())))
 
 
 if __name__ == "__main__":

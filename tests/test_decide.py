@@ -40,7 +40,7 @@ TABLE = [
     ),
     # RTX 4090s have no P2P (nccl#1127): NCCL_P2P_DISABLE=1 is the fix; no supported driver
     # branch is packaged for focal, so the known 545 issue cannot be fixed by a driver move.
-    ("focal-4x4090", None, "nccl-profile", {"driver-known-issue", "gpu-no-p2p"}),
+    ("focal-4x4090", None, "nccl-profile", {"gpu-no-p2p", "driver-branch-unsupported"}),
     (
         "jammy-470-torch23",
         None,
@@ -124,7 +124,9 @@ def test_probe_p2p_evidence_prefers_acs_over_no_p2p() -> None:
     assert "fallback" in plan.outcome
 
 
-def test_known_bad_driver_explains_p2p_symptoms_first() -> None:
+def test_new_feature_driver_is_the_permanent_fix_with_p2p_off_now() -> None:
+    """P2P hangs on a new-feature branch with ACS/IOMMU unread: a supported branch for the next
+    window, P2P off now (issue 12 item 6), and the ACS facts named as what would decide."""
     verdict = {
         "format": "gpufix-probe",
         "version": 1,
@@ -133,13 +135,18 @@ def test_known_bad_driver_explains_p2p_symptoms_first() -> None:
         "no_p2p_rerun": {"verdict": "healthy"},
         "causes": [{"id": "p2p-path", "strategy": "pcie-acs", "why": "healthy without P2P"}],
     }
-    f = p2p_capable(facts("focal-4x4090"))  # driver 545.29.06
+    f = p2p_capable(facts("focal-4x4090"))  # driver 545.29.06: a new-feature branch
     f["os"].update(codename="jammy", version_id="22.04")  # a release with a supported branch
+    f["pcie"] = {"unknown": "lspci needs root"}
+    f["iommu"] = {"unknown": "not read"}
     plan = decide(f, verdict, host_name="h")
     assert plan.strategy == "driver-pin"
-    # The report's good branch (535) ended in June 2026: the supported LTS from jammy's archive.
     assert plan.steps[0].vars["gpufix_driver_branch"] == "580"
-    assert plan.alternatives()[0] == "pcie-acs"
+    assert plan.interim is not None and plan.interim.strategy == "nccl-profile"
+    assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["no-p2p"]
+    assert plan.interim.reboot_required is False
+    assert {n["id"] for n in plan.extra["needs"]} >= {"acs", "iommu"}
+    assert plan.extra["decision"]["row"] == "p2p-off-new-feature-driver"
 
 
 def test_probe_healthy_means_nothing_to_do() -> None:

@@ -320,14 +320,33 @@ def test_gpus_without_p2p(k: kb.KnowledgeBase) -> None:
     assert k.gpu_p2p_capable("NVIDIA RTX 6000 Ada Generation") is None
 
 
-def test_driver_issues_match_driver_versions(k: kb.KnowledgeBase) -> None:
-    issue = next(i for i in k.driver_issues if i.id == "r545-ddp-hang")
+# A row of the documented shape (driver_issues.yaml holds none until a release note states one).
+_ISSUE = {
+    "id": "example",
+    "affected": ">=545,<550",
+    "symptom": "a multi-GPU hang",
+    "fix": "downgrade",
+    "good_branches": [535],
+    "source": "NVIDIA driver release notes (example)",
+}
+
+
+def test_driver_issues_match_driver_versions() -> None:
+    issue = kb.DriverIssue(**{**_ISSUE, "good_branches": (535,)})
     assert issue.matches("545.23.08") is True
     assert issue.matches("1:545.23.08-0ubuntu1") is True
     assert issue.matches("535.154.05") is False
     assert issue.matches("garbage") is None
-    assert issue.fix == "downgrade" and issue.good_branches == (535,)
-    assert all(i.source.startswith("https://github.com/") for i in k.driver_issues)
+
+
+def test_no_row_cites_a_corpus_thread(k: kb.KnowledgeBase) -> None:
+    """Rules rest on documentation; a corpus thread cited by a rule would score itself (issue 12)."""
+    corpus = yaml.safe_load((Path(__file__).parent / "corpus" / "cases.yaml").read_text())
+    threads = {str(c["source"]).rstrip("/") for c in corpus}
+    for f in Path(kb.DEFAULT_DIR).glob("*.yaml"):
+        for row in yaml.safe_load(f.read_text()) or []:
+            cited = {t for t in threads if t in str(row.get("source", ""))}
+            assert not cited, f"{f.name}: {row.get('id') or row.get('name')} cites {cited}"
 
 
 def test_ubuntu_driver_packages(k: kb.KnowledgeBase) -> None:
@@ -356,6 +375,10 @@ def test_nccl_profiles(k: kb.KnowledgeBase) -> None:
         "ib-off",
         "socket-ifname",
         "shm-off",
+        "cumem-off",
+        "nvls-off",
+        "proto-simple",
+        "algo-ring",
         "debug",
     }
     default = k.nccl_profile("default")
@@ -383,10 +406,14 @@ def test_every_row_has_a_source(k: kb.KnowledgeBase) -> None:
         k.gpu_p2p,
         k.torch_builds,
         k.driver_branches,
-        k.driver_issues,
         k.driver_package_rows,
         k.container_images,
         k.nccl_profiles,
+        k.error_signatures,
+        k.evidence_fixes,
+        k.nccl_issues,
+        k.nccl_knobs,
+        k.torch_nccl,
     ]
     for table in tables:
         assert table
@@ -474,11 +501,20 @@ def test_refuses_a_missing_key(tmp_path: Path) -> None:
     assert "missing key 'glibc_min'" in _refused(d)
 
 
+def _issue(**change: object) -> Callable[[Rows], Rows]:
+    return lambda rows: [*(rows or []), {**_ISSUE, **change}]
+
+
 def test_refuses_a_bad_specifier_and_choice(tmp_path: Path) -> None:
-    d = _copy_with(tmp_path, "driver_issues", _first_row(lambda r: r.update(affected="545-550")))
+    d = _copy_with(tmp_path, "driver_issues", _issue(affected="545-550"))
     assert "malformed version specifier" in _refused(d)
-    d2 = _copy_with(tmp_path / "b", "driver_issues", _first_row(lambda r: r.update(fix="pray")))
+    d2 = _copy_with(tmp_path / "b", "driver_issues", _issue(fix="pray"))
     assert "must be one of upgrade, downgrade" in _refused(d2)
+
+
+def test_a_documented_driver_issue_loads(tmp_path: Path) -> None:
+    k = kb.load(_copy_with(tmp_path, "driver_issues", _issue()))
+    assert [i.id for i in k.driver_issues] == ["example"]
 
 
 def test_refuses_an_invented_looking_digest(tmp_path: Path) -> None:
@@ -489,9 +525,7 @@ def test_refuses_an_invented_looking_digest(tmp_path: Path) -> None:
 def test_refuses_duplicates_and_dangling_references(tmp_path: Path) -> None:
     d = _copy_with(tmp_path, "cuda_toolkits", lambda rows: [*rows, rows[0]])
     assert "duplicate version '10.2'" in _refused(d)
-    d2 = _copy_with(
-        tmp_path / "b", "driver_issues", _first_row(lambda r: r.update(good_branches=[999]))
-    )
+    d2 = _copy_with(tmp_path / "b", "driver_issues", _issue(good_branches=[999]))
     assert "good branch 999" in _refused(d2)
     d3 = _copy_with(tmp_path / "c", "cuda_packaged", _first_row(lambda r: r.update(codename="xx")))
     assert "unknown codename 'xx'" in _refused(d3)
@@ -535,3 +569,23 @@ def test_refuses_a_bad_checked_date_and_eol_month(tmp_path: Path) -> None:
         tmp_path / "b", "driver_branches", _first_row(lambda r: r.update(eol="2026-13"))
     )
     assert "eol malformed year-month" in _refused(d2)
+
+
+def test_torch_wheels_pin_their_nccl(k: kb.KnowledgeBase) -> None:
+    # PyPI METADATA of each release's default wheel: Requires-Dist nvidia-nccl-cuXX==V.
+    pins = {"2.1.2+cu121": "2.18.1", "2.2.0": "2.19.3", "2.3.1": "2.20.5", "2.6.0": "2.21.5"}
+    pins |= {"2.7.0": "2.26.2", "2.8.0": "2.27.3", "2.12.0": "2.29.7"}
+    for torch, nccl in pins.items():
+        row = k.torch_nccl_version(torch)
+        assert row is not None and row.nccl == nccl, torch
+    assert k.torch_nccl_version("1.13.1") is None  # not recorded: unknown, not guessed
+    assert k.torch_nccl_version("2.11.0").package == "nvidia-nccl-cu13"  # type: ignore[union-attr]
+
+
+def test_nccl_issues_name_their_fixed_release(k: kb.KnowledgeBase) -> None:
+    # NVIDIA/nccl release commits: 2.21.5-1 "Fix hang when crossNic is inconsistent between ranks".
+    crossnic = next(i for i in k.nccl_issues if i.id == "crossnic-hang")
+    assert crossnic.matches("2.20.5") is True and crossnic.matches("2.21.5") is False
+    assert crossnic.matches("not-a-version") is None
+    for issue in k.nccl_issues:
+        assert issue.matches(issue.fixed_in) is False, issue.id

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.plan import Finding, Step
 from gpufix.engine.rules import Rules
 from gpufix.engine.stack import Stack
 from gpufix.facts.host import Host
+
+if TYPE_CHECKING:
+    from gpufix.engine.signals import Signals
+    from gpufix.engine.table import Decision
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,9 @@ class Candidate:
     risks: list[str] = field(default_factory=list)
     reboot: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # Parameters the steps still lack (need ids, engine/needs.py): the plan names the change
+    # but cannot be applied until they are gathered and the plan is made again.
+    missing: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,8 @@ class Ctx:
     stack: Stack
     found: tuple[Finding, ...]
     day: date  # the plan date
+    signals: Signals | None = None  # what the probe verdict shows (engine/signals.py)
+    decision: Decision | None = None  # the decision table's row for this host (engine/table.py)
 
     def has(self, fid: str) -> bool:
         return any(f.id == fid for f in self.found)
@@ -93,6 +102,7 @@ def on_container_host(ctx: Ctx, cand: Candidate) -> Candidate:
         ],
         cand.reboot,
         cand.extra,
+        cand.missing,
     )
 
 

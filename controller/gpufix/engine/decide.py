@@ -1,17 +1,22 @@
 """The decision engine: a pure function of (facts, probe verdict, constraints, knowledge) -> Plan.
 
-Order of preference comes from evidence first (what the facts and the probe show is broken),
-then the field notes' tree as the floor: multi-GPU not needed -> single GPU; else pin a
-torch/CUDA stack that fits, then containers; single GPU as the last resort.
+Order of preference: what the facts show is broken (driver, fabric manager, the wheel), then the
+decision table's row for what the probe shows (knowledge/evidence_fixes.yaml), then the other
+evidence, then the field notes' tree as the floor (pin a stack, containers). `single-gpu` only
+when the user allows it; when nothing the evidence calls for is feasible, `none` with the facts
+or experiments that would decide.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from gpufix.engine.context import Constraints, Ctx
+from gpufix.engine import signals, table
+from gpufix.engine.context import Candidate, Constraints, Ctx
 from gpufix.engine.diagnose import findings, no_p2p, shares_switch
+from gpufix.engine.explain import explain, interim_for
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.plan import Option, Plan, digest
 from gpufix.engine.rules import Rules
@@ -89,8 +94,22 @@ def _ordering(ctx: Ctx, want: Want) -> None:
         )
 
 
+def _probe_floor(ctx: Ctx, want: Want) -> None:
+    """The probe is not healthy: NCCL settings, then the field notes' tree. Never single-gpu:
+    hiding GPUs is a workaround the user must allow (--single-gpu-ok)."""
+    want("nccl-profile", "probe not healthy; NCCL settings that match the evidence")
+    want(
+        "cuda-downgrade",
+        "probe not healthy, no specific cause: pin a stack that fits (field notes: pin torch)",
+    )
+    want("container-fallback", "then containers (field notes)")
+
+
 def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
-    """Strategies in the order the evidence calls for them, and the decision path that led there."""
+    """Strategies in the order the evidence calls for them, and the decision path that led there.
+
+    Only these are chosen from; when none is feasible the plan is `none` and says what is missing.
+    """
     h, v = ctx.host, ctx.verdict or {}
     path: list[str] = []
     order: list[str] = []
@@ -107,26 +126,24 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
         path.append("one GPU: a multi-GPU hang cannot happen here -> none")
         return ["none"], path
     if not ctx.c.multi_gpu_required:
-        want("single-gpu", "multi-GPU not required (field notes' first branch)")
+        want("single-gpu", "multi-GPU not required (--single-gpu-ok)")
     probe = v.get("verdict")
     if probe == "healthy" and not any(f.severity == "error" for f in ctx.found):
         path.append("probe healthy and no error findings -> none")
         return ["none", *order], path
+    _driver_and_stack(ctx, want)
+    d = ctx.decision
+    if d is not None and d.fix == "none":
+        want("none", f"{d.line()}; nothing on this host to change")
+        return order, path
+    if d is not None:
+        want(d.fix, d.line())
     _ordering(ctx, want)
     if probe in ("hung", "failed", "degraded"):
-        want("nccl-profile", "probe not healthy; NCCL settings that match the evidence")
-        want(
-            "cuda-downgrade",
-            "probe not healthy, no specific cause: pin a stack that fits (field notes: pin torch)",
-        )
-        want("container-fallback", "then containers (field notes)")
-        want("single-gpu", "last resort")
+        _probe_floor(ctx, want)
     elif not order:
-        path.append("no error findings and no probe evidence: run `gpufix plan HOST --probe`")
+        path.append("no error findings and no probe evidence: run `gpufix probe HOST`")
         order.append("none")
-    for s in ("cuda-downgrade", "container-fallback", "nccl-profile", "single-gpu", "none"):
-        if s not in order:
-            order.append(s)
     return order, path
 
 
@@ -143,13 +160,7 @@ def decide(
     c = constraints or Constraints()
     if c.strategy is not None and c.strategy not in REGISTRY:
         raise InvalidInput(f"unknown strategy {c.strategy!r}; choose one of: {', '.join(NAMES)}")
-    host = from_facts(facts)
-    day = c.plan_date or kb.checked()
-    order_sev = {"error": 0, "warning": 1, "info": 2}
-    found = sorted(
-        findings(host, verdict, kb, rules, day), key=lambda f: order_sev.get(f.severity, 3)
-    )
-    ctx = Ctx(host, verdict, c, kb, rules, stack(host, kb), tuple(found), day)
+    ctx = context(facts, verdict, c, kb, rules)
     order, path = preference(ctx)
     cands = {s: REGISTRY[s].evaluate(ctx) for s in NAMES}
     ranked = order + [s for s in NAMES if s not in order]
@@ -157,22 +168,7 @@ def decide(
         Option(s, cands[s].feasible, cands[s].reason, ranked.index(s) if s in order else 99)
         for s in ranked
     ]
-    if c.strategy:
-        chosen = cands[c.strategy]
-        if not chosen.feasible:
-            raise InvalidInput(
-                f"strategy {c.strategy} is not feasible for {host_name or 'this host'}: {chosen.reason}"
-            )
-        path.append(f"forced by the user -> {c.strategy}")
-    else:
-        chosen = next(
-            (cands[s] for s in order if cands[s].feasible),
-            cands["none"],
-        )
-        for s in order:
-            if s == chosen.strategy:
-                break
-            path.append(f"{s} not feasible: {cands[s].reason}")
+    chosen = _choose(ctx, order, cands, path, host_name)
     risks = list(chosen.risks)
     if (
         chosen.strategy != "none"
@@ -185,7 +181,7 @@ def decide(
     return Plan(
         host=host_name,
         strategy=chosen.strategy,
-        findings=found,
+        findings=list(ctx.found),
         options=options,
         steps=chosen.steps,
         reboot_required=chosen.reboot,
@@ -197,8 +193,56 @@ def decide(
         probe_verdict=(verdict or {}).get("verdict"),
         # The facts the plan was made from, so a stale-plan refusal can name what changed.
         # plan_date: the day support windows were judged on, so the plan can be re-derived.
-        extra={**chosen.extra, "facts": stable_facts(facts), "plan_date": day.isoformat()},
+        extra={
+            **chosen.extra,
+            **explain(ctx, chosen),
+            "facts": stable_facts(facts),
+            "plan_date": ctx.day.isoformat(),
+        },
+        interim=interim_for(ctx, chosen),
     )
+
+
+def context(
+    facts: Mapping[str, Any],
+    verdict: dict[str, Any] | None,
+    c: Constraints,
+    kb: KnowledgeBase,
+    rules: Rules,
+) -> Ctx:
+    """The engine's view of one host: facts, findings, what the probe shows, the table's row."""
+    host = from_facts(facts)
+    day = c.plan_date or kb.checked()
+    order_sev = {"error": 0, "warning": 1, "info": 2}
+    found = sorted(
+        findings(host, verdict, kb, rules, day), key=lambda f: order_sev.get(f.severity, 3)
+    )
+    base = Ctx(host, verdict, c, kb, rules, stack(host, kb), tuple(found), day)
+    sig = signals.read(verdict, kb)
+    with_signals = replace(base, signals=sig)
+    return replace(with_signals, decision=table.choose(with_signals, sig))
+
+
+def _choose(
+    ctx: Ctx, order: list[str], cands: dict[str, Candidate], path: list[str], host_name: str
+) -> Candidate:
+    c = ctx.c
+    if c.strategy:
+        forced = cands[c.strategy]
+        if not forced.feasible:
+            raise InvalidInput(
+                f"strategy {c.strategy} is not feasible for {host_name or 'this host'}: {forced.reason}"
+            )
+        path.append(f"forced by the user -> {c.strategy}")
+        return forced
+    chosen = next((cands[s] for s in order if cands[s].feasible), cands["none"])
+    for s in order:
+        if s == chosen.strategy:
+            break
+        path.append(f"{s} not feasible: {cands[s].reason}")
+    if chosen.strategy == "none" and "none" not in order:
+        path.append("nothing the evidence calls for is feasible -> none (see needs)")
+    return chosen
 
 
 # Facts that change between two gatherings without anything being changed on the host.

@@ -206,13 +206,13 @@ def check_fabricmanager(i: Inputs) -> Iterator[Finding]:
     h = i.host
     # Inside a container, dpkg and systemd are the container's: the host's fabric manager is
     # not visible from there.
-    if not h.nvswitch or h.from_container:
+    if not h.nvswitch or h.from_container or not h.fabricmanager_known:
         return
     if not h.fabricmanager or h.fabricmanager_running is False:
         yield i.finding(
             "fabricmanager-missing",
             f"fabric manager {'not installed' if not h.fabricmanager else 'not running'} "
-            f"on an NVSwitch system ({h.gpu_count}x {h.gpu_names[0]})",
+            f"on an NVSwitch system ({h.gpu_count}x {h.gpu_names[0] if h.gpu_names else 'GPU'})",
             {
                 "fabricmanager.installed": h.fabricmanager,
                 "fabricmanager.running": h.fabricmanager_running,

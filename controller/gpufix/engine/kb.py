@@ -10,7 +10,7 @@ import calendar
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
@@ -19,17 +19,22 @@ from types import MappingProxyType
 from typing import Any
 
 import yaml
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 
 from gpufix import versions
+from gpufix.engine import kb_evidence
+from gpufix.engine import kbcheck as c
+from gpufix.engine.kb_evidence import (
+    ErrorSignature,
+    EvidenceFix,
+    NcclIssue,
+    NcclKnob,
+    TorchNccl,
+)
 from gpufix.errors import GpufixError
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "knowledge"
 
-# Versions in the data are plain dotted numbers ("5.4", "530.30.02"); wheel versions may carry a
-# local part ("2.1.0a0+32f93b1"), so those fields use the looser WHEEL pattern.
-_DOTTED = re.compile(r"\d+(?:\.\d+)*")
-_WHEEL = re.compile(r"\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\+[0-9A-Za-z.]+)?")
 _KINDS = ("production", "lts", "new-feature")
 # Branch kinds NVIDIA supports for production use; new-feature branches are short-lived.
 SUPPORTED_KINDS = ("production", "lts")
@@ -233,248 +238,136 @@ class NcclProfile:
     note: str | None = None
 
 
-# --- row validation -------------------------------------------------------------------------
-
-
-class _RowError(Exception):
-    """A problem with one field; the loader adds the file and row."""
-
-
-def _str(v: object) -> str:
-    if not isinstance(v, str) or not v.strip():
-        raise _RowError("must be a non-empty string")
-    return v.strip()
-
-
-def _pattern(pat: re.Pattern[str], what: str) -> Callable[[object], str]:
-    def check(v: object) -> str:
-        # YAML reads 12.10 as the float 12.1: insist on quoted strings so that cannot happen.
-        if not isinstance(v, str):
-            raise _RowError(f"must be a quoted {what} string, got {v!r}")
-        if not pat.fullmatch(v):
-            raise _RowError(f"malformed {what} {v!r}")
-        return v
-
-    return check
-
-
-_version = _pattern(_DOTTED, "version")
-_day = _pattern(re.compile(r"\d{4}-\d{2}-\d{2}"), "date (YYYY-MM-DD)")
-_wheel_version = _pattern(_WHEEL, "version")
-
-
-def _int(v: object) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _RowError(f"must be an integer, got {v!r}")
-    return v
-
-
-def _bool(v: object) -> bool:
-    if not isinstance(v, bool):
-        raise _RowError(f"must be true or false, got {v!r}")
-    return v
-
-
-def _list(item: Callable[[object], Any]) -> Callable[[object], tuple[Any, ...]]:
-    def check(v: object) -> tuple[Any, ...]:
-        if not isinstance(v, list):
-            raise _RowError(f"must be a list, got {v!r}")
-        return tuple(item(x) for x in v)
-
-    return check
-
-
-def _optional(check: Callable[[object], Any]) -> Callable[[object], Any]:
-    return lambda v: None if v is None else check(v)
-
-
-def _choice(options: tuple[str, ...]) -> Callable[[object], str]:
-    def check(v: object) -> str:
-        if v not in options:
-            raise _RowError(f"must be one of {', '.join(options)}, got {v!r}")
-        return str(v)
-
-    return check
-
-
-def _spec(v: object) -> str:
-    s = _str(v)
-    try:
-        SpecifierSet(s)
-    except InvalidSpecifier:
-        raise _RowError(f"malformed version specifier {s!r}") from None
-    return s
-
-
-def _mapping(
-    key: Callable[[object], str], value: Callable[[object], str]
-) -> Callable[[object], Mapping[str, str]]:
-    def check(v: object) -> Mapping[str, str]:
-        if not isinstance(v, dict):
-            raise _RowError(f"must be a mapping, got {v!r}")
-        return MappingProxyType({key(k): value(x) for k, x in v.items()})
-
-    return check
-
-
-def _setting_value(v: object) -> str:
-    # nccl.conf values are text; quote numbers in the YAML so "1" stays "1".
-    if not isinstance(v, str):
-        raise _RowError(f"setting values must be quoted strings, got {v!r}")
-    return v
-
-
-def _source(v: object) -> str:
-    try:
-        return _str(v)
-    except _RowError:
-        raise _RowError("has no source (a URL or document name)") from None
-
-
-@dataclass(frozen=True)
-class _Table:
-    cls: type
-    fields: Mapping[str, Callable[[object], Any]]
-    optional: frozenset[str]
-    key: str  # the field that names a row in messages and must be unique ("" = none)
-
-
-_NOTE = {"note": _optional(_str)}
-
-
-def _table(
-    cls: type, key: str, optional: tuple[str, ...], **fields: Callable[[object], Any]
-) -> _Table:
-    all_fields = {**fields, **_NOTE, "source": _source}
-    return _Table(cls, MappingProxyType(all_fields), frozenset((*optional, "note")), key)
-
-
-_TABLES: Mapping[str, _Table] = MappingProxyType(
+_TABLES: Mapping[str, c.Table] = MappingProxyType(
     {
-        "ubuntu": _table(
+        "ubuntu": c.table(
             UbuntuRelease,
             "codename",
             ("distro",),
-            codename=_str,
-            distro=_choice(("ubuntu", "debian")),
-            version_id=_version,
-            ga_kernel=_version,
-            hwe_kernel=_optional(_version),
-            hwe_metapackage=_optional(_str),
-            glibc=_version,
-            system_python=_version,
-            pythons_available=_list(_version),
+            codename=c.text,
+            distro=c.choice(("ubuntu", "debian")),
+            version_id=c.version,
+            ga_kernel=c.version,
+            hwe_kernel=c.optional(c.version),
+            hwe_metapackage=c.optional(c.text),
+            glibc=c.version,
+            system_python=c.version,
+            pythons_available=c.listof(c.version),
         ),
-        "accelerate_kernel_check": _table(
-            KernelCheck, "", (), threshold=_version, since_accelerate=_version
+        "accelerate_kernel_check": c.table(
+            KernelCheck, "", (), threshold=c.version, since_accelerate=c.version
         ),
-        "cuda_toolkits": _table(CudaToolkit, "version", (), version=_version, min_driver=_version),
-        "cuda_minor_compat": _table(
-            MinorCompat, "major", (), major=_int, floor=_version, below=_optional(_version)
+        "cuda_toolkits": c.table(
+            CudaToolkit, "version", (), version=c.version, min_driver=c.version
         ),
-        "cuda_packaged": _table(
-            CudaPackaged, "codename", (), codename=_str, repo=_str, versions=_list(_version)
+        "cuda_minor_compat": c.table(
+            MinorCompat, "major", (), major=c.integer, floor=c.version, below=c.optional(c.version)
         ),
-        "torch_releases": _table(
+        "cuda_packaged": c.table(
+            CudaPackaged, "codename", (), codename=c.text, repo=c.text, versions=c.listof(c.version)
+        ),
+        "torch_releases": c.table(
             TorchRelease,
             "version",
             ("cuda_glibc",),
-            version=_version,
-            cuda=_list(_version),
-            python_min=_version,
-            python_max=_version,
-            glibc_min=_version,
-            cuda_glibc=_mapping(_version, _version),
+            version=c.version,
+            cuda=c.listof(c.version),
+            python_min=c.version,
+            python_max=c.version,
+            glibc_min=c.version,
+            cuda_glibc=c.mapping(c.version, c.version),
         ),
-        "transformers_releases": _table(
+        "transformers_releases": c.table(
             LibRelease,
             "version",
             (),
-            version=_version,
-            python_min=_version,
-            python_max=_optional(_version),
-            torch_min=_optional(_version),
+            version=c.version,
+            python_min=c.version,
+            python_max=c.optional(c.version),
+            torch_min=c.optional(c.version),
         ),
-        "accelerate_releases": _table(
+        "accelerate_releases": c.table(
             LibRelease,
             "version",
             (),
-            version=_version,
-            python_min=_version,
-            python_max=_optional(_version),
-            torch_min=_optional(_version),
+            version=c.version,
+            python_min=c.version,
+            python_max=c.optional(c.version),
+            torch_min=c.optional(c.version),
         ),
-        "gpu_archs": _table(
+        "gpu_archs": c.table(
             GpuArch,
             "",
             (),
-            name=_str,
-            compute_capabilities=_list(_version),
-            first_cuda=_version,
-            last_cuda=_optional(_version),
-            last_driver_branch=_optional(_int),
-            kernel_modules=_choice(_MODULES),
+            name=c.text,
+            compute_capabilities=c.listof(c.version),
+            first_cuda=c.version,
+            last_cuda=c.optional(c.version),
+            last_driver_branch=c.optional(c.integer),
+            kernel_modules=c.choice(_MODULES),
         ),
-        "gpu_p2p": _table(GpuP2p, "match", (), match=_str, p2p=_bool, checked=_day),
-        "torch_builds": _table(
+        "gpu_p2p": c.table(GpuP2p, "match", (), match=c.text, p2p=c.boolean, checked=c.day),
+        "torch_builds": c.table(
             TorchBuild,
             "",
             (),
-            torch=_spec,
-            cuda=_version,
-            archs=_list(_version),
-            ptx=_list(_version),
+            torch=c.spec,
+            cuda=c.version,
+            archs=c.listof(c.version),
+            ptx=c.listof(c.version),
         ),
-        "driver_branches": _table(
+        "driver_branches": c.table(
             DriverBranch,
             "branch",
             (),
-            branch=_int,
-            kind=_choice(_KINDS),
-            eol=_optional(_pattern(re.compile(r"\d{4}-(0[1-9]|1[0-2])"), "year-month")),
-            open_modules=_bool,
-            checked=_day,
+            branch=c.integer,
+            kind=c.choice(_KINDS),
+            eol=c.optional(c.pattern(re.compile(r"\d{4}-(0[1-9]|1[0-2])"), "year-month")),
+            open_modules=c.boolean,
+            checked=c.day,
         ),
-        "driver_issues": _table(
+        "driver_issues": c.table(
             DriverIssue,
             "id",
             (),
-            id=_str,
-            affected=_spec,
-            symptom=_str,
-            fix=_choice(_FIXES),
-            good_branches=_list(_int),
+            empty_ok=True,
+            id=c.text,
+            affected=c.spec,
+            symptom=c.text,
+            fix=c.choice(_FIXES),
+            good_branches=c.listof(c.integer),
         ),
-        "ubuntu_driver_packages": _table(
+        "ubuntu_driver_packages": c.table(
             DriverPackages,
             "",
             ("index_verified",),
-            codename=_str,
-            origin=_choice(_ORIGINS),
-            branches=_list(_int),
-            server_branches=_list(_int),
-            index_verified=_bool,
+            codename=c.text,
+            origin=c.choice(_ORIGINS),
+            branches=c.listof(c.integer),
+            server_branches=c.listof(c.integer),
+            index_verified=c.boolean,
         ),
-        "container_images": _table(
+        "container_images": c.table(
             ContainerImage,
             "ref",
             (),
-            ref=_str,
-            digest=_optional(_pattern(re.compile(r"sha256:[0-9a-f]{64}"), "sha256 digest")),
-            cuda=_version,
-            torch=_wheel_version,
-            min_driver=_version,
+            ref=c.text,
+            digest=c.optional(c.pattern(re.compile(r"sha256:[0-9a-f]{64}"), "sha256 digest")),
+            cuda=c.version,
+            torch=c.wheel_version,
+            min_driver=c.version,
         ),
-        "nccl_profiles": _table(
+        "nccl_profiles": c.table(
             NcclProfile,
             "name",
             ("debug",),
-            name=_str,
-            settings=_mapping(_str, _setting_value),
-            when=_str,
-            cost=_str,
-            debug=_bool,
+            name=c.text,
+            settings=c.mapping(c.text, c.setting_value),
+            when=c.text,
+            cost=c.text,
+            debug=c.boolean,
         ),
+        **kb_evidence.TABLES,
     }
 )
 
@@ -484,7 +377,7 @@ def _label(rel: str, index: int, row: object, key: str) -> str:
     return f"{rel} row {index}" + (f" ({name})" if name is not None else "")
 
 
-def _build_row(table: _Table, rel: str, index: int, row: object) -> Any:
+def _build_row(table: c.Table, rel: str, index: int, row: object) -> Any:
     label = _label(rel, index, row, table.key)
     if not isinstance(row, dict):
         raise GpufixError(f"knowledge base: {label}: a row must be a mapping, got {row!r}")
@@ -501,12 +394,12 @@ def _build_row(table: _Table, rel: str, index: int, row: object) -> Any:
             raise GpufixError(f"knowledge base: {label}: missing key {name!r}")
         try:
             values[name] = check(row[name])
-        except _RowError as e:
+        except c.RowError as e:
             raise GpufixError(f"knowledge base: {label}: {name} {e}") from None
     return table.cls(**values)
 
 
-def _read_table(directory: Path, name: str, table: _Table) -> tuple[list[Any], tuple[Any, ...]]:
+def _read_table(directory: Path, name: str, table: c.Table) -> tuple[list[Any], tuple[Any, ...]]:
     path = directory / f"{name}.yaml"
     rel = f"knowledge/{path.name}"
     if not path.is_file():
@@ -519,7 +412,9 @@ def _read_table(directory: Path, name: str, table: _Table) -> tuple[list[Any], t
         where = getattr(e, "problem_mark", None)
         at = f" at line {where.line + 1}" if where is not None else ""
         raise GpufixError(f"knowledge base: {rel} is not valid YAML{at}") from None
-    if not isinstance(raw, list) or not raw:
+    if raw is None and table.empty_ok:
+        raw = []
+    if not isinstance(raw, list) or (not raw and not table.empty_ok):
         raise GpufixError(f"knowledge base: {rel} must be a non-empty list of rows")
     rows = tuple(_build_row(table, rel, i, row) for i, row in enumerate(raw, start=1))
     if table.key:
@@ -561,6 +456,11 @@ class KnowledgeBase:
     driver_package_rows: tuple[DriverPackages, ...]
     container_images: tuple[ContainerImage, ...]
     nccl_profiles: tuple[NcclProfile, ...]
+    error_signatures: tuple[ErrorSignature, ...]
+    evidence_fixes: tuple[EvidenceFix, ...]
+    nccl_issues: tuple[NcclIssue, ...]
+    nccl_knobs: tuple[NcclKnob, ...]
+    torch_nccl: tuple[TorchNccl, ...]
     digest: str
     path: str
 
@@ -612,6 +512,21 @@ class KnowledgeBase:
 
     def nccl_profile(self, name: str) -> NcclProfile | None:
         return next((p for p in self.nccl_profiles if p.name == name), None)
+
+    def torch_nccl_version(self, torch: object) -> TorchNccl | None:
+        """The NCCL the default wheel of a torch release pins ('2.1.2+cu121' reads as 2.1.2);
+        for a release not recorded, the newest recorded one of the same minor."""
+        v = versions.parse(str(torch).split("+", 1)[0]) if torch is not None else None
+        if v is None:
+            return None
+        same = [r for r in self.torch_nccl if versions.parse(r.torch) == v]
+        minor = [
+            r
+            for r in self.torch_nccl
+            if versions.major_minor(r.torch) == (v.major, v.minor) and versions.key(r.torch) <= v
+        ]
+        rows = same or minor
+        return max(rows, key=lambda r: versions.key(r.torch)) if rows else None
 
     def nccl_debug_knobs(self) -> tuple[str, ...]:
         """The NCCL settings that belong in a diagnosis run only: the debug profile's keys."""
@@ -673,6 +588,9 @@ def _load(directory: str) -> KnowledgeBase:
             "knowledge base: knowledge/accelerate_kernel_check.yaml must hold exactly one row"
         )
     _cross_check(rows)
+    problem = kb_evidence.cross_check(rows)
+    if problem:
+        raise GpufixError(f"knowledge base: {problem}")
     blob = json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str)
     return KnowledgeBase(
         ubuntu_releases=rows["ubuntu"],
@@ -691,6 +609,11 @@ def _load(directory: str) -> KnowledgeBase:
         driver_package_rows=rows["ubuntu_driver_packages"],
         container_images=rows["container_images"],
         nccl_profiles=rows["nccl_profiles"],
+        error_signatures=rows["error_signatures"],
+        evidence_fixes=rows["evidence_fixes"],
+        nccl_issues=rows["nccl_issues"],
+        nccl_knobs=rows["nccl_knobs"],
+        torch_nccl=rows["torch_nccl"],
         digest=hashlib.sha256(blob.encode("utf-8")).hexdigest(),
         path=directory,
     )

@@ -43,6 +43,17 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Interim:
+    """A no-reboot mitigation to run now (`gpufix apply PLANFILE --interim`), beside the plan's
+    permanent fix for the next window."""
+
+    strategy: str
+    steps: list[Step]
+    outcome: str
+    reboot_required: bool = False
+
+
+@dataclass(frozen=True)
 class Plan:
     host: str
     strategy: str
@@ -57,6 +68,7 @@ class Plan:
     kb_digest: str
     probe_verdict: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    interim: Interim | None = None
 
     @property
     def changes(self) -> bool:
@@ -100,9 +112,25 @@ def from_dict(d: dict[str, Any]) -> Plan:
             kb_digest=d["kb_digest"],
             probe_verdict=d.get("probe_verdict"),
             extra=d.get("extra") or {},
+            interim=_interim(d.get("interim")),
         )
     except (KeyError, TypeError) as exc:
         raise InvalidInput(f"malformed plan: {exc}") from None
+
+
+def _interim(d: object) -> Interim | None:
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise InvalidInput(f"malformed plan: interim must be an object, got {type(d).__name__}")
+    if d.get("reboot_required") is not False:
+        raise InvalidInput("malformed plan: an interim mitigation never reboots")
+    return Interim(
+        strategy=str(d["strategy"]),
+        steps=[Step(**s) for s in d["steps"]],
+        outcome=str(d["outcome"]),
+        reboot_required=False,
+    )
 
 
 def save_plans(plans: list[Plan], path: Path) -> None:

@@ -24,6 +24,7 @@ class PyEnv:
     torch: str | None
     transformers: str | None
     accelerate: str | None
+    nccl: str | None = None  # the nvidia-nccl-cuXX wheel the torch wheel loads
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,9 @@ class Host:
     unattended_touches_nvidia: bool | None
     interfaces: tuple[str, ...]
     infiniband: tuple[str, ...]
+    # Fewest NVLinks between any two GPUs (NV12 -> 12); None when some pair is not on NVLink.
+    nvlink_min: int | None = None
+    fabricmanager_known: bool = False  # the facts say whether it is installed (None there: not)
 
     @property
     def multi_gpu(self) -> bool:
@@ -92,9 +96,15 @@ class Host:
 
     @property
     def nvswitch(self) -> bool:
-        """HGX boards with 8 (or 16) SXM GPUs use NVSwitch, which needs fabric manager."""
+        """NVSwitch boards (HGX), which need fabric manager: 8 (or 16) SXM GPUs on NVLink, or every
+        GPU pair on 12 or more NVLinks (nvidia-smi topo -m prints NV12 on HGX A100, NV18 on HGX
+        H100) unless the GPUs are PCIe cards joined by NVLink bridges (H100 NVL)."""
         sxm = [n for n in self.gpu_names if "SXM" in n.upper() or "H100 80GB HBM3" in n]
-        return len(sxm) >= 8 and (self.worst_link or "").startswith("NV")
+        if len(sxm) >= 8 and (self.worst_link or "").startswith("NV"):
+            return True
+        bridged = any(" NVL" in f"{n} " or "PCIE" in n.upper() for n in self.gpu_names)
+        many = (self.gpu_count or 0) >= 2
+        return many and self.nvlink_min is not None and self.nvlink_min >= 12 and not bridged
 
 
 def _int(v: Any) -> int | None:
@@ -166,6 +176,10 @@ def _gathered_in(facts: Mapping[str, Any]) -> str | None:
     return None if inside is None else ("container" if inside else "host")
 
 
+# The NCCL wheels torch's CUDA wheels depend on (pip METADATA Requires-Dist), newest CUDA first.
+_NCCL_WHEELS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
+
+
 def _env(facts: Mapping[str, Any]) -> PyEnv | None:
     envs = [e for e in _list(fget(facts, "python_envs")) if isinstance(e, dict)]
     if not envs:
@@ -181,6 +195,10 @@ def _env(facts: Mapping[str, Any]) -> PyEnv | None:
         torch=_str(pk.get("torch")),
         transformers=_str(pk.get("transformers")),
         accelerate=_str(pk.get("accelerate")),
+        nccl=next(
+            (_str(pk.get(n)) for n in _NCCL_WHEELS if _str(pk.get(n))),
+            None,
+        ),
     )
 
 
@@ -196,6 +214,16 @@ def _nccl_settings(facts: Mapping[str, Any]) -> dict[str, str]:
     if isinstance(env_kv, dict):
         settings.update({str(k): str(v) for k, v in env_kv.items()})
     return settings
+
+
+def _nvlink_min(matrix: Any) -> int | None:
+    """The fewest NVLinks between two GPUs when every pair is on NVLink (NV#); else None."""
+    if not isinstance(matrix, dict):
+        return None
+    cells = [str(c) for row in matrix.values() if isinstance(row, dict) for c in row.values()]
+    links = [c for c in cells if c not in ("X", "")]
+    counts = [int(c[2:]) for c in links if re.fullmatch(r"NV\d+", c)]
+    return min(counts) if links and len(counts) == len(links) else None
 
 
 def _interfaces(facts: Mapping[str, Any]) -> tuple[str, ...]:
@@ -284,4 +312,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         unattended_touches_nvidia=uu_touch,
         interfaces=_interfaces(facts),
         infiniband=tuple(str(x) for x in _list(fget(facts, "network.infiniband"))),
+        nvlink_min=_nvlink_min(fget(facts, "topology.matrix")),
+        fabricmanager_known=isinstance(fget(facts, "fabricmanager"), dict)
+        and not is_unknown(fget(facts, "fabricmanager.installed")),
     )

@@ -27,7 +27,7 @@ def _outcome(ctx: Ctx, shm_gib: int, image: str | None) -> str:
             "no gpufix-run wrapper is installed without --image REF@sha256:DIGEST: start training "
             f"containers with --ipc=host (or --shm-size={shm_gib}g) yourself"
         )
-    if ctx.has("container-private-network"):
+    if _network(ctx):
         parts.append(
             "multi-node runs need --network host"
             + (" (gpufix-run adds it)" if image else " on the docker run line")
@@ -35,13 +35,27 @@ def _outcome(ctx: Ctx, shm_gib: int, image: str | None) -> str:
     return "; ".join(parts)
 
 
+def _network(ctx: Ctx) -> bool:
+    """Host networking is the fix: facts show a private network, or the multi-node probe failed
+    in the container-network layer."""
+    d = ctx.decision
+    return ctx.has("container-private-network") or (
+        d is not None and d.evidence == "layer:container-network"
+    )
+
+
+def _shm(ctx: Ctx) -> bool:
+    d = ctx.decision
+    by_table = d is not None and d.fix == "container-fix" and not d.evidence.startswith("layer:")
+    return ctx.has("shm-too-small") or ctx.cause(*SHM_CAUSES) or by_table
+
+
 def evaluate(ctx: Ctx) -> Candidate:
     h = ctx.host
     in_containers = bool(h.in_container or h.docker)
-    shm = ctx.has("shm-too-small") or ctx.cause(*SHM_CAUSES)
     if not in_containers:
         return Candidate("container-fix", False, "training does not run in containers here")
-    if not shm and not ctx.has("container-private-network"):
+    if not _shm(ctx) and not _network(ctx):
         return Candidate("container-fix", False, "container /dev/shm and network look fine")
     shm_gib = max(1, ctx.rules.thresholds["shm_min_bytes"] >> 30)
     image = ctx.c.container_image
@@ -51,7 +65,7 @@ def evaluate(ctx: Ctx) -> Candidate:
         vars_["gpufix_container_runtime_image"] = image
         vars_["gpufix_container_runtime_ipc_host"] = True
         what.append(f"a gpufix-run wrapper for {image} with --ipc=host")
-    if ctx.has("container-private-network") and image:
+    if _network(ctx) and image:
         vars_["gpufix_container_runtime_multi_node"] = True
         what.append("--network host in the wrapper for multi-node NCCL")
     step = Step(PLAYBOOK, "; ".join(what), vars_)

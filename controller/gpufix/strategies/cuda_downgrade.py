@@ -4,78 +4,62 @@ from __future__ import annotations
 
 from typing import Any
 
-from packaging.version import Version
-
 from gpufix import versions
+from gpufix.engine import stack_choice
 from gpufix.engine.context import Candidate, Ctx
-from gpufix.engine.kb import LibRelease
 from gpufix.engine.plan import Step
-from gpufix.engine.stack import arch_problem, driver_runs_cuda
 from gpufix.strategies.base import Strategy
 
 PLAYBOOK = "cuda_downgrade.yml"
 
 
+def want(ctx: Ctx) -> stack_choice.Want:
+    """Which way the decision table asks the stack to move (up to a fixed NCCL, or down)."""
+    d = ctx.decision
+    if d is None or d.fix != "cuda-downgrade":
+        return stack_choice.Want()
+    return stack_choice.Want(d.row.direction, d.issue.fixed_in if d.issue else None, assume=True)
+
+
 def best_stack(ctx: Ctx) -> dict[str, Any] | None:
-    """The newest torch/CUDA/transformers/accelerate that fits glibc, Python, driver and GPUs.
-
-    Within one torch release, a CUDA variant the driver supports outright beats one it runs
-    only through minor-version compatibility (no PTX JIT for newer code).
-    """
-    h, kb = ctx.host, ctx.kb
-    found = [versions.major_minor(p) for p in (*h.pythons, h.env.version if h.env else None)]
-    pythons = sorted({p for p in found if p is not None}, reverse=True)
-    if not pythons or h.glibc is None:
-        return None
-    torches = sorted(kb.torch_releases, key=lambda t: versions.key(t.version), reverse=True)
-    for t in torches:
-        for py in pythons:
-            pys = f"{py[0]}.{py[1]}"
-            if not _in_range(pys, t.python_min, t.python_max):
-                continue
-            fits: list[tuple[bool, Version, str]] = []
-            for cu in t.cuda:
-                cuda = versions.major_minor(cu)
-                if cuda is None or versions.at_least(h.glibc, t.glibc_for(cu)) is False:
-                    continue
-                runs, compat = driver_runs_cuda(kb, h.driver, cuda)
-                if runs is True and not arch_problem(kb, h.compute_caps, cuda, t.version):
-                    fits.append((not compat, versions.key(cu), cu))
-            if not fits:
-                continue
-            native, _, cu = max(fits)
-            tr = _newest_lib(kb.transformers_releases, pys, t.version)
-            ac = _newest_lib(kb.accelerate_releases, pys, t.version)
-            build = kb.torch_build(t.version, cu)
-            return {
-                "python": pys,
-                "torch": t.version,
-                "cuda": cu,
-                # the build's architecture list when recorded (torch_builds.yaml)
-                "archs": list(build.archs) if build else None,
-                "tag": versions.cuda_tag(versions.major_minor(cu) or (0, 0)),
-                "minor_compat": not native,
-                "transformers": tr.version if tr else None,
-                "accelerate": ac.version if ac else None,
-            }
-    return None
+    """The stack to install: the newest that fits glibc, Python, driver and GPUs and moves the
+    way the evidence asks. Within one torch release, a CUDA variant the driver supports outright
+    beats one it runs only through minor-version compatibility (no PTX JIT for newer code)."""
+    return stack_choice.choose(ctx.host, ctx.kb, want(ctx))
 
 
-def _in_range(py: str, lo: str | None, hi: str | None) -> bool:
-    v = versions.major_minor(py)
-    if lo and v < versions.major_minor(lo):  # type: ignore[operator]
-        return False
-    return not (hi and v > versions.major_minor(hi))  # type: ignore[operator]
+def _why(ctx: Ctx, best: dict[str, Any]) -> str:
+    h = ctx.host
+    target = f"torch {best['torch']}+{best['tag']}"
+    if best.get("nccl"):
+        target += f" (NCCL {best['nccl']})"
+    libs = f" with transformers {best['transformers']} and accelerate {best['accelerate']}"
+    moved = {"up": "up to", "down": "down to"}.get(best["direction"] or "", "to")
+    d = ctx.decision
+    reason = (
+        d.row.why if d is not None and d.fix == "cuda-downgrade" else "the newest stack that fits"
+    )
+    fits = f"fits glibc {h.glibc or 'unknown'}, driver {h.driver or 'unknown'}"
+    if h.compute_caps:
+        fits += f" and compute capability {'/'.join(sorted(set(h.compute_caps)))}"
+    if best["archs"]:
+        fits += f" (the build has kernels for sm_{', sm_'.join(a.replace('.', '') for a in best['archs'])})"
+    return f"move {moved} {target}{libs} on Python {best['python'] or 'unknown'}: {reason}; {fits}"
 
 
-def _newest_lib(rows: tuple[LibRelease, ...], py: str, torch: str) -> LibRelease | None:
-    ok = [
-        r
-        for r in rows
-        if _in_range(py, r.python_min, r.python_max)
-        and (not r.torch_min or versions.at_least(torch, r.torch_min))
-    ]
-    return max(ok, key=lambda r: versions.key(r.version), default=None)
+def _vars(ctx: Ctx, best: dict[str, Any]) -> dict[str, Any]:
+    py = best["python"]
+    vars_: dict[str, Any] = {
+        "gpufix_ml_stack_venv": ctx.c.venv_path,
+        "gpufix_ml_stack_torch_version": best["torch"],
+        "gpufix_ml_stack_torch_variant": best["tag"],
+        "gpufix_ml_stack_torch_index_url": f"https://download.pytorch.org/whl/{best['tag']}",
+        "gpufix_ml_stack_transformers_version": best["transformers"],
+        "gpufix_ml_stack_accelerate_version": best["accelerate"],
+    }
+    if py:
+        vars_["gpufix_ml_stack_python"] = ctx.host.python_paths.get(py, f"/usr/bin/python{py}")
+    return vars_
 
 
 def evaluate(ctx: Ctx) -> Candidate:
@@ -87,9 +71,10 @@ def evaluate(ctx: Ctx) -> Candidate:
         return Candidate(
             "cuda-downgrade",
             False,
-            f"no torch release fits glibc {h.glibc}, Python {'/'.join(h.pythons) or 'unknown'} and driver {h.driver}",
+            f"no torch release fits glibc {h.glibc or 'unknown'}, Python {'/'.join(h.pythons) or 'unknown'} "
+            f"and driver {h.driver or 'unknown'}"
+            + (" and moves the way the evidence asks" if want(ctx).direction else ""),
         )
-    want = f"{best['torch']}+{best['tag']}"
     current = h.env.torch if h.env else None
     same = (
         current is not None
@@ -102,47 +87,28 @@ def evaluate(ctx: Ctx) -> Candidate:
             False,
             f"the installed torch {current} is already the newest stack that fits",
         )
-    py = best["python"]
-    why = (
-        f"torch {want} with transformers {best['transformers']} and accelerate {best['accelerate']} "
-        f"on Python {py}: the newest stack that fits glibc {h.glibc}, driver {h.driver}"
-        + (
-            f" and compute capability {'/'.join(sorted(set(h.compute_caps)))}"
-            if h.compute_caps
-            else ""
-        )
-        + (
-            f" (the build has kernels for sm_{', sm_'.join(a.replace('.', '') for a in best['archs'])})"
-            if best["archs"]
-            else ""
-        )
-    )
+    why = _why(ctx, best)
     step = Step(
-        PLAYBOOK,
-        f"build a venv at {ctx.c.venv_path} with {why.split(':')[0]}",
-        {
-            "gpufix_ml_stack_venv": ctx.c.venv_path,
-            "gpufix_ml_stack_python": h.python_paths.get(py, f"/usr/bin/python{py}"),
-            "gpufix_ml_stack_torch_version": best["torch"],
-            "gpufix_ml_stack_torch_variant": best["tag"],
-            "gpufix_ml_stack_torch_index_url": f"https://download.pytorch.org/whl/{best['tag']}",
-            "gpufix_ml_stack_transformers_version": best["transformers"],
-            "gpufix_ml_stack_accelerate_version": best["accelerate"],
-        },
+        PLAYBOOK, f"build a venv at {ctx.c.venv_path}: {why.split(':')[0]}", _vars(ctx, best)
     )
     outcome = (
-        f"training runs from {ctx.c.venv_path} with {want}; driver and kernel unchanged, no reboot"
+        f"training runs from {ctx.c.venv_path} with torch {best['torch']}+{best['tag']}; "
+        "driver and kernel unchanged, no reboot"
     )
     if best["minor_compat"]:
         outcome += (
             f" (driver {h.driver} runs CUDA {best['cuda']} through minor-version compatibility)"
         )
-    risks = []
+    risks = list(best["assumed"])
     if current:
         risks.append(f"code written for torch {current} may need changes for {best['torch']}")
     if h.kernel and versions.at_least(h.kernel, ctx.kb.accelerate_kernel_check.threshold) is False:
         risks.append("accelerate will still print the kernel warning; it is a risk factor only")
-    return Candidate("cuda-downgrade", True, why, [step], outcome, risks, extra={"stack": best})
+    missing = ["python-env"] if best["assumed"] else []
+    extra = {"stack": best, "stack_direction": best["direction"]}
+    return Candidate(
+        "cuda-downgrade", True, why, [step], outcome, risks, extra=extra, missing=missing
+    )
 
 
 STRATEGY = Strategy(

@@ -23,6 +23,7 @@ class Target:
     reboot: bool = True
     moves: bool = True  # the installed driver version changes
     risks: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # need ids the vars still lack
 
 
 def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> Target:
@@ -58,6 +59,35 @@ def _move(ctx: Ctx, want: branches.Wanted, why: str) -> Target | str:
     return Target(vars_, f"{why}: {got.describe()}, and hold it", risks=risks)
 
 
+def _from_table(ctx: Ctx) -> Target | None:
+    """A fabric-manager repair or a mismatch reload the decision table asks for from the probe's
+    error text, when the facts alone do not show it (a driver nobody read is a missing var)."""
+    d = ctx.decision
+    h = ctx.host
+    if d is None or d.fix != "driver-pin":
+        return None
+    if d.row.id == "text-driver-mismatch":
+        if h.driver_userspace:
+            return _keep(
+                ctx,
+                h.driver_userspace,
+                f"load the installed {h.driver_userspace} (reboot) and hold it",
+                True,
+            )
+        return Target({}, "load the installed driver (reboot) and hold it", missing=["driver"])
+    if "fabricmanager" not in d.row.needs and "fabricmanager-not-ok" not in d.row.when:
+        return None
+    why = (
+        "fabric manager at exactly the driver's version, started after a GPU reset (the reboot "
+        "resets the GPUs and starts it, as the Fabric Manager guide orders), and held"
+    )
+    if h.driver:
+        return _keep(ctx, h.driver, f"{why}: {h.driver}", True)
+    return Target(
+        {"gpufix_driver_fabricmanager": True}, why, reboot=True, moves=False, missing=["driver"]
+    )
+
+
 def _target(ctx: Ctx) -> Target | str:
     """The role's variables and the reason, or why no driver change fits."""
     h = ctx.host
@@ -76,6 +106,9 @@ def _target(ctx: Ctx) -> Target | str:
             f"install fabric manager at exactly the driver's {h.driver}, start it and hold both",
             False,
         )
+    table = _from_table(ctx)
+    if table is not None:
+        return table
     # Inside a container, os-release is the image's: the host's release is unknown.
     release = None if h.from_container else h.codename
     want = branches.Wanted(ctx.day, release, h.compute_caps)
@@ -148,11 +181,26 @@ def evaluate(ctx: Ctx) -> Candidate:
     if rollback:
         risks.append(rollback)
     risks.append("every nvidia-*/libnvidia-* package is held; upgrades need an explicit unpin")
-    what = vars_.get("gpufix_driver_version") or f"R{vars_['gpufix_driver_branch']}"
+    what = (
+        vars_.get("gpufix_driver_version")
+        or (vars_.get("gpufix_driver_branch") and f"R{vars_['gpufix_driver_branch']}")
+        or "the installed version (not in the facts)"
+    )
     outcome = f"driver {what} loaded and held (apt pin + dpkg hold + unattended-upgrades blacklist)"
     if not target.reboot:
         outcome = f"fabric manager at {what} running and held; the driver is unchanged, no reboot"
-    cand = Candidate("driver-pin", True, target.why, [step], outcome, risks, target.reboot)
+    if target.missing:
+        outcome += "; the driver version is not in the facts: the role refuses until it is named"
+    cand = Candidate(
+        "driver-pin",
+        True,
+        target.why,
+        [step],
+        outcome,
+        risks,
+        target.reboot,
+        missing=target.missing,
+    )
     return on_container_host(ctx, reboot_gate(ctx, cand))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gpufix.engine.context import Candidate, Ctx
@@ -19,18 +20,15 @@ from gpufix.strategies.evidence import (
 PLAYBOOK = "nccl_profile.yml"
 
 
-def evaluate(ctx: Ctx) -> Candidate:
+def _legacy_profiles(ctx: Ctx) -> tuple[list[str], list[str]]:
+    """Profiles from the probe's causes and the facts when the decision table named none."""
     h = ctx.host
-    problem = multi_gpu_problem(ctx)
-    if problem:
-        return Candidate("nccl-profile", False, problem)
     profiles: list[str] = []
     why = []
     p2p = p2p_evidence(ctx)
-    without_p2p = no_p2p(h, ctx.kb)
-    if without_p2p and (p2p or ctx.has("gpu-no-p2p")):
+    if no_p2p(h, ctx.kb) and (p2p or ctx.has("gpu-no-p2p")):
         profiles.append("no-p2p")
-        why.append("these GPUs have no PCIe P2P (nccl#1127): NCCL_P2P_DISABLE=1 is the fix")
+        why.append("these GPUs have no PCIe P2P: NCCL_P2P_DISABLE=1 is the fix")
     elif p2p:
         profiles.append("no-p2p")
         why.append(
@@ -40,36 +38,80 @@ def evaluate(ctx: Ctx) -> Candidate:
         if h.infiniband:
             profiles.append("ib-off")
             why.append(
-                f"NCCL stalled with P2P off too and InfiniBand ({', '.join(h.infiniband)}) is present: "
-                "try without IB on a host without a working fabric"
+                f"NCCL stalled with P2P off too and InfiniBand ({', '.join(h.infiniband)}) is "
+                "present: try without IB on a host without a working fabric"
             )
-        iface = physical_interface(h)
-        if iface:
+        if physical_interface(h):
             profiles.append("socket-ifname")
-            why.append(f"NCCL stalled with P2P off too: pin its socket interface to {iface}")
+            why.append(f"NCCL stalled: pin its socket interface to {physical_interface(h)}")
     if ctx.has("nccl-debug-knobs"):
         profiles.append("default")
         why.append("remove debug knobs from /etc/nccl.conf")
-    if not profiles:
-        return Candidate("nccl-profile", False, "no evidence that an NCCL setting would help")
-    vars_: dict[str, Any] = {"gpufix_nccl_profile_names": profiles}
-    if "socket-ifname" in profiles:
-        vars_["gpufix_nccl_profile_socket_ifname"] = physical_interface(h)
-    # Turning off P2P costs nothing on GPUs that never had it.
-    cost = profile_cost(ctx, "no-p2p") if "no-p2p" in profiles and not without_p2p else ""
-    step = Step(
-        PLAYBOOK,
-        f"write /etc/nccl.conf from profiles {', '.join(profiles)}",
-        vars_,
-    )
+    return profiles, why
+
+
+def _ifname(ctx: Ctx) -> str | None:
+    d = ctx.decision
+    if d is not None and d.ifname:
+        return d.ifname
+    return physical_interface(ctx.host)
+
+
+def _costs(ctx: Ctx, profiles: Sequence[str]) -> list[str]:
+    """What each profile costs; turning off P2P costs nothing on GPUs that never had it."""
+    free = {"default", "socket-ifname"} | ({"no-p2p"} if no_p2p(ctx.host, ctx.kb) else set())
+    return [
+        f"{p}: {profile_cost(ctx, p)}" for p in profiles if p not in free and profile_cost(ctx, p)
+    ]
+
+
+def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
+    """A candidate that writes these profiles; an interface the facts do not name is missing."""
+    problem = multi_gpu_problem(ctx)
+    if problem:
+        return Candidate("nccl-profile", False, problem)
+    names = list(dict.fromkeys(profiles))
+    vars_: dict[str, Any] = {"gpufix_nccl_profile_names": names}
+    missing = []
+    if "socket-ifname" in names:
+        ifname = _ifname(ctx)
+        if ifname:
+            vars_["gpufix_nccl_profile_socket_ifname"] = ifname
+        else:
+            missing.append("interfaces")
+    costs = _costs(ctx, names)
+    what = f"write /etc/nccl.conf from profiles {', '.join(names)}"
+    if missing:
+        what += " (the interface is not in the facts: the role refuses until it is named)"
+    outcome = "NCCL reads /etc/nccl.conf at the next job start, no reboot"
+    if costs:
+        outcome += "; cost: " + "; ".join(costs)
     return Candidate(
         "nccl-profile",
         True,
-        "; ".join(why),
-        [step],
-        f"NCCL reads /etc/nccl.conf at the next job start{(' ; ' + cost) if cost else ''}",
-        [cost] if cost else [],
+        why,
+        [Step(PLAYBOOK, what, vars_)],
+        outcome,
+        costs,
+        missing=missing,
     )
+
+
+def evaluate(ctx: Ctx) -> Candidate:
+    problem = multi_gpu_problem(ctx)
+    if problem:
+        return Candidate("nccl-profile", False, problem)
+    d = ctx.decision
+    if d is not None and d.fix == "nccl-profile":
+        return for_profiles(ctx, d.row.profiles, d.row.why)
+    if d is not None and d.row.interim:
+        return for_profiles(
+            ctx, d.row.interim, f"stopgap while {d.fix} is not applied: {d.row.why}"
+        )
+    profiles, why = _legacy_profiles(ctx)
+    if not profiles:
+        return Candidate("nccl-profile", False, "no evidence that an NCCL setting would help")
+    return for_profiles(ctx, profiles, "; ".join(why))
 
 
 STRATEGY = Strategy(

@@ -1,0 +1,116 @@
+"""The fact conditions the decision table's rows name (`when`), one small function each.
+
+A condition is True only when the facts show it: a fact nobody could read makes it False, and
+the row's `needs` say what to gather.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from gpufix import versions
+from gpufix.engine.context import Ctx
+from gpufix.engine.diagnose import acs_bridges_that_matter, no_p2p
+from gpufix.engine.kb_evidence import CONDITIONS, NcclIssue
+from gpufix.engine.signals import Signals
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a condition may look at: the engine's context, the probe's signals, and the evidence
+    key the row is being matched on."""
+
+    ctx: Ctx
+    signals: Signals
+    evidence: str
+
+
+def nccl_version(ctx: Ctx) -> str | None:
+    """The NCCL the training environment loads: its nvidia-nccl wheel, else the one its torch
+    release pins (torch_nccl.yaml), else NCCL_VERSION, which NVIDIA's CUDA container images set
+    for the system NCCL their framework builds link (a source build such as 2.1.0a0+32f93b1)."""
+    env = ctx.host.env
+    if env is not None and env.nccl:
+        return env.nccl
+    row = ctx.kb.torch_nccl_version(env.torch) if env is not None and env.torch else None
+    if row is not None:
+        return row.nccl
+    declared = ctx.host.nccl_settings.get("NCCL_VERSION")
+    return declared if declared and versions.parse(declared) is not None else None
+
+
+def nccl_issue(s: Subject) -> NcclIssue | None:
+    """A documented NCCL problem in the host's NCCL that shows the way this evidence does."""
+    version = nccl_version(s.ctx)
+    if version is None:
+        return None
+    archs = {a.name for a in (s.ctx.kb.arch_for_cc(cc) for cc in s.ctx.host.compute_caps) if a}
+    for issue in s.ctx.kb.nccl_issues:
+        if s.evidence not in issue.shows or issue.matches(version) is not True:
+            continue
+        if issue.archs and not archs & set(issue.archs):
+            continue
+        return issue
+    return None
+
+
+def _acs_or_iommu_on(s: Subject) -> bool:
+    h = s.ctx.host
+    return not no_p2p(h, s.ctx.kb) and (
+        bool(acs_bridges_that_matter(h)) or h.iommu_mode == "translated"
+    )
+
+
+def _acs_iommu_off(s: Subject) -> bool:
+    h = s.ctx.host
+    return h.acs_known and not acs_bridges_that_matter(h) and h.iommu_mode in ("off", "pt")
+
+
+def _fabricmanager_not_ok(s: Subject) -> bool:
+    ctx = s.ctx
+    missing = ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch")
+    return missing or (ctx.host.nvswitch and ctx.host.fabricmanager_running is False)
+
+
+def _in_container(s: Subject) -> bool:
+    h = s.ctx.host
+    return bool(h.in_container or h.from_container)
+
+
+def _container_shm_default(s: Subject) -> bool:
+    """A container whose /dev/shm nobody measured or sized: Docker's default is 64 MB."""
+    h = s.ctx.host
+    if not _in_container(s) or h.ipc_host is True:
+        return False
+    return h.shm_bytes is None or s.ctx.has("shm-too-small")
+
+
+def _new_feature_branch(s: Subject) -> bool:
+    """A branch NVIDIA ships for new features only, never supported for production use."""
+    row = s.ctx.kb.driver_branch(s.ctx.host.driver) if s.ctx.host.driver else None
+    return row is not None and row.kind == "new-feature"
+
+
+CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
+    {
+        "gpus-without-p2p": lambda s: no_p2p(s.ctx.host, s.ctx.kb),
+        "acs-or-iommu-on": _acs_or_iommu_on,
+        "acs-iommu-off": _acs_iommu_off,
+        "driver-known-issue": lambda s: s.ctx.has("driver-known-issue"),
+        "driver-branch-unsupported": lambda s: s.ctx.has("driver-branch-unsupported"),
+        "driver-new-feature-branch": _new_feature_branch,
+        "nvswitch": lambda s: s.ctx.host.nvswitch,
+        "fabricmanager-not-ok": _fabricmanager_not_ok,
+        "in-container": _in_container,
+        "container-shm-default": _container_shm_default,
+        "multi-node": lambda s: s.signals.scope == "multi-node",
+        "nccl-version-affected": lambda s: nccl_issue(s) is not None,
+    }
+)
+assert set(CHECKS) == set(CONDITIONS), "every condition the table may name has a check"
+
+
+def holds(name: str, s: Subject) -> bool:
+    return bool(CHECKS[name](s))

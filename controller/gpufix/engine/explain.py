@@ -1,0 +1,44 @@
+"""What a plan says beyond its steps: the decision table's row and source, the facts or
+experiments that would still decide or complete it, and the interim mitigation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufix.engine.context import Candidate, Ctx
+from gpufix.engine.needs import describe
+from gpufix.engine.plan import Interim
+
+
+def explain(ctx: Ctx, chosen: Candidate) -> dict[str, Any]:
+    d = ctx.decision
+    needs = [*(d.needs if d else ()), *chosen.missing]
+    out: dict[str, Any] = {"needs": describe(needs), "complete": not chosen.missing}
+    if d is not None:
+        out["decision"] = {
+            "row": d.row.id,
+            "evidence": d.evidence,
+            "fix": d.fix,
+            "why": d.row.why,
+            "source": d.row.source,
+        }
+        if d.issue is not None:
+            out["decision"]["nccl_issue"] = {
+                "id": d.issue.id,
+                "fixed_in": d.issue.fixed_in,
+                "source": d.issue.source,
+            }
+    return out
+
+
+def interim_for(ctx: Ctx, chosen: Candidate) -> Interim | None:
+    """The row's no-reboot NCCL profile beside a permanent fix of another kind."""
+    from gpufix.strategies import nccl_profile  # strategies import the engine's context
+
+    d = ctx.decision
+    if d is None or not d.row.interim or chosen.strategy in ("none", "nccl-profile"):
+        return None
+    cand = nccl_profile.for_profiles(ctx, d.row.interim, f"until {chosen.strategy} is applied")
+    if not cand.feasible:
+        return None
+    return Interim(cand.strategy, cand.steps, cand.outcome, reboot_required=False)

@@ -1,0 +1,233 @@
+"""Knowledge tables that map evidence to fixes: error signatures, the decision table, NCCL's fixed
+issues, the NCCL settings read as evidence, and the NCCL each torch wheel bundles.
+
+Row classes and their table specs; kb.py loads them with the other tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+
+from gpufix import versions
+from gpufix.engine import kbcheck as c
+
+# The plan's strategy names (the contract; tests/test_kb.py checks them against the registry).
+STRATEGIES = (
+    "none",
+    "kernel-upgrade",
+    "cuda-downgrade",
+    "container-fallback",
+    "nccl-profile",
+    "single-gpu",
+    "pcie-acs",
+    "driver-pin",
+    "container-fix",
+)
+EXPERIMENTS = (
+    "p2p-off",
+    "p2p-level-pxb",
+    "shm-off",
+    "cumem-off",
+    "ib-off",
+    "proto-simple",
+    "algo-ring",
+    "nvls-off",
+    "ifname",
+    "gpus",
+)
+LAYERS = ("rendezvous", "bootstrap", "interface", "ib", "container-network", "collective")
+EVIDENCE = re.compile(
+    r"experiment:(?P<experiment>[a-z0-9-]+)|layer:(?P<layer>[a-z-]+)"
+    r"|signature:(?P<signature>[a-z0-9-]+)|override:(?P<override>tuning|ifname-filter)"
+    r"|soak:stalled|experiments:none-decided|stall:(?:collective|init|import)"
+)
+# Fact conditions a row may ask for (engine/conditions.py defines each one).
+CONDITIONS = (
+    "gpus-without-p2p",
+    "acs-or-iommu-on",
+    "acs-iommu-off",
+    "driver-known-issue",
+    "driver-branch-unsupported",
+    "driver-new-feature-branch",
+    "nvswitch",
+    "fabricmanager-not-ok",
+    "in-container",
+    "container-shm-default",
+    "multi-node",
+    "nccl-version-affected",
+)
+# What a plan can ask the operator to gather or run (engine/needs.py words each one).
+NEEDS = (
+    "experiments",
+    "multinode-probe",
+    "soak",
+    "acs",
+    "iommu",
+    "gpus",
+    "driver",
+    "fabricmanager",
+    "shm",
+    "nccl-version",
+    "python-env",
+    "interfaces",
+    "ib-fabric",
+)
+KNOB_KINDS = ("tuning", "transport", "interface")
+
+
+@dataclass(frozen=True)
+class ErrorSignature:
+    id: str
+    match: tuple[str, ...]  # case-insensitive substrings
+    meaning: str
+    source: str
+    note: str | None = None
+
+    def found_in(self, text: str) -> bool:
+        low = text.lower()
+        return any(m.lower() in low for m in self.match)
+
+
+@dataclass(frozen=True)
+class EvidenceFix:
+    """One row of the decision table."""
+
+    id: str
+    evidence: str
+    fix: str
+    why: str
+    source: str
+    when: tuple[str, ...] = ()
+    profiles: tuple[str, ...] = ()
+    interim: tuple[str, ...] = ()
+    direction: str | None = None
+    needs: tuple[str, ...] = ()
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class NcclIssue:
+    id: str
+    affected: str
+    fixed_in: str
+    symptom: str
+    shows: tuple[str, ...]
+    source: str
+    archs: tuple[str, ...] = ()
+    note: str | None = None
+
+    def matches(self, nccl: object) -> bool | None:
+        v = versions.parse(nccl)
+        if v is None:
+            return None
+        return SpecifierSet(self.affected).contains(v, prereleases=True)
+
+
+@dataclass(frozen=True)
+class NcclKnob:
+    name: str
+    kind: str
+    source: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class TorchNccl:
+    """The NCCL a torch release's default wheel pins (nvidia-nccl-cuXX in its METADATA)."""
+
+    torch: str
+    cuda: str
+    nccl: str
+    package: str
+    source: str
+    note: str | None = None
+
+
+def _evidence(v: object) -> str:
+    s = c.text(v)
+    m = EVIDENCE.fullmatch(s)
+    if not m:
+        raise c.RowError(f"unknown evidence {s!r}")
+    if m.group("experiment") and m.group("experiment") not in EXPERIMENTS:
+        raise c.RowError(f"unknown experiment in {s!r}")
+    if m.group("layer") and m.group("layer") not in LAYERS:
+        raise c.RowError(f"unknown layer in {s!r}")
+    return s
+
+
+def _evidence_list(v: object) -> tuple[str, ...]:
+    return tuple(_evidence(x) for x in c.listof(c.text)(v))
+
+
+TABLES: Mapping[str, c.Table] = MappingProxyType(
+    {
+        "error_signatures": c.table(
+            ErrorSignature, "id", (), id=c.text, match=c.listof(c.text), meaning=c.text
+        ),
+        "evidence_fixes": c.table(
+            EvidenceFix,
+            "id",
+            ("when", "profiles", "interim", "direction", "needs"),
+            id=c.text,
+            evidence=_evidence,
+            when=c.listof(c.choice(CONDITIONS)),
+            fix=c.choice(STRATEGIES),
+            profiles=c.listof(c.text),
+            interim=c.listof(c.text),
+            direction=c.optional(c.choice(("up", "down"))),
+            needs=c.listof(c.choice(NEEDS)),
+            why=c.text,
+        ),
+        "nccl_issues": c.table(
+            NcclIssue,
+            "id",
+            ("archs",),
+            id=c.text,
+            affected=c.spec,
+            fixed_in=c.version,
+            symptom=c.text,
+            shows=_evidence_list,
+            archs=c.listof(c.text),
+        ),
+        "nccl_knobs": c.table(NcclKnob, "name", (), name=c.text, kind=c.choice(KNOB_KINDS)),
+        "torch_nccl": c.table(
+            TorchNccl,
+            "",
+            (),
+            torch=c.version,
+            cuda=c.version,
+            nccl=c.version,
+            package=c.text,
+        ),
+    }
+)
+
+
+def cross_check(rows: Mapping[str, tuple[Any, ...]]) -> str | None:
+    """A reference between these tables (or to nccl_profiles / gpu_archs) that does not resolve."""
+    signatures = {s.id for s in rows["error_signatures"]}
+    profiles = {p.name for p in rows["nccl_profiles"]}
+    archs = {a.name for a in rows["gpu_archs"]}
+    for i, row in enumerate(rows["evidence_fixes"], start=1):
+        where = f"knowledge/evidence_fixes.yaml row {i} ({row.id})"
+        m = EVIDENCE.fullmatch(row.evidence)
+        if m and m.group("signature") and m.group("signature") not in signatures:
+            return f"{where}: unknown signature in {row.evidence!r}"
+        bad = [p for p in (*row.profiles, *row.interim) if p not in profiles]
+        if bad:
+            return f"{where}: profile {bad[0]!r} is not in nccl_profiles.yaml"
+        if row.fix == "nccl-profile" and not row.profiles:
+            return f"{where}: an nccl-profile fix names its profiles"
+    for i, issue in enumerate(rows["nccl_issues"], start=1):
+        bad = [a for a in issue.archs if a not in archs]
+        if bad:
+            return (
+                f"knowledge/nccl_issues.yaml row {i} ({issue.id}): unknown architecture {bad[0]!r}"
+            )
+    return None

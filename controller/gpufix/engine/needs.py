@@ -1,0 +1,42 @@
+"""What a plan asks the operator to gather or run when a deciding fact or experiment is missing.
+
+Each need names the command that would supply it; the engine never guesses the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from gpufix.engine.kb_evidence import NEEDS
+
+TEXT: Mapping[str, str] = MappingProxyType(
+    {
+        "experiments": "run `gpufix probe HOST`: its experiments change one NCCL mechanism at a "
+        "time (a bigger --experiment-budget when some were skipped)",
+        "multinode-probe": "run `gpufix probe GROUP --multi-node`: it names the failing layer and "
+        "tries the hosts' interfaces and IB off over the real network path",
+        "soak": "run `gpufix probe HOST --soak` for a hang that comes after the first collective",
+        "acs": "ACS on the PCIe bridges above the GPUs: `gpufix facts HOST` with become (lspci "
+        "reads ACS control only as root)",
+        "iommu": "the IOMMU mode: `gpufix facts HOST` (kernel command line, /sys/class/iommu)",
+        "gpus": "the GPU models and topology: `gpufix facts HOST` (nvidia-smi, topo -p2p r)",
+        "driver": "the driver version: `gpufix facts HOST`",
+        "fabricmanager": "the fabric manager's version and state: `gpufix facts HOST` with become",
+        "shm": "the training container's /dev/shm: `gpufix facts` inside it (or the --shm-size / "
+        "--ipc its run command uses)",
+        "nccl-version": "the NCCL the job loads: `gpufix facts HOST --python-env PY` with the "
+        "training interpreter (its nvidia-nccl-cu* wheel and torch)",
+        "python-env": "the training environment's torch, Python and glibc: `gpufix facts HOST "
+        "--python-env PY`",
+        "interfaces": "every host's interfaces: `gpufix facts HOST` on each host",
+        "ib-fabric": "the IB/RoCE fabric itself (outside gpufix): ibstat, show_gids for the RoCE "
+        "v2 GID index, ib_write_bw between the hosts",
+    }
+)
+assert set(TEXT) == set(NEEDS), "every need the table may name has a text"
+
+
+def describe(ids: Iterable[str]) -> list[dict[str, str]]:
+    """[{"id", "how"}] in the order given, each once."""
+    return [{"id": i, "how": TEXT[i]} for i in dict.fromkeys(ids)]

@@ -1,0 +1,136 @@
+"""What a probe verdict shows, as evidence keys the decision table reads (evidence_fixes.yaml).
+
+Reads the contract's fields (experiments, decided_by, soak, multi-node scope and layer) and the
+error texts; a verdict without them (gpufix-probe v1) still gives its phase, error and legacy
+no-P2P rerun. Error texts are data: they are only searched for the knowledge base's substrings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpufix.engine.kb import KnowledgeBase
+
+NOT_HEALTHY = ("hung", "failed", "degraded")
+INIT_PHASES = ("cuda_init", "alloc")
+# Probe cause ids that carry a text signature the verdict's own error may not repeat.
+CAUSE_SIGNATURES = {
+    "shm": "shm-exhausted",
+    "driver-mismatch": "driver-mismatch",
+    "driver-too-old": "driver-insufficient",
+}
+# Log lines that report trouble; NCCL's INFO lines name transports and files in normal runs too.
+_TROUBLE = ("warn", "error", "fail")
+
+
+@dataclass(frozen=True)
+class Signals:
+    verdict: str | None
+    phase: str | None
+    decided_by: str | None  # experiment id that turned the run healthy
+    ran: tuple[str, ...]  # experiments with a result (not skipped)
+    skipped: tuple[str, ...]
+    signatures: tuple[str, ...]
+    scope: str  # host | multi-node
+    layer: str | None
+    failed_hosts: tuple[str, ...]
+    soak_stalled_at: int | None
+    soak_stalled: bool
+    suspects: bool = False  # GPU-pair experiments named a GPU or link whose runs fail
+
+    @property
+    def unhealthy(self) -> bool:
+        return self.verdict in NOT_HEALTHY
+
+    @property
+    def family(self) -> str | None:
+        """The deciding experiment's family: ifname-eth0 -> ifname, gpus-0-1 -> gpus."""
+        d = self.decided_by
+        if d is None:
+            return None
+        return d.split("-", 1)[0] if d.startswith(("ifname-", "gpus-")) else d
+
+    @property
+    def ifname(self) -> str | None:
+        d = self.decided_by or ""
+        return d[len("ifname-") :] if d.startswith("ifname-") else None
+
+    def evidence(self) -> tuple[str, ...]:
+        """Evidence keys, in no particular order (the table's row order decides)."""
+        out: list[str] = []
+        if self.family:
+            out.append(f"experiment:{self.family}")
+        if self.suspects and self.family != "gpus":
+            out.append("experiment:gpus")
+        if self.layer:
+            out.append(f"layer:{self.layer}")
+        out += [f"signature:{s}" for s in self.signatures]
+        if self.soak_stalled:
+            out.append("soak:stalled")
+        if self.ran and not self.decided_by and self.unhealthy:
+            out.append("experiments:none-decided")
+        stall = self.stall()
+        if stall:
+            out.append(stall)
+        return tuple(out)
+
+    def stall(self) -> str | None:
+        if not self.unhealthy:
+            return None
+        if self.phase == "import_torch":
+            return "stall:import"
+        if self.phase in INIT_PHASES:
+            return "stall:init"
+        return "stall:collective"
+
+
+def _texts(v: dict[str, Any], experiments: list[dict[str, Any]]) -> list[str]:
+    texts = [str(v.get("error") or "")]
+    texts += [str(e.get("error") or "") for e in experiments]
+    tail = [str(x) for x in v.get("nccl_log_tail") or [] if isinstance(x, str)]
+    texts += [line for line in tail if any(t in line.lower() for t in _TROUBLE)]
+    return [t for t in texts if t]
+
+
+def _decided(v: dict[str, Any], experiments: list[dict[str, Any]]) -> str | None:
+    if isinstance(v.get("decided_by"), str):
+        return str(v["decided_by"])
+    healthy = [e.get("id") for e in experiments if e.get("verdict") == "healthy"]
+    if healthy and isinstance(healthy[0], str):
+        return healthy[0]
+    rerun = (v.get("no_p2p_rerun") or {}).get("verdict")
+    # The legacy field means the p2p-off experiment (the contract).
+    return "p2p-off" if rerun == "healthy" and v.get("verdict") in NOT_HEALTHY else None
+
+
+def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
+    v = verdict or {}
+    exps = [e for e in v.get("experiments") or [] if isinstance(e, dict)]
+    where = v.get("stalled") or v.get("failed_in") or {}
+    phase = where.get("phase") if isinstance(where, dict) else None
+    text = "\n".join(_texts(v, exps))
+    sigs = [s.id for s in kb.error_signatures if s.found_in(text)]
+    causes = [c.get("id") for c in v.get("causes") or [] if isinstance(c, dict)]
+    sigs += [CAUSE_SIGNATURES[c] for c in causes if c in CAUSE_SIGNATURES]
+    soak: dict[str, Any] = v["soak"] if isinstance(v.get("soak"), dict) else {}
+    at = soak.get("stalled_at_bytes")
+    return Signals(
+        verdict=v.get("verdict"),
+        phase=phase if isinstance(phase, str) else None,
+        decided_by=_decided(v, exps),
+        ran=tuple(str(e.get("id")) for e in exps if e.get("verdict") not in (None, "skipped")),
+        skipped=tuple(str(e.get("id")) for e in exps if e.get("verdict") == "skipped"),
+        signatures=tuple(dict.fromkeys(sigs)),
+        scope="multi-node" if v.get("scope") == "multi-node" else "host",
+        layer=v.get("failed_layer") if isinstance(v.get("failed_layer"), str) else None,
+        failed_hosts=tuple(str(h) for h in v.get("failed_hosts") or []),
+        soak_stalled_at=at if isinstance(at, int) else None,
+        soak_stalled=soak.get("verdict") in ("hung", "failed") or isinstance(at, int),
+        suspects=_suspects(v),
+    )
+
+
+def _suspects(v: dict[str, Any]) -> bool:
+    found = v.get("suspects")
+    return isinstance(found, dict) and bool(found.get("gpus") or found.get("links"))

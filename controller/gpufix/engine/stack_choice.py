@@ -1,0 +1,148 @@
+"""Which torch/CUDA/transformers/accelerate stack to move to, up or down.
+
+Up: a newer torch (and the NCCL its wheel pins, torch_nccl.yaml), at least the release with a
+documented fix when one is known. Down: the newest torch below the installed one. Neither: the
+newest that fits. Every choice fits what the facts know (glibc, Python, driver, GPU
+architectures); a fact they do not know is an assumption the plan states, never a guess at "old".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.version import Version
+
+from gpufix import versions
+from gpufix.engine.kb import KnowledgeBase, LibRelease, TorchRelease
+from gpufix.engine.stack import arch_problem, driver_runs_cuda
+from gpufix.facts.host import Host
+
+
+@dataclass(frozen=True)
+class Want:
+    direction: str | None = None  # up | down | None (the newest that fits)
+    nccl_min: str | None = None  # the wheel's NCCL must be at least this (a fixed issue)
+    # Choose even when glibc or Python is not in the facts (stating the assumption): only when
+    # the evidence itself asks for a stack change.
+    assume: bool = False
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What the choice may rely on, and what it had to assume."""
+
+    glibc: str | None  # None: not known, not checked (the role's pip finds no wheel if too old)
+    pythons: tuple[str, ...]  # "3.10", ...; empty: not known
+    current: str | None  # the installed torch
+    assumed: list[str] = field(default_factory=list)
+
+
+def basis(h: Host, kb: KnowledgeBase) -> Basis:
+    current = h.env.torch if h.env else None
+    assumed: list[str] = []
+    glibc = h.glibc
+    if glibc is None:
+        assumed.append("glibc is not in the facts: the wheel's glibc floor is not checked")
+    found = [versions.major_minor(p) for p in (*h.pythons, h.env.version if h.env else None)]
+    pythons = tuple(f"{p[0]}.{p[1]}" for p in sorted({p for p in found if p}, reverse=True))
+    if not pythons:
+        assumed.append("the training Python is not in the facts: the role's interpreter must fit")
+    if h.driver is None:
+        assumed.append("the driver is not in the facts: the CUDA variant is not checked against it")
+    return Basis(glibc, pythons, current, assumed)
+
+
+def _in_range(py: str, lo: str | None, hi: str | None) -> bool:
+    v = versions.major_minor(py)
+    if v is None:
+        return False
+    if lo and v < (versions.major_minor(lo) or (0, 0)):
+        return False
+    return not (hi and v > (versions.major_minor(hi) or (99, 0)))
+
+
+def _newest_lib(rows: tuple[LibRelease, ...], py: str | None, torch: str) -> LibRelease | None:
+    ok = [
+        r
+        for r in rows
+        if (py is None or _in_range(py, r.python_min, r.python_max))
+        and (not r.torch_min or versions.at_least(torch, r.torch_min))
+    ]
+    return max(ok, key=lambda r: versions.key(r.version), default=None)
+
+
+def _moves(t: TorchRelease, b: Basis, want: Want, kb: KnowledgeBase) -> bool:
+    """The release goes the way asked (and carries the NCCL fix when one is named)."""
+    if b.current and want.direction in ("up", "down"):
+        here, there = versions.key(b.current.split("+")[0]), versions.key(t.version)
+        if (want.direction == "up" and there <= here) or (
+            want.direction == "down" and there >= here
+        ):
+            return False
+    if want.nccl_min:
+        row = kb.torch_nccl_version(t.version)
+        return row is not None and versions.key(row.nccl) >= versions.key(want.nccl_min)
+    return True
+
+
+def _variants(
+    t: TorchRelease, h: Host, b: Basis, kb: KnowledgeBase
+) -> list[tuple[bool, Version, str]]:
+    out = []
+    for cu in t.cuda:
+        cuda = versions.major_minor(cu)
+        if cuda is None:
+            continue
+        if b.glibc and versions.at_least(b.glibc, t.glibc_for(cu)) is False:
+            continue
+        runs, compat = driver_runs_cuda(kb, h.driver, cuda)
+        if runs is False or arch_problem(kb, h.compute_caps, cuda, t.version):
+            continue
+        out.append((runs is True and not compat, versions.key(cu), cu))
+    return out
+
+
+def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
+    """The stack to install, newest first among the releases that move the way asked."""
+    b = basis(h, kb)
+    if not want.assume and (h.glibc is None or not b.pythons):
+        return None
+    for t in sorted(kb.torch_releases, key=lambda r: versions.key(r.version), reverse=True):
+        if not _moves(t, b, want, kb):
+            continue
+        pys = [p for p in b.pythons if _in_range(p, t.python_min, t.python_max)]
+        if b.pythons and not pys:
+            continue
+        fits = _variants(t, h, b, kb)
+        if not fits:
+            continue
+        native, _, cu = max(fits)
+        py = pys[0] if pys else None
+        tr = _newest_lib(kb.transformers_releases, py, t.version)
+        ac = _newest_lib(kb.accelerate_releases, py, t.version)
+        build = kb.torch_build(t.version, cu)
+        nccl = kb.torch_nccl_version(t.version)
+        return {
+            "python": py,
+            "torch": t.version,
+            "cuda": cu,
+            "archs": list(build.archs) if build else None,
+            "tag": versions.cuda_tag(versions.major_minor(cu) or (0, 0)),
+            "minor_compat": not native,
+            "transformers": tr.version if tr else None,
+            "accelerate": ac.version if ac else None,
+            "nccl": nccl.nccl
+            if nccl and versions.parse(nccl.torch) == versions.parse(t.version)
+            else None,
+            "direction": direction(b.current, t.version),
+            "assumed": b.assumed,
+        }
+    return None
+
+
+def direction(current: str | None, target: str) -> str | None:
+    if not current or versions.parse(current.split("+")[0]) is None:
+        return None
+    here, there = versions.key(current.split("+")[0]), versions.key(target)
+    return "up" if there > here else "down" if there < here else None

@@ -1,0 +1,123 @@
+"""The decision table (knowledge/evidence_fixes.yaml) applied to one host: the first row whose
+evidence the probe and the facts show, and whose conditions hold, decides the fix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from gpufix.engine import overrides as nccl_overrides
+from gpufix.engine.conditions import Subject, holds, nccl_issue, nccl_version
+from gpufix.engine.context import Ctx
+from gpufix.engine.kb_evidence import EvidenceFix, NcclIssue
+from gpufix.engine.signals import Signals
+from gpufix.strategies.evidence import physical_interface
+
+
+@dataclass(frozen=True)
+class Decision:
+    row: EvidenceFix
+    evidence: str  # the key the row matched
+    ifname: str | None  # for socket-ifname: the interface (or filter) the evidence names
+    issue: NcclIssue | None  # the NCCL fixed issue behind an nccl-version-affected row
+    needs: tuple[str, ...]  # what would still decide or complete the fix
+
+    @property
+    def fix(self) -> str:
+        return self.row.fix
+
+    def line(self) -> str:
+        return f"{_phrase(self.evidence, self.ifname)}: {self.row.why} [{self.row.id}]"
+
+
+# What each contract experiment changes (the probe's vocabulary; docs/probe.md).
+EXPERIMENT_ENV = MappingProxyType(
+    {
+        "p2p-off": "NCCL_P2P_DISABLE=1",
+        "p2p-level-pxb": "NCCL_P2P_LEVEL=PXB",
+        "shm-off": "NCCL_SHM_DISABLE=1",
+        "cumem-off": "NCCL_CUMEM_ENABLE=0",
+        "ib-off": "NCCL_IB_DISABLE=1",
+        "proto-simple": "NCCL_PROTO=Simple",
+        "algo-ring": "NCCL_ALGO=Ring",
+        "nvls-off": "NCCL_NVLS_ENABLE=0",
+        "gpus": "a subset of the GPUs",
+    }
+)
+
+
+def _phrase(evidence: str, ifname: str | None) -> str:
+    kind, _, what = evidence.partition(":")
+    if kind == "experiment":
+        env = f"NCCL_SOCKET_IFNAME={ifname}" if what == "ifname" else EXPERIMENT_ENV.get(what)
+        return f"probe healthy with {env} (experiment {what})"
+    return {
+        "layer": f"multi-node probe failed in the {what} layer",
+        "signature": f"error text: {what}",
+        "override": f"NCCL setting left in place ({what})",
+        "soak": "soak stalled at one message size",
+        "experiments": "knob experiments ran and none turned the run healthy",
+        "stall": f"probe not healthy in a {what} phase and nothing more specific",
+    }.get(kind, evidence)
+
+
+def _known(ctx: Ctx, signals: Signals) -> Mapping[str, Callable[[], bool]]:
+    h = ctx.host
+    return MappingProxyType(
+        {
+            "experiments": lambda: bool(signals.ran) and not signals.skipped,
+            "multinode-probe": lambda: signals.scope == "multi-node",
+            "acs": lambda: h.acs_known,
+            "iommu": lambda: h.iommu_mode not in (None, "unknown"),
+            "gpus": lambda: bool(h.gpu_names) and all(h.gpu_names) and bool(h.compute_caps),
+            "driver": lambda: h.driver is not None,
+            "fabricmanager": lambda: (
+                h.fabricmanager is not None and h.fabricmanager_running is not None
+            ),
+            "shm": lambda: h.shm_bytes is not None or h.ipc_host is True,
+            "nccl-version": lambda: nccl_version(ctx) is not None,
+            "python-env": lambda: bool(h.env and h.env.torch) and h.glibc is not None,
+            "interfaces": lambda: physical_interface(h) is not None,
+            "soak": lambda: False,
+            "ib-fabric": lambda: False,
+        }
+    )
+
+
+def _needs(ctx: Ctx, signals: Signals, row: EvidenceFix) -> tuple[str, ...]:
+    known = _known(ctx, signals)
+    out = [n for n in row.needs if not known[n]()]
+    if signals.skipped and not signals.decided_by:
+        out.insert(0, "experiments")
+    return tuple(dict.fromkeys(out))
+
+
+def _ifname(ctx: Ctx, signals: Signals, evidence: str) -> str | None:
+    if evidence == "experiment:ifname":
+        return signals.ifname
+    if evidence == "override:ifname-filter":
+        return nccl_overrides.read(ctx.host, ctx.kb).ifname_filter
+    return physical_interface(ctx.host)
+
+
+def evidence_keys(ctx: Ctx, signals: Signals) -> frozenset[str]:
+    keys = set(signals.evidence())
+    if signals.unhealthy:
+        keys |= set(nccl_overrides.read(ctx.host, ctx.kb).evidence())
+    return frozenset(keys)
+
+
+def choose(ctx: Ctx, signals: Signals) -> Decision | None:
+    """The first matching row, or None when the probe shows nothing the table maps."""
+    keys = evidence_keys(ctx, signals)
+    for row in ctx.kb.evidence_fixes:
+        if row.evidence not in keys:
+            continue
+        subject = Subject(ctx, signals, row.evidence)
+        if not all(holds(name, subject) for name in row.when):
+            continue
+        issue = nccl_issue(subject) if "nccl-version-affected" in row.when else None
+        ifname = _ifname(ctx, signals, row.evidence) if "socket-ifname" in row.profiles else None
+        return Decision(row, row.evidence, ifname, issue, _needs(ctx, signals, row))
+    return None

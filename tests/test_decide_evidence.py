@@ -1,0 +1,334 @@
+"""Issue 12: the decision table (evidence x facts -> fix), interim + permanent plans, needs
+instead of guesses, and NCCL settings read as evidence. Recorded hosts with probe verdicts in the
+contract's form (experiments, decided_by, multi-node layer, error texts)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpufix.engine import decide as engine
+from gpufix.engine import overrides, signals
+from gpufix.engine.context import Constraints
+from gpufix.engine.kb import load
+from gpufix.engine.plan import Plan
+from gpufix.engine.rules import load as load_rules
+from gpufix.facts.host import from_facts
+
+HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+KB = load()
+decide = partial(engine.decide, kb=KB, rules=load_rules())
+UNREAD = {"unknown": "not read"}
+
+
+def facts(name: str) -> dict[str, Any]:
+    return copy.deepcopy(json.loads((HOSTS / f"{name}.json").read_text())["facts"])
+
+
+def verdict(kind: str = "hung", phase: str = "allreduce", **more: Any) -> dict[str, Any]:
+    v: dict[str, Any] = {"format": "gpufix-probe", "version": 1, "verdict": kind, "causes": []}
+    v["stalled" if kind == "hung" else "failed_in"] = {"phase": phase, "ranks": [0, 1]}
+    return v | more
+
+
+def experiment(exp_id: str, result: str) -> dict[str, Any]:
+    return {"id": exp_id, "env": {}, "gpus": None, "verdict": result, "stalled": None,
+            "error": None, "elapsed_s": 1.0}  # fmt: skip
+
+
+def decided(exp_id: str, *others: tuple[str, str]) -> dict[str, Any]:
+    exps = [experiment(i, r) for i, r in others] + [experiment(exp_id, "healthy")]
+    return verdict(experiments=exps, decided_by=exp_id)
+
+
+def p2p_capable(f: dict[str, Any]) -> dict[str, Any]:
+    names = [f"GPU{i}" for i in range(len(f["gpus"]))]
+    for gpu in f["gpus"]:
+        gpu["name"] = "NVIDIA RTX 6000 Ada Generation"
+    f["p2p"] = {"read": {a: {b: "OK" for b in names if b != a} for a in names}}
+    return f
+
+
+def needs(plan: Plan) -> set[str]:
+    return {n["id"] for n in plan.extra["needs"]}
+
+
+def profiles(plan: Plan) -> list[str]:
+    return list(plan.steps[0].vars["gpufix_nccl_profile_names"])
+
+
+# --- reading the verdict ----------------------------------------------------------------------
+
+
+def test_signals_from_the_contract_fields() -> None:
+    v = decided("cumem-off", ("p2p-off", "hung"), ("shm-off", "hung"))
+    s = signals.read(v, KB)
+    assert s.decided_by == "cumem-off" and s.family == "cumem-off"
+    assert set(s.evidence()) == {"experiment:cumem-off", "stall:collective"}
+
+
+def test_the_legacy_rerun_means_the_p2p_off_experiment() -> None:
+    s = signals.read(verdict(no_p2p_rerun={"verdict": "healthy"}), KB)
+    assert "experiment:p2p-off" in s.evidence()
+
+
+def test_skipped_experiments_are_evidence_of_nothing() -> None:
+    exps = [experiment("p2p-off", "hung"), experiment("shm-off", "skipped")]
+    s = signals.read(verdict(experiments=exps, decided_by=None), KB)
+    assert "experiments:none-decided" in s.evidence() and s.skipped == ("shm-off",)
+    only_skipped = signals.read(verdict(experiments=[experiment("p2p-off", "skipped")]), KB)
+    assert "experiments:none-decided" not in only_skipped.evidence()
+
+
+def test_error_texts_are_matched_as_text_and_info_lines_are_not_trouble() -> None:
+    tail = ["NCCL INFO NET/IB : Using [0]mlx5_0:1/IB", "NCCL WARN Cuda failure 'invalid argument'"]
+    s = signals.read(verdict("failed", "pg_init", error=None, nccl_log_tail=tail), KB)
+    assert "ib-error" not in s.signatures and "nccl-invalid-usage" in s.signatures
+    # A regular-expression-looking text is only ever a substring to look for.
+    s2 = signals.read(verdict("failed", "pg_init", error="(.*)+$ ^docker0 $(reboot)"), KB)
+    assert s2.signatures == ()
+
+
+def test_multi_node_layer_and_soak() -> None:
+    v = verdict(scope="multi-node", failed_layer="interface", hosts=["a", "b"], failed_hosts=["b"])
+    v["soak"] = {"sizes": [1024], "iters": 5, "verdict": "hung", "stalled_at_bytes": 65536}
+    s = signals.read(v, KB)
+    assert {"layer:interface", "soak:stalled"} <= set(s.evidence())
+    assert s.failed_hosts == ("b",) and s.soak_stalled_at == 65536
+
+
+def test_ifname_filter_that_drops_ncc_defaults_is_corrected() -> None:
+    f = facts("bionic-ga-2x3090")
+    f["nccl"] = {
+        "env": {"NCCL_BUFFSIZE": "16777216"},
+        "files": {"/etc/nccl.conf": {"NCCL_SOCKET_IFNAME": "^docker0"}},
+    }
+    o = overrides.read(from_facts(f), KB)
+    assert o.ifname_filter == "^docker0,docker,lo,virbr"
+    assert o.tuning == ("NCCL_BUFFSIZE=16777216",)
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_SOCKET_IFNAME": "^docker,lo,virbr"}}
+    assert overrides.read(from_facts(f), KB).ifname_filter is None
+
+
+# --- one knob decided ---------------------------------------------------------------------------
+
+
+def test_p2p_off_on_gpus_without_p2p_is_the_fix_at_no_cost() -> None:
+    plan = decide(facts("focal-4x4090"), decided("p2p-off"))
+    assert plan.strategy == "nccl-profile" and profiles(plan) == ["no-p2p"]
+    assert plan.interim is None and not any("bandwidth" in r for r in plan.risks)
+    assert plan.extra["decision"]["row"] == "p2p-off-gpu-without-p2p"
+
+
+def test_p2p_off_with_acs_known_is_pcie_acs_now_p2p_off() -> None:
+    f = p2p_capable(facts("focal-4x4090"))
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    plan = decide(f, decided("p2p-off"), Constraints(plan_date=KB.checked()))
+    assert plan.strategy == "pcie-acs"
+    assert plan.interim is not None and plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == [
+        "no-p2p"
+    ]
+    assert plan.to_dict()["interim"]["reboot_required"] is False
+
+
+def test_p2p_off_with_acs_unread_keeps_p2p_off_and_names_the_facts() -> None:
+    f = p2p_capable(facts("focal-4x4090"))
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["pcie"], f["iommu"] = UNREAD, UNREAD
+    plan = decide(f, decided("p2p-off"))
+    assert plan.strategy == "nccl-profile" and profiles(plan) == ["no-p2p"]
+    assert {"acs", "iommu"} <= needs(plan) and plan.extra["complete"] is True
+    assert any("bandwidth" in r for r in plan.risks)  # a workaround on P2P-capable GPUs
+
+
+def test_no_reboot_falls_back_to_the_interim_profile() -> None:
+    f = p2p_capable(facts("bionic-ga-2x3090"))  # IOMMU translating: iommu=pt needs a reboot
+    plan = decide(f, decided("p2p-off"), Constraints(reboot_allowed=False))
+    assert plan.strategy == "nccl-profile" and profiles(plan) == ["no-p2p"]
+    assert not plan.reboot_required
+
+
+@pytest.mark.parametrize(
+    ("exp_id", "profile"),
+    [("cumem-off", "cumem-off"), ("nvls-off", "nvls-off"), ("proto-simple", "proto-simple"),
+     ("algo-ring", "algo-ring"), ("ib-off", "ib-off")],
+)  # fmt: skip
+def test_each_knob_maps_to_its_profile(exp_id: str, profile: str) -> None:
+    f = facts("jammy-470-torch23")
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    plan = decide(f, decided(exp_id))
+    assert plan.strategy == "nccl-profile" and profile in profiles(plan), plan.path
+
+
+def test_ifname_experiment_names_the_interface() -> None:
+    plan = decide(facts("bionic-ga-2x3090"), decided("ifname-lo"))
+    assert profiles(plan) == ["socket-ifname"]
+    assert plan.steps[0].vars["gpufix_nccl_profile_socket_ifname"] == "lo"
+
+
+# --- no knob decided: NCCL versions move ------------------------------------------------------
+
+
+def test_no_knob_helps_and_this_nccl_has_a_fixed_hang_moves_the_stack_up() -> None:
+    f = facts("jammy-470-torch23")  # torch 2.3.0: NCCL 2.20.5, before 2.21.5's crossNic fix
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    exps = [experiment("p2p-off", "hung"), experiment("cumem-off", "hung")]
+    plan = decide(f, verdict(experiments=exps, decided_by=None))
+    assert plan.strategy == "cuda-downgrade"
+    assert plan.extra["stack_direction"] == "up"
+    issue = plan.extra["decision"]["nccl_issue"]
+    target = plan.extra["stack"]
+    assert target["nccl"] is None or target["nccl"] >= issue["fixed_in"]
+    assert plan.steps[0].vars["gpufix_ml_stack_torch_version"] > "2.3.0"
+
+
+def test_stack_moves_down_when_the_evidence_asks() -> None:
+    f = facts("jammy-470-torch23")
+    f["driver"] = UNREAD
+    plan = decide(
+        f,
+        verdict(
+            "failed",
+            "cuda_init",
+            error="CUDA driver version is insufficient for CUDA runtime version",
+        ),
+    )
+    assert plan.strategy == "cuda-downgrade"
+    assert plan.extra["stack_direction"] == "down"
+    assert "driver" in needs(plan)
+
+
+# --- unknown is not evidence --------------------------------------------------------------------
+
+
+def test_a_hang_nothing_explains_never_hides_gpus() -> None:
+    f = facts("jammy-470-torch23")
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    plan = decide(f, verdict())
+    assert plan.strategy != "single-gpu"
+    assert "experiments" in needs(plan)
+    allowed = decide(f, verdict(), Constraints(multi_gpu_required=False))
+    assert allowed.strategy == "single-gpu"
+
+
+def test_fabric_manager_error_with_the_driver_unread_is_an_incomplete_driver_pin() -> None:
+    f = facts("bionic-hwe-8xa100")  # 8x A100 SXM4 on NV12: NVSwitch
+    f["driver"], f["fabricmanager"] = UNREAD, UNREAD
+    plan = decide(
+        f,
+        verdict("failed", "cuda_init", error="cudaErrorSystemNotReady: system not yet initialized"),
+    )
+    assert plan.strategy == "driver-pin" and plan.reboot_required
+    assert plan.extra["complete"] is False
+    assert {"driver", "fabricmanager"} <= needs(plan)
+    assert plan.steps[0].vars == {"gpufix_driver_fabricmanager": True}
+
+
+def test_multi_node_interface_layer_without_interfaces_is_incomplete() -> None:
+    f = facts("bionic-ga-2x3090")
+    f["network"] = UNREAD
+    v = verdict("hung", "pg_init", scope="multi-node", failed_layer="interface", hosts=["a", "b"])
+    plan = decide(f, v)
+    assert plan.strategy == "nccl-profile" and profiles(plan) == ["socket-ifname"]
+    assert "gpufix_nccl_profile_socket_ifname" not in plan.steps[0].vars
+    assert plan.extra["complete"] is False and "interfaces" in needs(plan)
+    with_facts = decide(facts("bionic-ga-2x3090"), v)
+    assert with_facts.steps[0].vars["gpufix_nccl_profile_socket_ifname"] == "enp5s0"
+
+
+@pytest.mark.parametrize(
+    ("v", "row"),
+    [
+        (verdict("hung", "pg_init", scope="multi-node", failed_layer="rendezvous"), "layer-rendezvous"),
+        (verdict("failed", "pg_init", error="Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000"), "text-duplicate-gpu"),
+        (verdict("failed", "import_torch", error="No module named 'torch'"), "import-stall"),
+    ],
+)  # fmt: skip
+def test_evidence_that_no_host_change_fixes_is_none(v: dict[str, Any], row: str) -> None:
+    plan = decide(facts("bionic-ga-2x3090"), v)
+    assert plan.strategy == "none" and plan.extra["decision"]["row"] == row
+
+
+def test_container_with_an_unsized_shm_gets_container_fix_and_shm_off_now() -> None:
+    f = facts("container-shm64m")
+    f["shm"] = UNREAD
+    plan = decide(f, verdict("failed", "pg_init", error="NCCL error: unhandled system error"))
+    assert plan.strategy == "container-fix"
+    assert plan.interim is not None
+    assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["shm-off"]
+
+
+def test_a_tuning_knob_left_in_place_goes_back_to_defaults() -> None:
+    f = facts("jammy-470-torch23")
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["nccl"] = {"env": {"NCCL_P2P_LEVEL": "NVL"}, "files": {}}
+    plan = decide(f, verdict("hung", "pg_init"))
+    assert plan.strategy == "nccl-profile" and profiles(plan) == ["default"]
+
+
+# --- every decision names its source ------------------------------------------------------------
+
+
+def test_every_table_row_cites_a_document_and_the_plan_carries_it() -> None:
+    for row in KB.evidence_fixes:
+        assert row.source.strip() and row.why.strip(), row.id
+    plan = decide(facts("focal-4x4090"), decided("p2p-off"))
+    assert plan.extra["decision"]["source"].startswith("NCCL environment variables")
+
+
+# --- the plan model: interim beside the permanent fix -------------------------------------------
+
+
+def test_interim_survives_the_plan_file(tmp_path: Path) -> None:
+    from gpufix.engine.plan import load_plans, save_plans
+
+    f = p2p_capable(facts("focal-4x4090"))
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    plan = decide(f, decided("p2p-off"), Constraints(plan_date=KB.checked()), host_name="h")
+    assert plan.interim is not None
+    path = tmp_path / "plan.json"
+    save_plans([plan], path)
+    (back,) = load_plans(path)
+    assert back.interim == plan.interim and back.to_dict() == plan.to_dict()
+    doc = json.loads(path.read_text())
+    assert set(doc["plans"][0]["interim"]) == {"strategy", "steps", "outcome", "reboot_required"}
+
+
+def test_a_plan_file_with_a_rebooting_interim_is_refused(tmp_path: Path) -> None:
+    from gpufix.engine.plan import load_plans, save_plans
+    from gpufix.errors import InvalidInput
+
+    plan = decide(p2p_capable(facts("focal-4x4090")), decided("p2p-off"), host_name="h")
+    path = tmp_path / "plan.json"
+    save_plans([plan], path)
+    doc = json.loads(path.read_text())
+    doc["plans"][0]["interim"] = {
+        "strategy": "driver-pin",
+        "steps": [],
+        "outcome": "",
+        "reboot_required": True,
+    }
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InvalidInput, match="interim"):
+        load_plans(path)
+
+
+def test_the_table_knows_the_contracts_strategy_names() -> None:
+    from gpufix.engine.kb_evidence import STRATEGIES
+    from gpufix.strategies import NAMES
+
+    assert set(STRATEGIES) == set(NAMES)
+    assert {r.fix for r in KB.evidence_fixes} <= set(NAMES)
+
+
+def test_a_suspect_gpu_behind_acs_is_pcie_acs() -> None:
+    f = p2p_capable(facts("focal-4x4090"))
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    pairs = [experiment("gpus-0-1", "hung"), experiment("gpus-2-3", "healthy")]
+    v = verdict(experiments=pairs, decided_by=None, suspects={"gpus": [0], "links": []})
+    plan = decide(f, v, Constraints(plan_date=KB.checked()))
+    assert plan.strategy == "pcie-acs" and plan.extra["decision"]["row"] == "gpu-pair-acs"

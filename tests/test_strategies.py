@@ -34,7 +34,9 @@ def _roles(playbook: str) -> set[str]:
 
 def _role_text(role: str) -> str:
     base = ROOT / "roles" / role
-    parts = [p.read_text() for p in sorted(base.rglob("*")) if p.is_file() and "meta" not in p.parts]
+    parts = [
+        p.read_text() for p in sorted(base.rglob("*")) if p.is_file() and "meta" not in p.parts
+    ]
     return "\n".join(parts)
 
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from gpufix.apply.varspec import PATTERNS
 from gpufix.engine.context import Constraints
 from gpufix.engine.decide import decide
 from gpufix.engine.kb import KnowledgeBase
@@ -21,11 +22,17 @@ from gpufix.engine.plan import Plan
 from gpufix.engine.rules import Rules
 from gpufix.engine.rules import load as load_rules
 from gpufix.errors import InvalidInput
+from gpufix.strategies import NAMES
 
 Progress = Callable[[str, str], None]
 
-# An interpreter path gpufix will hand to a playbook: absolute, no spaces, quotes or braces.
-ABSPATH = re.compile(r"^/[A-Za-z0-9._+/-]{0,4095}$")
+# An interpreter gpufix runs on a host (facts' python_envs, the probe): an absolute path, no
+# spaces, quotes or braces, whose last part is python[X[.Y]] (gpufix.apply.varspec "python").
+PYTHON = re.compile(r"^/([A-Za-z0-9._+-]+/){0,64}python[0-9.]{0,8}$")
+_CONSTRAINT_PATTERNS = {
+    "container_image": re.compile(PATTERNS["image_digest"]),
+    "venv_path": re.compile(PATTERNS["abspath"]),
+}
 ML_STACK_PLAYBOOK = "cuda_downgrade.yml"
 ML_STACK_VENV_DEFAULT = "/opt/gpufix/venv"  # roles/ml_stack/defaults: gpufix_ml_stack_venv
 
@@ -58,6 +65,11 @@ def constraints_from_dict(d: Mapping[str, Any], where: str = "plan") -> Constrai
         want = type(defaults[k]) if defaults[k] is not None else (str, type(None))
         if isinstance(v, bool) != isinstance(defaults[k], bool) or not isinstance(v, want):
             raise InvalidInput(f"{where}: inputs/constraints/{k}: wrong type {type(v).__name__}")
+        pattern = _CONSTRAINT_PATTERNS.get(k)
+        if isinstance(v, str) and pattern and not pattern.fullmatch(v):
+            raise InvalidInput(f"{where}: inputs/constraints/{k}: not a valid value")
+    if d.get("strategy") is not None and d["strategy"] not in NAMES:
+        raise InvalidInput(f"{where}: inputs/constraints/strategy: not a strategy")
     return Constraints(**dict(d))
 
 
@@ -75,7 +87,7 @@ def verify_python(plan: Plan, facts: Mapping[str, Any]) -> dict[str, str]:
             continue
         py, pkgs = env.get("python"), env.get("packages")
         torch = pkgs.get("torch") if isinstance(pkgs, dict) else None
-        if isinstance(py, str) and ABSPATH.fullmatch(py) and isinstance(torch, str) and torch:
+        if isinstance(py, str) and PYTHON.fullmatch(py) and isinstance(torch, str) and torch:
             return {"python": py, "from": f"facts: python_envs ({py} has torch {torch})"}
     return {"from": "no interpreter with torch in the facts: give --python-env at plan time"}
 
@@ -116,10 +128,14 @@ def make_plans(
     from gpufix.facts.snapshot import load_snapshot
 
     for py in python_envs or []:
-        if not ABSPATH.fullmatch(py):
+        if not PYTHON.fullmatch(py):
             raise InvalidInput(
-                f"--python-env {py!r}: give an absolute path without spaces or quotes"
+                f"--python-env {py!r}: give the absolute path of a python interpreter "
+                "(.../python, .../python3, .../python3.9), without spaces or quotes"
             )
+    image = constraints.container_image
+    if image and not _CONSTRAINT_PATTERNS["container_image"].fullmatch(image):
+        raise InvalidInput(f"--image {image[:200]!r}: give REF@sha256:<64 hex digits>")
     kb, rules = load_kb(), load_rules()
     out = Planned()
     if facts_file is not None:

@@ -44,13 +44,26 @@ def rederive(plan: Plan, kb: KnowledgeBase, rules: Rules, where: str) -> Plan:
     check_facts(got["facts"], plan.host, f"{where}: inputs/facts")
     if got["verdict"] is not None:
         inp.check_probe_verdict(got["verdict"], f"{where}: inputs/verdict")
+    envs = list(got["python_envs"])
+    gathered = got["facts"].get("python_envs")
+    named = (
+        [e.get("python") for e in gathered if isinstance(e, dict)]
+        if isinstance(gathered, list)
+        else []
+    )
+    if envs and named != envs:
+        # freshness runs these interpreters on the host: only the ones the facts came from
+        raise InvalidInput(
+            f"{where}: inputs/python_envs: not the interpreters the recorded facts were "
+            f"gathered with: {REPLAN}"
+        )
     constraints = constraints_from_dict(got["constraints"], where)
     return plan_host(
         got["facts"],
         got["verdict"],
         constraints,
         host=plan.host,
-        python_envs=list(got["python_envs"]),
+        python_envs=envs,
         kb=kb,
         rules=rules,
     )

@@ -14,6 +14,8 @@ from typing import Any
 # `text`, which refuses Jinja delimiters), so no value carries Jinja or a second shell word.
 PATTERNS: dict[str, str] = {
     "abspath": r"^/[A-Za-z0-9._+/-]{0,4095}$",
+    # an interpreter gpufix runs on a host: an absolute path whose last part is python[X[.Y]]
+    "python": r"^/([A-Za-z0-9._+-]+/){0,64}python[0-9.]{0,8}$",
     # Debian Policy 5.6.1: package names are [a-z0-9][a-z0-9+.-]+
     "package": r"^[a-z0-9][a-z0-9+.-]{1,127}$",
     # Debian Policy 5.6.12: [epoch:]upstream[-revision] from [A-Za-z0-9.+~:-]
@@ -49,7 +51,7 @@ VAR_PATTERNS: dict[str, str] = {
     "gpufix_kernel_packages": "package",
     "gpufix_kernel_target": "kernel_release",
     "gpufix_ml_stack_venv": "abspath",
-    "gpufix_ml_stack_python": "abspath",
+    "gpufix_ml_stack_python": "python",
     "gpufix_ml_stack_torch_version": "py_version",
     "gpufix_ml_stack_torch_variant": "torch_variant",
     "gpufix_ml_stack_transformers_version": "py_version",
@@ -75,7 +77,7 @@ VAR_PATTERNS: dict[str, str] = {
     "gpufix_pcie_acs_bridges": "pci_bdf",
     "gpufix_pcie_acs_iommu_flags": "kernel_param",
     # shared playbooks
-    "gpufix_probe_python": "abspath",
+    "gpufix_probe_python": "python",
     "gpufix_probe_pythonpath": "abspath",
     "gpufix_rollback_kernel": "kernel_release",
     "gpufix_rollback_remove": "package",

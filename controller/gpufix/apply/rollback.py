@@ -97,8 +97,12 @@ def rollback(
     reboot_timeout: int = 600,
 ) -> str:
     """Replay a host's journal backwards. Returns the host's new state."""
+    from gpufix.apply.rolevars import check_vars
+
     rec = check_can_roll_back(journal, host)
     ev = rollback_vars(rec)
+    # the journal is data: refuse a value that breaks rollback.yml's spec before any change
+    check_vars("rollback.yml", ev, f"the journal of {host} in run {journal.run_id}")
     if reboots(ev):
         if not allow_reboot:
             raise InvalidInput(

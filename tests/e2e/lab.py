@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/gpufix-bionic-identity:1"
 REPO = ROOT / "tests" / "fixtures" / "aptrepo" / "build" / "repo"
 BOOT_TIME = "cut -d ' ' -f 22 /proc/1/stat"
+BOOTSIM_PYTHON = "/usr/local/bin/python3-bootsim"
 
 
 @dataclass
@@ -72,7 +73,8 @@ class Lab:
             "all": {
                 "vars": {
                     "ansible_connection": "containers.podman.podman",
-                    "ansible_python_interpreter": "/usr/bin/python3",
+                    # python3 that sees the simulated boot's kernel in os.uname() (PREPARE)
+                    "ansible_python_interpreter": BOOTSIM_PYTHON,
                     "ansible_become": False,  # root already; the image has no sudo
                     # reboots inside a container: see ../shared/TESTING.md
                     "gpufix_kernel_boot_time_command": BOOT_TIME,
@@ -129,10 +131,39 @@ def start(cname: str, prereqs: dict[str, Path], restart: bool = True) -> None:
     )
 
 
+# A container shares the host's kernel, so os.uname() (what the facts module reads) would name
+# the CI machine's kernel. python3-bootsim is python3 with a sitecustomize that reports the
+# kernel gpufix-fixture-bootsim says was booted, when that fixture is installed; the roles
+# already read it through gpufix_kernel_running_command. Test scaffolding, never on a real host.
 PREPARE = """set -e
 systemctl is-system-running --wait >/dev/null 2>&1 || true
 echo 'deb [trusted=yes] file:/srv/localrepo ./' > /etc/apt/sources.list.d/gpufix-fixtures.list
 apt-get update -qq >/dev/null
+mkdir -p /opt/gpufix-bootsim-site
+cat > /opt/gpufix-bootsim-site/sitecustomize.py <<'PY'
+import os
+import subprocess
+
+_uname = os.uname
+
+
+def _booted():
+    r = _uname()
+    try:
+        k = subprocess.run(["/usr/local/bin/gpufix-bootsim-uname"], capture_output=True,
+                           text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        k = ""
+    return os.uname_result((r.sysname, r.nodename, k or r.release, r.version, r.machine))
+
+
+os.uname = _booted
+PY
+cat > /usr/local/bin/python3-bootsim <<'SH'
+#!/bin/sh
+PYTHONPATH="/opt/gpufix-bootsim-site${PYTHONPATH:+:$PYTHONPATH}" exec /usr/bin/python3 "$@"
+SH
+chmod 0755 /usr/local/bin/python3-bootsim
 """
 
 # A bionic host on its GA kernel with driver 535 and GRUB stand-ins (the kernel scenario's state).
@@ -141,8 +172,30 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-image-4.15.0-213-gen
   gpufix-fixture-bootsim nvidia-driver-535 >/dev/null
 apt-mark auto linux-image-4.15.0-213-generic >/dev/null
 printf 'GRUB_DEFAULT=0\\nGRUB_TIMEOUT=0\\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\\nGRUB_CMDLINE_LINUX=""\\n' > /etc/default/grub
+gpufix-bootsim-uname >/dev/null  # this boot runs 4.15, whatever is installed next
+"""
+# The prebuilt NVIDIA module for the HWE kernel (it pulls in that kernel's image), so the kernel
+# role finds a module and reboots; the fixture has no DKMS build.
+NVIDIA_MODULE = """set -e
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+  linux-modules-nvidia-535-5.4.0-150-generic >/dev/null
+"""
+# Driver 535 alone: its nvidia-smi stub reports two GPUs, so GPU strategies are feasible.
+DRIVER = """set -e
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nvidia-driver-535 >/dev/null
+"""
+# A training environment: an interpreter whose site-packages have torch (the CPU build that
+# the lab mounts), at a path of its own, as a venv would be.
+TRAIN_ENV = """set -e
+mkdir -p /opt/venvs/train/bin
+cat > /opt/venvs/train/bin/python <<'SH'
+#!/bin/sh
+PYTHONPATH=/opt/gpufix-torch exec /usr/bin/python3 "$@"
+SH
+chmod 0755 /opt/venvs/train/bin/python
 """
 
 
 def new_prefix() -> str:
-    return f"gpufix-e2e-{uuid.uuid4().hex[:8]}"
+    """Unique container names; GPUFIX_E2E_PREFIX lets a shared machine tell runs apart."""
+    return f"{os.environ.get('GPUFIX_E2E_PREFIX', 'gpufix-e2e')}-{uuid.uuid4().hex[:8]}"

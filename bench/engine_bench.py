@@ -22,8 +22,25 @@ from gpufix.facts.snapshot import validate
 
 HOSTS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "hosts"
 KERNELS = ["4.15.0-213-generic", "5.4.0-150-generic", "5.15.0-91-generic", "6.8.0-40-generic"]
-DRIVERS = ["470.223.02", "515.105.01", "535.183.01", "545.29.06", "550.127.05", "565.57.01"]
-TORCH = ["1.12.1+cu113", "2.0.1+cu118", "2.1.2+cu121", "2.3.0+cu121", "2.6.0+cu124"]
+DRIVERS = [
+    "470.223.02",
+    "515.105.01",
+    "535.183.01",
+    "545.29.06",
+    "550.127.05",
+    "565.57.01",
+    "575.57.08",
+    "580.95.05",
+]
+TORCH = [
+    "1.12.1+cu113",
+    "2.0.1+cu118",
+    "2.1.2+cu121",
+    "2.3.0+cu121",
+    "2.6.0+cu124",
+    "2.8.0+cu128",
+    "2.9.0+cu130",
+]
 
 
 def variations(count: int, seed: int = 7) -> list[dict]:

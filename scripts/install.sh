@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install gpufix into it (editable: the controller runs the playbooks and
-# roles of this checkout). With --test: also the test tools, torch's CPU build for the probe
-# tests, podman and its prerequisites, the collections and the test images.
+# roles of this checkout). With --test: also the test tools (promtool among them), torch's CPU
+# build for the probe tests, podman and its prerequisites, the collections and the test images.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -16,6 +16,21 @@ if ! "$python" -m venv --help >/dev/null 2>&1 || ! "$python" -c 'import ensurepi
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
   fi
 fi
+# promtool (monitoring/ tests) from Debian's prometheus package: only the binary, into .venv/bin,
+# so no Prometheus server is installed or started on this machine.
+install_promtool() {
+  if command -v promtool >/dev/null || [ -x .venv/bin/promtool ]; then return 0; fi
+  local tmp
+  tmp="$(mktemp -d)"
+  if ! (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); then
+    apt-get update -qq && (cd "$tmp" && apt-get download prometheus >/dev/null)
+  fi
+  dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -x -C "$tmp" ./usr/bin/promtool
+  install -m 0755 "$tmp/usr/bin/promtool" .venv/bin/promtool
+  rm -rf "$tmp"
+  echo "install: $(.venv/bin/promtool --version 2>&1 | head -1)" >&2
+}
+
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 
@@ -25,6 +40,7 @@ if [ "${1:-}" = "--test" ]; then
   .venv/bin/python -m pip install --quiet "torch==2.13.0" 2>/dev/null \
     || .venv/bin/python -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu
   bash scripts/setup-podman.sh
+  install_promtool
   bash scripts/get-collections.sh
   bash tests/images/build.sh
 else

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,13 +14,14 @@ ROOT = Path(__file__).resolve().parents[1]
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
 
 
-def gpufix(*args: str) -> subprocess.CompletedProcess[str]:
+def gpufix(*args: str, columns: int = 160) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gpufix", *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env={**os.environ, "COLUMNS": str(columns)},
     )
 
 
@@ -62,8 +64,9 @@ def test_plan_group_covers_every_host(tmp_path: Path) -> None:
     r = gpufix("plan", "gpu_fleet", "--json", "-o", str(out), "--detailed-exitcode")
     assert r.returncode == 2  # changes proposed
     hosts = {p["host"] for p in json.loads(r.stdout)["plans"]}
-    assert hosts == {"host01", "host02", "host03", "host04", "host05", "host07", "host08", "host09"}
-    assert len(json.loads(out.read_text())["plans"]) == 8
+    want = {f"host{n:02d}" for n in range(1, 13)} - {"host06"}  # host06 is in cpu_only
+    assert hosts == want
+    assert len(json.loads(out.read_text())["plans"]) == 11
 
 
 def test_nothing_to_do_exits_0() -> None:
@@ -82,7 +85,7 @@ def test_plan_exit_codes_follow_terraform(flags: tuple[str, ...], code: int) -> 
 def test_offline_plan_from_snapshot() -> None:
     r = gpufix("plan", "whatever", "--facts", str(HOSTS / "jammy-470-torch23.json"), "--json")
     assert r.returncode == 0
-    assert json.loads(r.stdout)["plans"][0]["strategy"] == "cuda-downgrade"
+    assert json.loads(r.stdout)["plans"][0]["strategy"] == "driver-pin"
 
 
 @pytest.mark.parametrize(
@@ -128,21 +131,73 @@ def test_facts_writes_a_snapshot_that_plans_offline(tmp_path: Path) -> None:
     snap = tmp_path / "h.json"
     assert gpufix("facts", "host03", "-o", str(snap)).returncode == 0
     r = gpufix("plan", "x", "--facts", str(snap), "--json")
-    assert json.loads(r.stdout)["plans"][0]["strategy"] == "driver-pin"
+    assert json.loads(r.stdout)["plans"][0]["strategy"] == "nccl-profile"  # 4090s have no P2P
 
 
-def test_diff_puts_the_dependency_chain_first() -> None:
+def test_diff_puts_differences_first_in_chain_order_with_why() -> None:
     r = gpufix("diff", "host01", "host03", "--json", "--detailed-exitcode")
     assert r.returncode == 2
-    paths = [d["path"] for d in json.loads(r.stdout)]
-    assert paths[0].startswith("os")
-    assert paths.index("kernel.running") < paths.index("glibc")
-    assert any(p.startswith("driver.") for p in paths[:8])
+    doc = json.loads(r.stdout)
+    assert doc["format"] == "gpufix-diff" and doc["hosts"] == ["host01", "host03"]
+    keys = [d["key"] for d in doc["differences"]]
+    assert keys[:3] == ["os", "kernel", "driver_module"]
+    assert keys.index("kernel") < keys.index("torch") < keys.index("glibc")
+    assert all(d["why"] for d in doc["differences"])
+    torch = next(d for d in doc["differences"] if d["key"] == "torch")
+    assert torch["values"] == {"host01": "1.12.1+cu113", "host03": "2.1.2+cu121"}
+
+
+def test_diff_compares_the_python_environments() -> None:
+    """python_envs and pythons are compared (IGNORED's "python" is a whole fact, not a prefix)."""
+    r = gpufix("diff", "host01", "host05", "--all", "--json")
+    paths = [d["path"] for d in json.loads(r.stdout)["all"]]
+    assert any(p.startswith("python_envs[") for p in paths)
+    assert not any(p == "python" or p.startswith("python.") for p in paths)
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+def test_diff_fits_on_a_screen_and_names_the_differences(columns: int) -> None:
+    r = gpufix("diff", "host01", "host02", columns=columns)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) <= 45 and max(map(len, lines)) <= columns
+    kernel = next(line for line in lines if line.split()[:2] == ["≠", "kernel"])
+    assert "4.15.0-213-generic" in kernel and "5.4.0-150-generic" in kernel
+    assert any(line.startswith("  kernel: accelerate warns below 5.5") for line in lines) or (
+        "accelerate warns below 5.5" in kernel
+    )
+    assert "GPU-" not in r.stdout  # UUIDs only with --all
+    assert "GPU-" in gpufix("diff", "host01", "host02", "--all").stdout
+
+
+def test_diff_of_a_group_puts_the_odd_one_out_first() -> None:
+    r = gpufix("diff", "bionic", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc["hosts"]) == {"host01", "host02", "host05", "host09"}
+    # host02 (8x A100, HWE kernel, driver 515) differs from the other three on most aspects
+    assert doc["hosts"][0] == "host02"
 
 
 def test_diff_of_a_host_with_itself_is_empty() -> None:
     r = gpufix("diff", "host01", "host01")
     assert r.returncode == 0 and "no differences" in r.stdout
+    assert gpufix("diff", "host01").returncode == 3
+
+
+def test_group_plan_leads_with_one_summary_row_per_host() -> None:
+    r = gpufix("plan", "gpu_fleet")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "gpufix plan: 11 hosts, 9 with changes"
+    assert lines[1].split() == ["host", "strategy", "reboot", "steps", "key", "findings"]
+    row = next(line for line in lines if line.split()[0] == "host09")
+    assert row.split()[1:5] == ["driver-pin", "yes", "1", "error:"]
+    assert "driver-library-mismatch" in row
+    assert len(lines) < 15 and "Decision path" not in r.stdout
+    verbose = gpufix("plan", "gpu_fleet", "--verbose").stdout
+    assert verbose.startswith(r.stdout.split("details:")[0])
+    assert verbose.count("Decision path") == 11
 
 
 def test_probe_refuses_a_recorded_host() -> None:

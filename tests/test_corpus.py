@@ -1,36 +1,128 @@
-"""Public hang reports with confirmed fixes: the plan's choice (or its first alternative)
-must be the fix that worked. Known misses are strict xfails with the reason, so a change in
-either direction shows up and docs/decision.md is updated with it."""
+"""Public hang reports with confirmed fixes, scored through the real CLI.
+
+Every case becomes a schema-valid snapshot and probe verdict, `gpufix plan` plans from them in a
+subprocess, and the chosen strategy must be the fix that worked. Whether each case is a hit or a
+miss is recorded in tests/corpus/expected.yaml, so a change in either direction fails here until
+expected.yaml (and docs/decision.md, via bench/corpus_report.py) says so.
+"""
 
 from __future__ import annotations
 
+from functools import cache
+from typing import Any
+
 import pytest
-from corpus.harness import cases, evaluate
+from corpus.harness import Result, cases, expected, run_all, score
+from corpus.snapshot import snapshot_for
+from corpus.split import split_of
+from corpus.verdict import LAYERS, experiment_env, schema_errors, verdict_for
+from gpufix.facts.snapshot import validate
+from gpufix.strategies import NAMES as STRATEGIES
 
-# id -> why the engine cannot get it from what the thread states
-KNOWN_MISSES = {
-    "nccl-30-new-driver": "driver version not stated: no driver evidence to act on",
-    "detectron-219-driver-396": "driver version not stated: no driver evidence to act on",
-    "accelerate-2837-3090-driver": "driver version not stated: no driver evidence to act on",
-    "nccl-tests-276-h200-fm-reset": "fabric manager state not in the facts we record (error state, not version)",
-    "lightning-4420-ib-disable": "probe maps a pg_init failure (not a stall) without a rerun to no cause",
-    "pytorch-80876-cvd-after-import": "a code bug: `gpufix lint` finds it; the host is healthy",
-    "pytorch-9158-cvd-before-import": "a code bug: `gpufix lint` finds it; the host is healthy",
-}
 CASES = cases()
+IDS = [c["id"] for c in CASES]
+CLASSES = {
+    "pcie-acs-iommu",
+    "no-p2p-gpu",
+    "p2p-off-workaround",
+    "driver-up",
+    "driver-down",
+    "driver-mismatch",
+    "fabric-manager",
+    "container-shm",
+    "container-network",
+    "socket-interface",
+    "multinode-ib",
+    "multinode-bootstrap",
+    "stack-up",
+    "stack-down",
+    "nccl-knob",
+    "single-gpu",
+}
+VERDICTS = {"healthy", "degraded", "hung", "failed"}
+EXPERIMENT_VERDICTS = {"healthy", "degraded", "hung", "failed", "skipped"}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_case(case: dict) -> None:
-    if case["id"] in KNOWN_MISSES:
-        pytest.xfail(KNOWN_MISSES[case["id"]]) if not evaluate(case)["hit"] else pytest.fail(
-            f"{case['id']} now hits: remove it from KNOWN_MISSES and update docs/decision.md"
-        )
-    r = evaluate(case)
-    assert r["hit"], (r["want"], r["chosen"], r["first_alternative"], case["source"])
+@cache
+def results() -> dict[str, Result]:
+    return {r.id: r for r in run_all(CASES)}
 
 
-def test_every_case_has_a_source_and_a_confirmed_fix() -> None:
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_snapshot_and_verdict_pass_the_schemas(case: dict[str, Any]) -> None:
+    snap = snapshot_for(case)
+    validate(snap)
+    verdict, _ = verdict_for(case, len(snap["facts"]["gpus"]))
+    assert schema_errors(verdict) == []
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_plan_through_the_cli(case: dict[str, Any]) -> None:
+    r = results()[case["id"]]
+    assert r.rc in (0, 2), r.why
+    want = expected()[case["id"]]
+    got = "hit" if r.hit else "miss"
+    assert got == want["result"], (
+        f"{case['id']} is now a {got} (chose {r.chosen}; {r.why or 'expect details hold'}): "
+        "update tests/corpus/expected.yaml and docs/decision.md (bench/corpus_report.py)"
+    )
+
+
+def test_expected_covers_every_case_and_names_each_miss() -> None:
+    exp = expected()
+    assert sorted(exp) == sorted(IDS)
+    for cid, row in exp.items():
+        assert row["result"] in ("hit", "miss"), cid
+        if row["result"] == "miss":
+            assert row.get("reason") and not row["reason"].startswith("TODO"), cid
+
+
+def test_split_is_the_url_hash() -> None:
     for c in CASES:
-        assert c["source"].startswith("https://github.com/"), c["id"]
-        assert c["confirmed_fix"] and c["confirmed_by"] in ("reporter", "maintainer", "both")
+        assert c["source"] == c["source"].strip().rstrip("/"), c["id"]
+        assert c["split"] == split_of(c["source"]), c["id"]
+
+
+def test_every_case_is_sourced_confirmed_and_well_formed() -> None:
+    assert len(set(IDS)) == len(IDS)
+    assert len({c["source"] for c in CASES}) == len(CASES), "one case per thread"
+    for c in CASES:
+        assert c["source"].startswith("https://"), c["id"]
+        assert c["title"] and c["symptom"] and c["confirmed_fix"], c["id"]
+        assert c["confirmed_by"] in ("reporter", "maintainer", "both"), c["id"]
+        assert c["fix_strategy"] in STRATEGIES and c["fix_detail"], c["id"]
+        assert c["class"] in CLASSES, c["id"]
+        ev = c["evidence"]
+        assert ev["probe_verdict"] in VERDICTS, c["id"]
+        if ev["probe_verdict"] == "hung":  # a probe always knows where it stalled
+            assert ev.get("stalled_phase"), f"{c['id']}: a hung case needs stalled_phase"
+        for exp_id, verdict in (ev.get("experiments") or {}).items():
+            experiment_env(exp_id)  # raises on an id outside the contract's vocabulary
+            assert verdict in EXPERIMENT_VERDICTS, c["id"]
+        if ev.get("scope") == "multi-node":
+            assert ev.get("failed_layer") in (None, *LAYERS), c["id"]
+        if "driver_direction" in (c.get("expect") or {}):
+            assert c["environment"].get("driver"), f"{c['id']}: direction needs the old driver"
+        if "stack_direction" in (c.get("expect") or {}):
+            assert c["environment"].get("torch"), f"{c['id']}: direction needs the old torch"
+
+
+def test_scoring_can_miss() -> None:
+    """The scorer itself: a wrong strategy or a wrong detail is a miss."""
+    case = {
+        "id": "x",
+        "fix_strategy": "nccl-profile",
+        "expect": {"nccl_profile": "no-p2p"},
+        "environment": {},
+    }
+    right = {
+        "strategy": "nccl-profile",
+        "steps": [{"vars": {"gpufix_nccl_profile_names": ["no-p2p"]}}],
+    }
+    wrong_detail = {
+        "strategy": "nccl-profile",
+        "steps": [{"vars": {"gpufix_nccl_profile_names": ["ib-off"]}}],
+    }
+    assert score(case, right) == (True, "")
+    assert score(case, wrong_detail)[0] is False
+    assert score(case, {"strategy": "pcie-acs", "steps": []})[0] is False

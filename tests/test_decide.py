@@ -38,13 +38,24 @@ TABLE = [
         "none",
         {"kernel-below-accelerate-threshold", "kernel-at-release-ceiling"},
     ),
-    ("focal-4x4090", None, "driver-pin", {"driver-known-issue", "acs-enabled-above-gpus"}),
-    ("jammy-470-torch23", None, "cuda-downgrade", {"torch-cuda-needs-newer-driver"}),
+    # RTX 4090s have no P2P (nccl#1127): NCCL_P2P_DISABLE=1 is the fix; no supported driver
+    # branch is packaged for focal, so the known 545 issue cannot be fixed by a driver move.
+    ("focal-4x4090", None, "nccl-profile", {"driver-known-issue", "gpu-no-p2p"}),
+    (
+        "jammy-470-torch23",
+        None,
+        "driver-pin",
+        {"torch-cuda-needs-newer-driver", "driver-branch-unsupported"},
+    ),
     ("bionic-single-gpu", None, "none", {"single-gpu-host"}),
     ("nogpu", None, "none", {"no-gpu"}),
     ("container-shm64m", None, "container-fix", {"shm-too-small"}),
     ("a100-fm-mismatch", None, "driver-pin", {"fabricmanager-version-mismatch"}),
     ("bionic-mismatch", None, "driver-pin", {"driver-library-mismatch"}),
+    # issue 11's example hosts: Blackwell, Pascal, and facts from inside a container
+    ("noble-4x5090", None, "driver-pin", {"torch-cuda-needs-newer-driver", "gpu-no-p2p"}),
+    ("jammy-4xp100-torch28", None, "cuda-downgrade", {"gpu-arch-dropped"}),
+    ("container-acs-4xada", None, "pcie-acs", {"acs-enabled-above-gpus", "facts-from-container"}),
 ]
 
 
@@ -73,9 +84,20 @@ def test_focal_kernel_step_reaches_the_threshold() -> None:
     assert "5.15" in plan.outcome and "warning goes away" in plan.outcome
 
 
+def p2p_capable(f: dict[str, Any]) -> dict[str, Any]:
+    """The same host with GPUs that can do PCIe P2P (a workstation Ada card, topo -p2p r OK)."""
+    f = copy.deepcopy(f)
+    names = [f"GPU{i}" for i in range(len(f["gpus"]))]
+    for gpu in f["gpus"]:
+        gpu["name"] = "NVIDIA RTX 6000 Ada Generation"
+    f["p2p"] = {"read": {a: {b: "OK" for b in names if b != a} for a in names}}
+    return f
+
+
 def test_jammy_470_gets_a_cuda_the_driver_runs() -> None:
     kb = load()
-    plan = decide(facts("jammy-470-torch23"), host_name="h")
+    forced = Constraints(strategy="cuda-downgrade")
+    plan = decide(facts("jammy-470-torch23"), constraints=forced, host_name="h")
     cuda = versions.cuda_from_tag(plan.steps[0].vars["gpufix_ml_stack_torch_variant"])
     assert cuda is not None and cuda[0] == 11  # 470 runs 11.x through minor-version compatibility
     assert versions.at_least("470.223.02", kb.cuda_minor_compat_floor(11))
@@ -91,7 +113,7 @@ def test_probe_p2p_evidence_prefers_acs_over_no_p2p() -> None:
         "single_gpu": {"verdict": "healthy", "init_s": 0.8},
         "causes": [{"id": "p2p-path", "strategy": "pcie-acs", "why": "healthy without P2P"}],
     }
-    f = facts("focal-4x4090")
+    f = p2p_capable(facts("focal-4x4090"))
     f["driver"].update(kernel_module="535.183.01", userspace="535.183.01")  # no known issue
     plan = decide(f, verdict, host_name="h")
     assert plan.strategy == "pcie-acs"
@@ -111,9 +133,12 @@ def test_known_bad_driver_explains_p2p_symptoms_first() -> None:
         "no_p2p_rerun": {"verdict": "healthy"},
         "causes": [{"id": "p2p-path", "strategy": "pcie-acs", "why": "healthy without P2P"}],
     }
-    plan = decide(facts("focal-4x4090"), verdict, host_name="h")  # driver 545.29.06
+    f = p2p_capable(facts("focal-4x4090"))  # driver 545.29.06
+    f["os"].update(codename="jammy", version_id="22.04")  # a release with a supported branch
+    plan = decide(f, verdict, host_name="h")
     assert plan.strategy == "driver-pin"
-    assert plan.steps[0].vars["gpufix_driver_branch"] == 535
+    # The report's good branch (535) ended in June 2026: the supported LTS from jammy's archive.
+    assert plan.steps[0].vars["gpufix_driver_branch"] == "580"
     assert plan.alternatives()[0] == "pcie-acs"
 
 

@@ -11,9 +11,9 @@ from typing import Any
 from gpufix import versions
 from gpufix.engine.context import Constraints
 from gpufix.engine.decide import decide
-from gpufix.engine.diagnose import arch_problem, driver_runs_cuda
 from gpufix.engine.kb import load
 from gpufix.engine.rules import load as load_rules
+from gpufix.engine.stack import arch_problem, driver_runs_cuda
 from gpufix.errors import InvalidInput
 from gpufix.strategies import NAMES as STRATEGIES
 from hypothesis import HealthCheck, given, settings

@@ -75,6 +75,41 @@ def test_gather_here_has_every_key_and_is_valid() -> None:
     assert isinstance(F.get(snap, "shm.size_bytes"), int)
 
 
+class _Files:
+    """A Context stand-in that reads from a dict (only read_or_none is used)."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+
+    def read_or_none(self, path: str) -> str | None:
+        return self.files.get(path)
+
+
+@pytest.mark.parametrize(
+    ("markers", "files", "where", "evidence"),
+    [
+        ((), {"/proc/1/cgroup": "0::/init.scope\n"}, "host", None),
+        (("/.dockerenv",), {}, "container", "/.dockerenv"),
+        (("/run/.containerenv",), {}, "container", "/run/.containerenv"),
+        ((), {"/proc/1/cgroup": "12:pids:/kubepods/pod1/x\n"}, "container", "kubepods"),
+        ((), {"/proc/1/environ": "PATH=/bin\x00container=lxc\x00"}, "container", "container="),
+    ],
+)
+def test_gathered_in_says_host_or_container(
+    monkeypatch: pytest.MonkeyPatch,
+    markers: tuple[str, ...],
+    files: dict[str, str],
+    where: str,
+    evidence: str | None,
+) -> None:
+    monkeypatch.setattr(g.os.path, "exists", lambda path: path in markers)
+    got = g.g_gathered_in(_Files(files), {})
+    assert got["where"] == where
+    assert (got["evidence"] is None) if evidence is None else (evidence in got["evidence"])
+    # containers.in_container reads the same evidence.
+    assert (g.container_evidence(_Files(files)) is not None) == (where == "container")
+
+
 def test_gather_survives_a_broken_gatherer(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(ctx: object, opts: object) -> None:
         raise KeyError("boom")

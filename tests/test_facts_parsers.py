@@ -259,6 +259,36 @@ def test_apt_policy() -> None:
     )
 
 
+def test_apt_policy_version_table_says_what_is_still_installable() -> None:
+    """apt-cache policy (apt-cache(8)): a version listed only under /var/lib/dpkg/status is in no
+    index; an Ubuntu pocket keeps one version per package, so a superseded driver is gone."""
+    superseded = g.parse_apt_policy_table(out("apt_policy_driver_470_superseded.txt"))
+    assert superseded["470.223.02-0ubuntu0.22.04.1"] == ["/var/lib/dpkg/status"]
+    assert g.version_installable(superseded, "470.223.02-0ubuntu0.22.04.1") is False
+    assert g.version_installable(superseded, "470.256.02-0ubuntu0.22.04.1") is True
+    assert g.version_installable(superseded, "470.1-nope") is False
+    current = g.parse_apt_policy_table(out("apt_policy_driver_535_current.txt"))
+    assert g.version_installable(current, "535.274.02-0ubuntu0.22.04.1") is True
+    assert g.parse_apt_policy_table("") == {}
+
+
+def test_driver_package_a_rollback_reinstalls() -> None:
+    installed = {"libnvidia-compute-470": "1", "nvidia-driver-470": "1", "nvidia-utils-470": "1"}
+    assert g.driver_package(installed) == "nvidia-driver-470"
+    assert g.driver_package({"libnvidia-compute-535-server": "1"}) == "libnvidia-compute-535-server"
+    assert g.driver_package({"bash": "5"}) is None
+
+
+def test_lspci_port_types() -> None:
+    """lspci's Express capability line names root, upstream and downstream ports."""
+    devices = {d["bdf"]: d for d in g.parse_lspci_devices(out("lspci_vvv_plx_acs_on.txt"))}
+    assert devices["0000:00:01.0"]["port"] == "root"
+    assert devices["0000:01:00.0"]["port"] == "upstream"
+    assert devices["0000:02:08.0"]["port"] == "downstream"
+    bridges = {b["bdf"]: b["port"] for b in g.parse_lspci_acs(out("lspci_vvv_plx_acs_on.txt"))}
+    assert set(bridges.values()) == {"root", "downstream"}
+
+
 def test_dpkg_query_keeps_installed_and_held_only() -> None:
     pkgs = g.parse_dpkg_query(out("dpkg_query_bionic_470.txt"))
     assert pkgs["nvidia-driver-470"] == "470.182.03-0ubuntu0.18.04.1"
@@ -314,6 +344,7 @@ TEXT_PARSERS = [
     "parse_dkms_status",
     "parse_mokutil",
     "parse_apt_policy",
+    "parse_apt_policy_table",
     "parse_dpkg_query",
     "parse_showhold",
     "parse_kv_conf",
@@ -375,3 +406,22 @@ def test_driver_summary_no_module() -> None:
     d = g.driver_summary(None, None, out("nvidia_smi_no_driver.txt"))
     assert d["kernel_module"] == {"unknown": "no NVIDIA kernel module loaded"}
     assert d["mismatch"] is None and "couldn't communicate" in d["nvml_error"]
+
+
+def test_one_topology_ranking_controller_and_module_agree() -> None:
+    """The controller's ranking (gpufix.facts.topology) and the shipped module's copy agree."""
+    from gpufix.facts import topology
+
+    assert dict(topology.LINK_RANK) == g.TOPOLOGY_RANK
+    for link in ("NV12", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC", "X", "", "bogus"):
+        assert topology.rank(link) == g.topology_rank(link), link
+
+
+def test_worst_link_knows_soc_and_nvlink() -> None:
+    from gpufix.facts import topology
+
+    old = {"GPU0": {"GPU1": "SOC"}, "GPU1": {"GPU0": "SOC"}}
+    assert topology.worst_link(old) == "SYS"
+    assert topology.worst_link({"GPU0": {"GPU1": "NV12"}, "GPU1": {"GPU0": "PIX"}}) == "PIX"
+    assert topology.worst_link({"GPU0": {}}) is None and topology.worst_link("x") is None
+    assert topology.canonical("NV4") == "NV" and topology.canonical("X") is None

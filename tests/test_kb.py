@@ -79,6 +79,7 @@ def test_accelerate_threshold_since_0_24_0(k: kb.KnowledgeBase) -> None:
     ("cuda", "driver"),
     [
         ("10.2", "440.33"),
+        ("11.0", "450.51.05"),  # the GA (11.0.2), not the RC's 450.36.06 (issue 11, finding 18)
         ("11.8", "520.61.05"),
         ("12.0", "525.60.13"),
         ("12.1", "530.30.02"),
@@ -205,11 +206,118 @@ def test_kepler_dropped_in_cuda_12_and_unknown_cc(k: kb.KnowledgeBase) -> None:
 
 def test_driver_branches(k: kb.KnowledgeBase) -> None:
     have = {b.branch for b in k.driver_branches}
-    assert {470, 510, 515, 525, 535, 545, 550, 555, 560, 565, 570, 575, 580} <= have
+    assert {470, 510, 515, 525, 535, 545, 550, 555, 560, 565, 570, 575, 580, 595, 620} <= have
     r535 = k.driver_branch("535.183.01")
-    assert r535 is not None and r535.kind == "lts" and r535.ubuntu_server_package
+    assert r535 is not None and r535.kind == "lts"
     r545 = k.driver_branch(545)
     assert r545 is not None and r545.kind == "new-feature"
+
+
+# NVIDIA's "Supported Drivers and CUDA Toolkit Versions", Table 2 (the 615 and 620 pages).
+@pytest.mark.parametrize(
+    ("branch", "kind", "eol"),
+    [
+        (535, "lts", "2026-06"),
+        (570, "production", "2026-02"),
+        (580, "lts", "2028-06"),
+        (595, "production", "2027-03"),
+        (620, "lts", "2029-09"),
+    ],
+)
+def test_driver_branch_support_ends(k: kb.KnowledgeBase, branch: int, kind: str, eol: str) -> None:
+    row = k.driver_branch(branch)
+    assert row is not None and (row.kind, row.eol) == (kind, eol)
+    assert row.checked == "2026-11-30"
+
+
+def test_supported_on_a_plan_date(k: kb.KnowledgeBase) -> None:
+    from datetime import date
+
+    def supported(day: date) -> list[int]:
+        return [b.branch for b in k.driver_branches if b.supported_on(day)]
+
+    assert supported(date(2026, 11, 30)) == [580, 595, 620]
+    # Supported through the end of the EOL month, not a day longer.
+    assert 535 in supported(date(2026, 6, 30)) and 535 not in supported(date(2026, 7, 1))
+    # New-feature branches are never a target, even inside a dated window.
+    assert 610 not in supported(date(2026, 7, 1))
+    assert k.checked() == date(2026, 11, 30)
+
+
+def test_archive_membership_has_one_home(k: kb.KnowledgeBase) -> None:
+    """driver_branches.yaml says what NVIDIA supports; which archive carries a branch lives only
+    in ubuntu_driver_packages.yaml (the two used to disagree on 575-server)."""
+    assert not hasattr(k.driver_branches[0], "ubuntu_server_package")
+    noble = {p.origin: p for p in k.ubuntu_driver_packages("noble")}
+    jammy = {p.origin: p for p in k.ubuntu_driver_packages("jammy")}
+    assert 575 in noble["ubuntu"].server_branches and 575 in jammy["ubuntu"].server_branches
+    assert 580 in jammy["ubuntu"].server_branches
+
+
+@pytest.mark.parametrize(
+    ("cc", "last", "modules"),
+    [
+        ("3.7", 470, "proprietary"),
+        ("5.2", 580, "proprietary"),
+        ("6.1", 580, "proprietary"),
+        ("7.0", 580, "proprietary"),
+        ("7.5", None, "either"),
+        ("9.0", None, "either"),
+        ("12.0", None, "open"),
+    ],
+)
+def test_driver_branches_per_architecture(
+    k: kb.KnowledgeBase, cc: str, last: int | None, modules: str
+) -> None:
+    """NVIDIA's CUDA Toolkit, Driver, and Architecture Matrix: Kepler ends at R470, Maxwell/
+    Pascal/Volta at R580; Blackwell needs >= R570 and the open modules."""
+    arch = k.arch_for_cc(cc)
+    assert arch is not None
+    assert (arch.last_driver_branch, arch.kernel_modules) == (last, modules)
+
+
+def test_blackwell_first_branch_is_570(k: kb.KnowledgeBase) -> None:
+    arch = k.arch_for_cc("12.0")
+    assert arch is not None and k.first_driver_branch(arch) == 570
+
+
+@pytest.mark.parametrize(
+    ("torch", "cuda", "cc", "runs"),
+    [
+        ("2.8.0", "12.8", "6.1", False),  # cu128 dropped Maxwell/Pascal in 2.8
+        ("2.8.0", "12.8", "7.0", True),  # and kept Volta
+        ("2.11.0", "12.8", "7.0", False),  # until 2.11
+        ("2.9.0", "12.6", "6.0", True),  # cu126 keeps them
+        ("2.9.0", "12.6", "6.1", True),  # an sm_60 cubin runs on 6.1
+        ("2.9.0", "13.0", "7.0", False),  # CUDA 13 builds start at Turing
+        ("2.9.0", "13.0", "12.1", True),  # PTX for 12.0 JIT-compiles on newer Blackwell
+        ("2.6.0", "12.4", "12.0", False),  # no Blackwell before CUDA 12.8
+        ("2.7.1", "12.8", "6.1", False),
+        ("2.7.1", "11.8", "3.7", True),
+    ],
+)
+def test_torch_build_architectures(
+    k: kb.KnowledgeBase, torch: str, cuda: str, cc: str, runs: bool
+) -> None:
+    build = k.torch_build(torch, cuda)
+    assert build is not None
+    assert build.runs_on(cc) is runs
+
+
+def test_torch_build_unknown(k: kb.KnowledgeBase) -> None:
+    assert k.torch_build("1.8.1", "10.2") is None
+    assert k.torch_build(None, "12.8") is None
+    assert k.torch_build("2.8.0", "12.8").runs_on("x") is None  # type: ignore[union-attr]
+
+
+def test_gpus_without_p2p(k: kb.KnowledgeBase) -> None:
+    assert k.gpu_p2p_capable("NVIDIA GeForce RTX 4090") is False
+    assert k.gpu_p2p_capable("NVIDIA GeForce RTX 4080 SUPER") is False
+    assert k.gpu_p2p_capable("RTX 4090") is False
+    assert k.gpu_p2p_capable("NVIDIA A100-SXM4-80GB") is None
+    # workstation Ada cards are not GeForce 40 cards
+    assert k.gpu_p2p_capable("NVIDIA RTX 4000 Ada Generation") is None
+    assert k.gpu_p2p_capable("NVIDIA RTX 6000 Ada Generation") is None
 
 
 def test_driver_issues_match_driver_versions(k: kb.KnowledgeBase) -> None:
@@ -240,7 +348,16 @@ def test_container_images_never_carry_invented_digests(k: kb.KnowledgeBase) -> N
 
 def test_nccl_profiles(k: kb.KnowledgeBase) -> None:
     names = {p.name for p in k.nccl_profiles}
-    assert {"default", "no-p2p", "ib-off", "socket-ifname"} <= names
+    # The nccl_profile role's catalogue uses these names (one list: issue 11, finding 17).
+    assert names == {
+        "default",
+        "p2p-level-pxb",
+        "no-p2p",
+        "ib-off",
+        "socket-ifname",
+        "shm-off",
+        "debug",
+    }
     default = k.nccl_profile("default")
     assert default is not None and dict(default.settings) == {}
     no_p2p = k.nccl_profile("no-p2p")
@@ -263,6 +380,8 @@ def test_every_row_has_a_source(k: kb.KnowledgeBase) -> None:
         k.transformers_releases,
         k.accelerate_releases,
         k.gpu_archs,
+        k.gpu_p2p,
+        k.torch_builds,
         k.driver_branches,
         k.driver_issues,
         k.driver_package_rows,
@@ -402,3 +521,17 @@ def test_refuses_missing_and_unknown_tables(tmp_path: Path) -> None:
 def test_digest_changes_with_the_data(k: kb.KnowledgeBase, tmp_path: Path) -> None:
     d = _copy_with(tmp_path, "nccl_profiles", _first_row(lambda r: r.update(cost="changed")))
     assert kb.load(d).digest != k.digest
+
+
+def test_refuses_a_last_driver_branch_that_is_not_a_branch(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, "gpu_archs", _first_row(lambda r: r.update(last_driver_branch=471)))
+    assert "last driver branch 471 is not in driver_branches.yaml" in _refused(d)
+
+
+def test_refuses_a_bad_checked_date_and_eol_month(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, "driver_branches", _first_row(lambda r: r.update(checked="Nov 2026")))
+    assert "checked malformed date" in _refused(d)
+    d2 = _copy_with(
+        tmp_path / "b", "driver_branches", _first_row(lambda r: r.update(eol="2026-13"))
+    )
+    assert "eol malformed year-month" in _refused(d2)

@@ -163,6 +163,7 @@ def test_recorded_host_passes_but_warns_about_its_kernel() -> None:
         "driver-cuda": "pass",
         "visible-devices": "pass",
         "shm": "pass",
+        "acs-iommu": "pass",
         "nccl-config": "pass",
     }
     assert report.status == "warn" and report.exit_code == 0
@@ -197,6 +198,13 @@ def test_kernel_warning_is_a_risk_factor_and_names_the_bionic_ceiling(kb) -> Non
         ("535.183.01", "2.1.2", {"nvidia-nccl-cu12": "2.18.1"}, "pass", "floor 525.60.13"),
         ("470.182.03", "2.1.2", {}, "skip", "names no CUDA version"),
         ("470.182.03", "2.1.2+cpu", {}, "skip", "not a CUDA build"),
+        ("470.182.03", "2.3.0+rocm6.0", {}, "skip", "not a CUDA build"),
+        # NGC's source builds: the knowledge base's container_images name their CUDA
+        ("535.129.03", "2.1.0a0+32f93b1", {}, "pass", "CUDA 12.2 (torch 2.1.0a0+32f93b1 of"),
+        ("470.182.03", "2.1.0a0+32f93b1", {}, "fail", "too old for CUDA 12.2"),
+        ("570.86.15", "2.6.0a0+ecf3bae", {}, "pass", "pytorch:25.01-py3"),
+        ("535.129.03", "2.2.0a0+81ea7a4", {}, "skip", "source build"),
+        ("535.129.03", "2.2.0a0+81ea7a4", {"nvidia-nccl-cu12": "2.19.3"}, "pass", "12.x floor"),
     ],
 )
 def test_driver_vs_torch_cuda(driver, torch, extra, status, words) -> None:
@@ -302,6 +310,41 @@ def test_nccl_config() -> None:
     assert check("nccl-config", facts(**{"nccl.files": unreadable})).status == "pass"
 
 
+ACS_BRIDGE = {
+    "bdf": "0000:02:08.0",
+    "name": "PCI bridge: PLX Technology, Inc. PEX 8747",
+    "above_gpu": True,
+    "acs_enabled": True,
+    "acs_cap": {"ReqRedir": True, "CmpltRedir": True},
+    "acs_ctl": {"ReqRedir": True, "CmpltRedir": True},
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "status", "words"),
+    [
+        ({}, "pass", "no ACS redirect above the GPUs; IOMMU off"),
+        ({"pcie.bridges": [ACS_BRIDGE]}, "warn", "ACS redirect is on at 0000:02:08.0"),
+        (
+            {"pcie.bridges": [ACS_BRIDGE], "topology.worst": "PIX"},
+            "warn",
+            "bounced up to the root complex",
+        ),
+        ({"iommu.mode": "translated"}, "warn", "IOMMU is in translated mode"),
+        ({"iommu.mode": "pt"}, "pass", "IOMMU pt"),
+        ({"pcie.bridges": {"unknown": "setpci: permission denied"}}, "skip", "needs root"),
+        ({"pcie.bridges": [{**ACS_BRIDGE, "above_gpu": False}]}, "pass", "no ACS redirect"),
+        ({"gpus": BIONIC_2X3090["gpus"][:1]}, "skip", "one GPU"),
+        ({"gpus": []}, "skip", NO_GPU),
+    ],
+)
+def test_acs_iommu(changes: dict[str, Any], status: str, words: str) -> None:
+    r = check("acs-iommu", facts(**changes))
+    assert (r.status, words in r.message) == (status, True), r.message
+    if "pcie.bridges" in changes and status == "warn":
+        assert r.evidence["acs_source"].startswith("https://docs.nvidia.com/deeplearning/nccl/")
+
+
 def test_driver_mismatch() -> None:
     r = check(
         "driver-mismatch",
@@ -367,7 +410,7 @@ def test_main_with_a_facts_file(tmp_path: Path) -> None:
     save_snapshot(Snapshot("host02", "2026-11-29T21:00:00Z", bad), path)
     code, out, _ = _main(facts_file=str(path))
     assert code == 1
-    assert out.splitlines()[-1] == "host02: fail (4 pass, 1 warn, 1 fail)"
+    assert out.splitlines()[-1] == "host02: fail (5 pass, 1 warn, 1 fail)"
     assert any(line.startswith("FAIL  shm ") for line in out.splitlines())
 
 

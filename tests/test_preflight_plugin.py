@@ -81,7 +81,7 @@ def test_selection_and_skips_without_gpu(pytester: pytest.Pytester, tmp_path: Pa
         "--gpufix-preflight", "--gpufix-facts", no_gpu, "-rs", "-k", "not kernel"
     )
     # nccl-config and driver-mismatch still apply without a GPU; the GPU checks skip.
-    result.assert_outcomes(passed=3, skipped=4, deselected=1)
+    result.assert_outcomes(passed=3, skipped=5, deselected=1)
     result.stdout.fnmatch_lines(["*SKIPPED*no NVIDIA GPU on this host*"])
     assert result.ret == 0
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import quote
 
-from gpufix import __version__
+from gpufix import __version__, inputs
 from gpufix.errors import EXIT_INVALID, EXIT_OK, GpufixError, InvalidInput
 
 # Linters' convention (ruff, flake8): 1 when there are findings.
@@ -683,10 +683,8 @@ def lint_paths(paths: Sequence[str]) -> LintResult:
     findings: list[Finding] = []
     count = 0
     for path in iter_python_files(paths):
-        try:
-            data = Path(path).read_bytes()
-        except OSError as e:
-            raise InvalidInput(f"cannot read {path}: {e.strerror}") from None
+        # the input layer: a regular file of bounded size (not a FIFO or /dev/zero behind a link)
+        data = inputs.read_bytes(path, "source")
         count += 1
         findings.extend(lint_source(data, path))
     return LintResult(count, tuple(findings))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,9 @@ class Planned:
 
 
 def constraints_to_dict(c: Constraints) -> dict[str, Any]:
-    return asdict(c)
+    """JSON-native: the plan date as YYYY-MM-DD."""
+    d = asdict(c)
+    return {k: (v.isoformat() if isinstance(v, date) else v) for k, v in d.items()}
 
 
 def constraints_from_dict(d: Mapping[str, Any], where: str = "plan") -> Constraints:
@@ -61,16 +64,26 @@ def constraints_from_dict(d: Mapping[str, Any], where: str = "plan") -> Constrai
     if unknown:
         raise InvalidInput(f"{where}: inputs/constraints/{unknown[0]}: not a planning constraint")
     defaults = asdict(Constraints())
-    for k, v in d.items():
+    given = dict(d)
+    if isinstance(given.get("plan_date"), str):  # the day the plan was made: judged as of then
+        try:
+            given["plan_date"] = date.fromisoformat(given["plan_date"])
+        except ValueError:
+            raise InvalidInput(f"{where}: inputs/constraints/plan_date: not YYYY-MM-DD") from None
+    for k, v in given.items():
+        if k == "plan_date":
+            if v is not None and not isinstance(v, date):
+                raise InvalidInput(f"{where}: inputs/constraints/plan_date: not YYYY-MM-DD")
+            continue
         want = type(defaults[k]) if defaults[k] is not None else (str, type(None))
         if isinstance(v, bool) != isinstance(defaults[k], bool) or not isinstance(v, want):
             raise InvalidInput(f"{where}: inputs/constraints/{k}: wrong type {type(v).__name__}")
         pattern = _CONSTRAINT_PATTERNS.get(k)
         if isinstance(v, str) and pattern and not pattern.fullmatch(v):
             raise InvalidInput(f"{where}: inputs/constraints/{k}: not a valid value")
-    if d.get("strategy") is not None and d["strategy"] not in NAMES:
+    if given.get("strategy") is not None and given["strategy"] not in NAMES:
         raise InvalidInput(f"{where}: inputs/constraints/strategy: not a strategy")
-    return Constraints(**dict(d))
+    return Constraints(**given)
 
 
 def verify_python(plan: Plan, facts: Mapping[str, Any]) -> dict[str, str]:
@@ -137,6 +150,8 @@ def make_plans(
     if image and not _CONSTRAINT_PATTERNS["container_image"].fullmatch(image):
         raise InvalidInput(f"--image {image[:200]!r}: give REF@sha256:<64 hex digits>")
     kb, rules = load_kb(), load_rules()
+    if constraints.plan_date is None:  # support windows are judged on the day the plan is made
+        constraints = replace(constraints, plan_date=date.today())
     out = Planned()
     if facts_file is not None:
         snaps = [load_snapshot(facts_file)]

@@ -6,7 +6,11 @@ import re
 
 from packaging.version import InvalidVersion, Version
 
-_NUM = re.compile(r"\d+(?:\.\d+)*")
+# A version starts at the beginning of the string (after an optional "V", as nvcc prints it):
+# "-1" or "abc 5" are not versions, and must not read as 1 or 5.
+_NUM = re.compile(r"[vV]?(\d+(?:\.\d+)*)")
+# A driver version is dotted numbers, with an optional dpkg epoch and Debian revision around it.
+_DRIVER = re.compile(r"(?:\d+:)?(\d+(?:\.\d+){0,2})(?:-[0-9A-Za-z.+~]+)?")
 
 
 def parse(text: object) -> Version | None:
@@ -26,11 +30,11 @@ def parse(text: object) -> Version | None:
         return Version(s)
     except InvalidVersion:
         pass
-    m = _NUM.search(s)
+    m = _NUM.match(s)
     if not m:
         return None
     try:
-        return Version(m.group(0))
+        return Version(m.group(1))
     except InvalidVersion:  # pragma: no cover - the regex only admits valid releases
         return None
 
@@ -58,15 +62,20 @@ def major_minor(text: object) -> tuple[int, int] | None:
 def driver(text: object) -> Version | None:
     """NVIDIA driver version, epoch and Debian revision stripped: '1:535.183.01-0ubuntu1' -> 535.183.1.
 
-    Compare with driver_tuple(); NVIDIA's '01' is a string component, but numeric order is right.
+    None for anything else ('abc', '', '535-abc x'): an unreadable driver is unknown, never "old".
     """
-    return parse(text)
+    if text is None or isinstance(text, bool):
+        return None
+    m = _DRIVER.fullmatch(str(text).strip())
+    return Version(m.group(1)) if m else None
 
 
 def driver_branch(text: object) -> int | None:
-    """The driver branch: '535.183.01' -> 535."""
-    r = release(text, 1)
-    return r[0] if r else None
+    """The driver branch: '535.183.01' -> 535, 535 -> 535; None when it is not a driver version."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text if text > 0 else None
+    v = driver(text)
+    return v.release[0] if v is not None else None
 
 
 def local_tag(text: object) -> str | None:

@@ -68,7 +68,7 @@ ansible_facts:
 """
 
 
-MODULE_VERSION = "1.0.0"
+MODULE_VERSION = "1.1.0"
 DEFAULT_TIMEOUT = 10
 
 # HWE metapackage per Ubuntu release. Duplicated from the knowledge base on purpose: the
@@ -94,6 +94,11 @@ TOPOLOGY_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SO
 # ACS control bits that send peer-to-peer traffic up to the root complex (or check it there).
 ACS_P2P_BITS = ("SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl")
 NVML_MISMATCH = "Driver/library version mismatch"
+
+# PCIe port type from lspci's "Express (v2) Root Port" capability line: ACS on a root port only
+# matters when the IOMMU translates; on switch ports it bounces P2P up to the root complex.
+PORT_TYPES = {"Root Port": "root", "Upstream Port": "upstream", "Downstream Port": "downstream"}
+_EXPRESS_PORT = re.compile(r"Express \(v\d\) (Root Port|Upstream Port|Downstream Port)")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _BDF = re.compile(r"^((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.*)$")
@@ -353,7 +358,7 @@ def normalise_bdf(bdf):
 
 
 def parse_lspci_devices(text):
-    """`lspci -D -vvv` -> [{bdf, name, secondary, subordinate, acs_cap?, acs_ctl?}] per device."""
+    """`lspci -D -vvv` -> [{bdf, name, secondary, subordinate, port?, acs_cap?, acs_ctl?}]."""
     devices = []
     current = None
     for raw in (text or "").splitlines():
@@ -370,6 +375,9 @@ def parse_lspci_devices(text):
         if current is None:
             continue
         line = raw.strip()
+        port = _EXPRESS_PORT.search(line) if line.startswith("Capabilities:") else None
+        if port:
+            current["port"] = PORT_TYPES[port.group(1)]
         if line.startswith("ACSCap:"):
             current["acs_cap"] = _acs_flags(line[len("ACSCap:") :])
         elif line.startswith("ACSCtl:"):
@@ -385,7 +393,10 @@ def parse_lspci_devices(text):
 
 
 def parse_lspci_acs(text):
-    """`lspci -D -vvv` -> [{bdf, name, acs_cap, acs_ctl, acs_enabled}] for devices with ACS."""
+    """`lspci -D -vvv` -> [{bdf, name, port, acs_cap, acs_ctl, acs_enabled}] for devices with ACS.
+
+    port: root, upstream or downstream (None when lspci shows no PCI Express capability).
+    """
     out = []
     for dev in parse_lspci_devices(text):
         if "acs_ctl" not in dev:
@@ -395,6 +406,7 @@ def parse_lspci_acs(text):
             {
                 "bdf": dev["bdf"],
                 "name": dev["name"],
+                "port": dev.get("port"),
                 "acs_cap": dev.get("acs_cap", {}),
                 "acs_ctl": ctl,
                 "acs_enabled": any(ctl.get(bit) for bit in ACS_P2P_BITS),
@@ -504,6 +516,42 @@ def parse_apt_policy(text):
         if key in ("Installed", "Candidate"):
             out[key.lower()] = None if val in ("(none)", "") else val
     return out
+
+
+def parse_apt_policy_table(text):
+    """`apt-cache policy PKG` -> {version: [sources]} from its version table.
+
+    A version whose only source is /var/lib/dpkg/status is installed but in no index any more:
+    apt cannot install it again (one version per package per pocket).
+    """
+    table = {}
+    current = None
+    version_indent = None
+    lines = (text or "").splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "Version table:"), None)
+    for line in lines[start + 1 :] if start is not None else []:
+        if not line.strip():
+            continue
+        marked = line.lstrip().startswith("***")
+        body = line.lstrip().lstrip("*").strip()
+        indent = len(line) - len(line.lstrip())
+        if version_indent is None:
+            version_indent = indent
+        parts = body.split()
+        if marked or indent <= version_indent:
+            current = parts[0]
+            table.setdefault(current, [])
+        elif current is not None and len(parts) >= 2:
+            table[current].append(" ".join(parts[1:]))
+    return table
+
+
+def version_installable(table, version):
+    """True when `version` comes from an apt index, False when only dpkg's status has it."""
+    sources = table.get(version)
+    if sources is None:
+        return False
+    return any(not src.startswith("/var/lib/dpkg/status") for src in sources)
 
 
 def parse_dpkg_query(text):
@@ -1184,6 +1232,29 @@ def g_dkms(ctx, opts):
     return parse_dkms_status(ctx.run(["dkms", "status"]))
 
 
+def driver_package(installed):
+    """The package a rollback would reinstall: the driver metapackage, else its compute library."""
+    for pattern in (r"^nvidia-driver-\d+", r"^cuda-drivers-\d+", r"^libnvidia-compute-\d+"):
+        for name in sorted(installed):
+            if re.match(pattern, name):
+                return name
+    return None
+
+
+def g_driver_rollback(ctx, installed):
+    """Whether the installed driver version can still be installed from an apt index."""
+    name = driver_package(installed)
+    if name is None:
+        return {"package": None, "version": None, "installable": None}
+    version = installed[name]
+    try:
+        table = parse_apt_policy_table(ctx.run(["apt-cache", "policy", name]))
+        installable = version_installable(table, version)
+    except Unknown as exc:
+        installable = unknown(exc.reason)
+    return {"package": name, "version": version, "installable": installable}
+
+
 def g_packages(ctx, opts):
     installed = ctx.dpkg()
     nvidia = dict(
@@ -1193,7 +1264,12 @@ def g_packages(ctx, opts):
     )
     held = _field(lambda: parse_showhold(ctx.run(["apt-mark", "showhold"])))
     modules = sorted(n for n in installed if n.startswith("linux-modules-nvidia-"))
-    return {"nvidia": nvidia, "held": held, "kernel_nvidia_modules": modules}
+    return {
+        "nvidia": nvidia,
+        "held": held,
+        "kernel_nvidia_modules": modules,
+        "driver_rollback": _field(g_driver_rollback, ctx, installed),
+    }
 
 
 def g_unattended(ctx, opts):
@@ -1216,13 +1292,31 @@ def _ns(pid, kind):
         return None
 
 
-def g_containers(ctx, opts):
+def container_evidence(ctx):
+    """What says this process runs in a container (None: nothing does)."""
+    for marker in ("/.dockerenv", "/run/.containerenv"):
+        if os.path.exists(marker):
+            return marker
     cgroup = ctx.read_or_none("/proc/1/cgroup") or ""
-    in_container = (
-        os.path.exists("/.dockerenv")
-        or os.path.exists("/run/.containerenv")
-        or bool(re.search(r"docker|kubepods|containerd|libpod|lxc", cgroup))
-    )
+    m = re.search(r"docker|kubepods|containerd|libpod|lxc", cgroup)
+    if m:
+        return "/proc/1/cgroup: " + m.group(0)
+    env = ctx.read_or_none("/proc/1/environ") or ""
+    if "container=" in env:
+        return "/proc/1/environ: container="
+    return None
+
+
+def g_gathered_in(ctx, opts):
+    """Where these facts come from: a host, or a container on some host. In a container the
+    kernel, driver module and PCIe facts are the host's; packages, services and files are the
+    container's own, and changes to the kernel, driver or PCIe belong on the host."""
+    evidence = container_evidence(ctx)
+    return {"where": "container" if evidence else "host", "evidence": evidence}
+
+
+def g_containers(ctx, opts):
+    in_container = container_evidence(ctx) is not None
 
     def version(argv):
         if not ctx.which(argv[0]):
@@ -1362,6 +1456,7 @@ def g_env(ctx, opts):
 
 
 GATHERERS = (
+    ("gathered_in", g_gathered_in),
     ("python", g_python),
     ("os", g_os),
     ("cpu", g_cpu),

@@ -1,232 +1,163 @@
-"""Turn a corpus case (tests/corpus/cases.yaml) into a recorded host and a probe verdict.
+"""Score the corpus through the real CLI: `gpufix plan CASE --facts SNAP --probe-verdict V --json`.
 
-The environment is what the thread states; anything it does not state stays `unknown`. The
-probe's causes are not written by hand: they come from the probe program's own cause table
-(`find_causes` in gpufix_probe.py) applied to the evidence the symptom implies.
+Each case becomes a schema-valid snapshot (snapshot.py) and probe verdict (verdict.py) in a
+scratch directory; the installed console script plans from them in a subprocess; the case is a
+hit when `plans[0].strategy` is the fix that worked and the plan's step variables match the
+case's `expect` details.
 """
 
 from __future__ import annotations
 
-import copy
 import json
-import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from gpufix.probe.local import load_program
 
-gpufix_probe = load_program()
+from corpus.snapshot import snapshot_for
+from corpus.verdict import verdict_for
 
 HERE = Path(__file__).parent
-BASE = HERE.parent / "fixtures" / "hosts" / "focal-4x4090.json"
-CODENAMES = {"18.04": "bionic", "20.04": "focal", "22.04": "jammy", "24.04": "noble"}
-# Compute capability by the GPU names the threads use (NVIDIA's CUDA GPUs page).
-CC = (
-    ("H200", "9.0"),
-    ("H100", "9.0"),
-    ("A100", "8.0"),
-    ("A6000", "8.6"),
-    ("5880 Ada", "8.9"),
-    ("4090", "8.9"),
-    ("3090", "8.6"),
-    ("2080", "7.5"),
-    ("V100", "7.0"),
-    ("1080", "6.1"),
-    ("Titan Xp", "6.1"),
-)
-UNSTATED = {"unknown": "not stated in the thread"}
+CLI_TIMEOUT_S = 120
 
 
 def cases() -> list[dict[str, Any]]:
-    return yaml.safe_load((HERE / "cases.yaml").read_text())
+    loaded: list[dict[str, Any]] = yaml.safe_load((HERE / "cases.yaml").read_text())
+    return loaded
 
 
-def _base() -> dict[str, Any]:
-    """A neutral multi-GPU host: every fact the thread might not state is unknown."""
-    f = copy.deepcopy(json.loads(BASE.read_text())["facts"])
-    f["driver"] = {
-        "kernel_module": "535.183.01",
-        "userspace": "535.183.01",
-        "mismatch": False,
-        "nvml_error": None,
-    }
-    f["kernel"]["running"] = "5.15.0-91-generic"
-    f["os"].update({"id": "ubuntu", "version_id": "22.04", "codename": "jammy"})
-    f["glibc"] = "2.35"
-    f["pcie"] = {"bridges": UNSTATED, "gpus_behind_switch": UNSTATED}
-    f["iommu"] = {"cmdline": UNSTATED, "groups": UNSTATED, "mode": UNSTATED}
-    f["topology"] = UNSTATED
-    f["p2p"] = UNSTATED
-    f["fabricmanager"] = {"installed": None, "running": None}
-    f["shm"] = {"path": "/dev/shm", "size_bytes": 32 << 30}
-    f["containers"] = {k: None for k in f["containers"]} | {"in_container": False}
-    f["nccl"] = {"files": {}, "env": {}}
-    f["unattended_upgrades"] = {"installed": False, "enabled": False, "nvidia_blacklisted": False}
-    f["kernel_log"] = {"xid": 0, "nvrm": 0, "aer": 0, "source": "dmesg"}
-    return f
+def expected() -> dict[str, dict[str, str]]:
+    loaded: dict[str, dict[str, str]] = yaml.safe_load((HERE / "expected.yaml").read_text())
+    return loaded or {}
 
 
-def _gpus(text: str) -> list[dict[str, Any]]:
-    m = re.match(r"\s*(\d+)\s*x?\s*(.*)", text)
-    count, name = (int(m.group(1)), m.group(2)) if m else (2, text)
-    count = max(count, 2)  # "RTX A6000" alone still means a multi-GPU run in these threads
-    cc = next((c for key, c in CC if key.lower() in text.lower()), None)
-    return [
-        {
-            "index": i,
-            "name": name.strip() or "NVIDIA GPU",
-            "pci_bus_id": f"00000000:{i + 1:02x}:00.0",
-            "memory_mib": 24576,
-            "compute_capability": cc or UNSTATED,
-            "uuid": f"GPU-{i}",
-        }
-        for i in range(count)
-    ]
+def gpufix_cli() -> Path:
+    """The console script installed next to this interpreter (the venv's `gpufix`)."""
+    path = Path(sys.executable).parent / "gpufix"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: install the project into this venv (pip install -e .)")
+    return path
 
 
-def facts_for(case: dict[str, Any]) -> dict[str, Any]:
+@dataclass
+class Result:
+    id: str
+    split: str
+    klass: str
+    want: str
+    rc: int
+    chosen: str | None = None
+    first_alternative: str | None = None
+    hit: bool = False
+    why: str = ""
+    held_back: list[str] = field(default_factory=list)
+    stderr: str = ""
+
+
+def _vars(plan: dict[str, Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for step in plan.get("steps") or []:
+        merged.update(step.get("vars") or {})
+    return merged
+
+
+def _branch(text: object) -> int | None:
+    head = str(text or "").split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def _release(text: object) -> tuple[int, ...]:
+    core = str(text or "").split("+")[0]
+    return tuple(int(p) for p in core.split(".") if p.isdigit())
+
+
+def _direction(old: tuple[int, ...], new: tuple[int, ...]) -> str | None:
+    if not old or not new or old == new:
+        return None
+    return "up" if new > old else "down"
+
+
+def check_expect(case: dict[str, Any], plan: dict[str, Any]) -> str:
+    """'' when every `expect` detail holds in the plan, else what differs."""
+    want = case.get("expect") or {}
     env = case.get("environment") or {}
-    f = _base()
-    if "os" in env:
-        m = re.search(r"(\d\d\.\d\d)", str(env["os"]))
-        if m and m.group(1) in CODENAMES:
-            f["os"].update({"version_id": m.group(1), "codename": CODENAMES[m.group(1)]})
-        elif "ubuntu" not in str(env["os"]).lower():
-            f["os"] = {
-                "id": str(env["os"]).split()[0].lower(),
-                "version_id": UNSTATED,
-                "codename": UNSTATED,
-                "pretty_name": env["os"],
-            }
-    if "kernel" in env:
-        f["kernel"]["running"] = str(env["kernel"])
-    if "gpus" in env:
-        f["gpus"] = _gpus(str(env["gpus"]))
-    n = len(f["gpus"])
-    inter = str(env.get("interconnect", "")).lower()
-    link = None
-    if "nvswitch" in inter or "nvlink" in inter:
-        link = "NV12"
-    elif "plx" in inter or "switch" in inter or "pix" in inter or "pxb" in inter:
-        link = "PXB"
-    elif "phb" in inter:
-        link = "PHB"
-    elif "sys" in inter:
-        link = "SYS"
-    if link:
-        f["topology"] = {
-            "matrix": {f"GPU{i}": {f"GPU{j}": link for j in range(n) if j != i} for i in range(n)},
-            "worst": link,
-            "raw": None,
-        }
-        f["pcie"]["gpus_behind_switch"] = link in ("PIX", "PXB")
-    if re.search(r"\bib\d|infiniband", inter):
-        f["network"]["infiniband"] = ["mlx5_0"]
-    if "amd" in inter:
-        f["cpu"] = {"vendor": "AuthenticAMD", "model": UNSTATED}
-    acs = env.get("acs")
-    if acs in ("enabled", "disabled"):
-        f["pcie"]["bridges"] = [
-            {
-                "bdf": f"0000:00:0{i + 1}.0",
-                "acs_ctl": {},
-                "acs_enabled": acs == "enabled",
-                "above_gpu": True,
-            }
-            for i in range(n)
-        ]
-    iommu = env.get("iommu")
-    if iommu in ("on", "off", "pt"):
-        f["iommu"]["mode"] = {"on": "translated", "off": "off", "pt": "pt"}[iommu]
-    if "driver" in env:
-        d = str(env["driver"])
-        m = re.findall(r"\d{3}(?:\.\d+)*", d)
-        if len(m) >= 2 and "kernel" in d and "user" in d:
-            f["driver"] = {
-                "kernel_module": m[0],
-                "userspace": m[1],
-                "mismatch": True,
-                "nvml_error": None,
-            }
-        elif m:
-            ver = m[0] if "." in m[0] else f"{m[0]}.0"
-            f["driver"] = {
-                "kernel_module": ver,
-                "userspace": ver,
-                "mismatch": False,
-                "nvml_error": None,
-            }
-    if "torch" in env:
-        m = re.search(r"\d+\.\d+(?:\.\d+)?(?:\+cu\d+)?", str(env["torch"]))
-        if m and not str(env["torch"]).startswith("NCCL"):
-            f["python_envs"][0]["packages"]["torch"] = m.group(0)
-    cont = env.get("container")
-    if cont:
-        text = str(cont).lower()
-        m = re.search(r"(\d+)\s*m", text)
-        if m:
-            shm: Any = int(m.group(1)) << 20
-        elif "default" in text:
-            shm = 64 << 20  # Docker's default /dev/shm
+    got = _vars(plan)
+    for key, value in want.items():
+        if key == "nccl_profile":
+            names = got.get("gpufix_nccl_profile_names") or []
+            if value not in names:
+                return f"nccl profiles {names}, want {value}"
+        elif key == "driver_direction":
+            old = _branch(env.get("driver"))
+            new = _branch(got.get("gpufix_driver_branch"))
+            moved = (
+                "up" if old and new and new > old else "down" if old and new and new < old else None
+            )
+            if moved != value:
+                return (
+                    f"driver {env.get('driver')} -> {got.get('gpufix_driver_branch')}, want {value}"
+                )
+        elif key == "stack_direction":
+            new_torch = got.get("gpufix_ml_stack_torch_version")
+            moved = _direction(_release(env.get("torch")), _release(new_torch))
+            if moved != value:
+                return f"torch {env.get('torch')} -> {new_torch}, want {value}"
+        elif key == "container_host_network":
+            if bool(got.get("gpufix_container_runtime_multi_node")) != bool(value):
+                return f"host networking {got.get('gpufix_container_runtime_multi_node')}, want {value}"
         else:
-            shm = UNSTATED
-        f["shm"] = {"path": "/dev/shm", "size_bytes": shm}
-        f["containers"].update(
-            {"in_container": True, "docker": UNSTATED, "ipc_host": False, "net_host": UNSTATED}
-        )
-    return f
+            raise ValueError(f"{case['id']}: unknown expect key {key!r}")
+    return ""
 
 
-def verdict_for(case: dict[str, Any]) -> dict[str, Any]:
-    ev = case.get("evidence") or {}
-    kind = ev.get("probe_verdict")
-    phase = ev.get("stalled_phase")
-    main: dict[str, Any] = {"verdict": kind}
-    if kind == "hung" and phase:
-        main["stalled"] = {"phase": phase, "ranks": [1]}
-    if kind == "failed" and phase:
-        main["failed_in"] = {"phase": phase, "ranks": [0]}
-    rerun = ev.get("no_p2p_rerun")
-    frac = ev.get("p2p_copy_fraction")
-    evidence = {
-        "texts": [ev["error_text"]] if ev.get("error_text") else [],
-        "main": main,
-        "rerun": {"verdict": rerun} if rerun in ("healthy", "hung", "failed") else {},
-        "single": {},
-        "slow": [],
-        "low_copy": frac is not None and frac < 0.25,
-        "low_bw": False,
-    }
-    verdict: dict[str, Any] = {
-        "format": "gpufix-probe",
-        "version": 1,
-        "verdict": kind,
-        "stalled": main.get("stalled") or main.get("failed_in"),
-        "error": ev.get("error_text"),
-        "causes": gpufix_probe.find_causes(evidence),
-    }
-    if rerun in ("healthy", "hung", "failed"):
-        verdict["no_p2p_rerun"] = {"verdict": rerun}
-    return verdict
+def score(case: dict[str, Any], plan: dict[str, Any]) -> tuple[bool, str]:
+    chosen = plan.get("strategy")
+    if chosen != case["fix_strategy"]:
+        return False, f"chose {chosen}, the fix was {case['fix_strategy']}"
+    detail = check_expect(case, plan)
+    return (not detail), detail
 
 
-def evaluate(case: dict[str, Any]) -> dict[str, Any]:
-    from gpufix.engine.decide import decide
-    from gpufix.engine.kb import load
-    from gpufix.engine.rules import load as load_rules
-
-    plan = decide(
-        facts_for(case), verdict_for(case), kb=load(), rules=load_rules(), host_name=case["id"]
+def run_case(case: dict[str, Any], workdir: Path) -> Result:
+    snap = snapshot_for(case)
+    verdict, held = verdict_for(case, len(snap["facts"]["gpus"]))
+    facts_path = workdir / f"{case['id']}.facts.json"
+    verdict_path = workdir / f"{case['id']}.verdict.json"
+    facts_path.write_text(json.dumps(snap, indent=1))
+    verdict_path.write_text(json.dumps(verdict, indent=1))
+    cmd = [str(gpufix_cli()), "plan", case["id"], "--facts", str(facts_path)]
+    cmd += ["--probe-verdict", str(verdict_path), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False)
+    result = Result(
+        id=case["id"],
+        split=case["split"],
+        klass=case["class"],
+        want=case["fix_strategy"],
+        rc=proc.returncode,
+        held_back=held,
+        stderr=proc.stderr.strip(),
     )
-    alts = plan.alternatives()
-    want = case["fix_strategy"]
-    return {
-        "id": case["id"],
-        "want": want,
-        "chosen": plan.strategy,
-        "first_alternative": alts[0] if alts else None,
-        "hit": plan.strategy == want or (alts[:1] == [want]),
-        "exact": plan.strategy == want,
-        "source": case["source"],
-    }
+    if proc.returncode not in (0, 2):
+        result.why = f"gpufix plan exited {proc.returncode}: {result.stderr[-300:]}"
+        return result
+    plan = json.loads(proc.stdout)["plans"][0]
+    alternatives = [o["strategy"] for o in plan.get("options") or [] if o.get("feasible")]
+    result.chosen = plan.get("strategy")
+    result.first_alternative = next((s for s in alternatives if s != result.chosen), None)
+    result.hit, result.why = score(case, plan)
+    return result
+
+
+def run_all(selected: Iterable[dict[str, Any]], workers: int = 4) -> list[Result]:
+    """Every case through the CLI, a few at a time; results in case order."""
+    with (
+        tempfile.TemporaryDirectory(prefix="gpufix-corpus-") as tmp,
+        ThreadPoolExecutor(max_workers=workers) as pool,
+    ):
+        return list(pool.map(lambda c: run_case(c, Path(tmp)), list(selected)))

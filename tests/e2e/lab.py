@@ -14,7 +14,6 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/gpufix-bionic-identity:1"
 REPO = ROOT / "tests" / "fixtures" / "aptrepo" / "build" / "repo"
 BOOT_TIME = "cut -d ' ' -f 22 /proc/1/stat"
-BOOTSIM_PYTHON = "/usr/local/bin/python3-bootsim"
 
 
 @dataclass
@@ -73,8 +72,7 @@ class Lab:
             "all": {
                 "vars": {
                     "ansible_connection": "containers.podman.podman",
-                    # python3 that sees the simulated boot's kernel in os.uname() (PREPARE)
-                    "ansible_python_interpreter": BOOTSIM_PYTHON,
+                    "ansible_python_interpreter": "/usr/bin/python3",
                     "ansible_become": False,  # root already; the image has no sudo
                     # reboots inside a container: see ../shared/TESTING.md
                     "gpufix_kernel_boot_time_command": BOOT_TIME,
@@ -131,49 +129,57 @@ def start(cname: str, prereqs: dict[str, Path], restart: bool = True) -> None:
     )
 
 
-# A container shares the host's kernel, so os.uname() (what the facts module reads) would name
-# the CI machine's kernel. python3-bootsim is python3 with a sitecustomize that reports the
-# kernel gpufix-fixture-bootsim says was booted, when that fixture is installed; the roles
-# already read it through gpufix_kernel_running_command. Test scaffolding, never on a real host.
 PREPARE = """set -e
 systemctl is-system-running --wait >/dev/null 2>&1 || true
 echo 'deb [trusted=yes] file:/srv/localrepo ./' > /etc/apt/sources.list.d/gpufix-fixtures.list
 apt-get update -qq >/dev/null
-mkdir -p /opt/gpufix-bootsim-site
-cat > /opt/gpufix-bootsim-site/sitecustomize.py <<'PY'
+"""
+
+# A container shares the machine's kernel, so os.uname() (what the facts module reads) names
+# the CI machine's kernel. This hook, a .pth in python3's site-packages, makes python report
+# the kernel the boot simulation booted (gpufix-fixture-bootsim), as the roles already read
+# it through gpufix_kernel_running_command. Test scaffolding: lab containers only.
+UNAME_HOOK = '''"""gpufix lab only: report the simulated boot's kernel (gpufix-bootsim-uname) as the
+release, because a container shares the machine's real kernel."""
 import os
-import subprocess
 
-_uname = os.uname
+_real_uname = os.uname
 
 
-def _booted():
-    r = _uname()
+def _lab_uname():
+    u = _real_uname()
     try:
-        k = subprocess.run(["/usr/local/bin/gpufix-bootsim-uname"], capture_output=True,
-                           text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        k = ""
-    return os.uname_result((r.sysname, r.nodename, k or r.release, r.version, r.machine))
+        with open("/run/gpufix-bootsim/kernel") as fh:
+            release = fh.read().strip()
+    except OSError:
+        return u
+    if not release or release == "unknown":
+        return u
+    return os.uname_result((u.sysname, u.nodename, release, u.version, u.machine))
 
 
-os.uname = _booted
-PY
-cat > /usr/local/bin/python3-bootsim <<'SH'
-#!/bin/sh
-PYTHONPATH="/opt/gpufix-bootsim-site${PYTHONPATH:+:$PYTHONPATH}" exec /usr/bin/python3 "$@"
-SH
-chmod 0755 /usr/local/bin/python3-bootsim
+os.uname = _lab_uname
+'''
+INSTALL_UNAME_HOOK = f"""
+site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+mkdir -p "$site"
+cat > "$site/gpufix_lab_uname.py" <<'PY'
+{UNAME_HOOK}PY
+echo 'import gpufix_lab_uname' > "$site/gpufix-lab-uname.pth"
+test "$(python3 -c 'import platform; print(platform.release())')" = "$(gpufix-bootsim-uname)"
 """
 
 # A bionic host on its GA kernel with driver 535 and GRUB stand-ins (the kernel scenario's state).
-KERNEL_HOST = """set -e
+KERNEL_HOST = (
+    """set -e
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-image-4.15.0-213-generic \
   gpufix-fixture-bootsim nvidia-driver-535 >/dev/null
 apt-mark auto linux-image-4.15.0-213-generic >/dev/null
 printf 'GRUB_DEFAULT=0\\nGRUB_TIMEOUT=0\\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\\nGRUB_CMDLINE_LINUX=""\\n' > /etc/default/grub
 gpufix-bootsim-uname >/dev/null  # this boot runs 4.15, whatever is installed next
 """
+    + INSTALL_UNAME_HOOK
+)
 # The prebuilt NVIDIA module for the HWE kernel (it pulls in that kernel's image), so the kernel
 # role finds a module and reboots; the fixture has no DKMS build.
 NVIDIA_MODULE = """set -e

@@ -110,6 +110,9 @@ def _conflicts(**given: object) -> None:
     help="Interpreter on the hosts whose torch stack to read (repeatable; default: python3).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Save the plan to PLANFILE.")
+@click.option(
+    "-v", "--verbose", is_flag=True, help="For several hosts: every plan in full after the summary."
+)
 @detailed_exitcode_option
 @json_option
 def plan(
@@ -125,14 +128,15 @@ def plan(
     image: str | None,
     python_envs: tuple[str, ...],
     output: str | None,
+    verbose: bool,
     detailed_exitcode: bool,
     as_json: bool,
 ) -> None:
     """Decide what to change on TARGET (host or group) and why.
 
+    One host: the whole plan. Several: one summary row per host (--verbose adds every plan).
     Exit 0 when planning succeeded; with --detailed-exitcode, 2 when changes are proposed.
     """
-    from gpufix.cli import render
     from gpufix.engine.context import Constraints
     from gpufix.engine.plan import save_plans
     from gpufix.planning import make_plans
@@ -172,9 +176,7 @@ def plan(
             }
         )
     else:
-        c = render.console()
-        for p in plans:
-            render.plan(c, p)
+        _show_plans(plans, verbose)
     if failures:
         code = EXIT_UNREACHABLE if any(f.unreachable for f in failures) else EXIT_ERROR
         names = ", ".join(f.host for f in failures)
@@ -182,38 +184,84 @@ def plan(
     sys.exit(changes_exit(any(p.changes for p in plans), detailed_exitcode))
 
 
+def _show_plans(plans: list[Any], verbose: bool) -> None:
+    from gpufix.cli import render
+
+    c = render.console()
+    if len(plans) > 1:
+        render.plan_summary(c, plans)
+        if not verbose:
+            c.print("details: gpufix plan HOST, or --verbose for every plan")
+            return
+        c.print()
+    for p in plans:
+        render.plan(c, p)
+
+
 @click.command("diff")
-@click.argument("a")
-@click.argument("b")
+@click.argument("refs", nargs=-1, required=True, metavar="HOST|GROUP|SNAPSHOT...")
 @inventory_option
+@click.option(
+    "--all", "show_all", is_flag=True, help="Every fact that differs: identifiers, matrix cells."
+)
 @detailed_exitcode_option
 @json_option
-def diff(a: str, b: str, inventory: str | None, detailed_exitcode: bool, as_json: bool) -> None:
-    """Compare two hosts or snapshot files; what matters for multi-GPU start-up first."""
-    from gpufix.cli import render
-    from gpufix.facts.diff import diff as diff_facts
+def diff(
+    refs: tuple[str, ...],
+    inventory: str | None,
+    show_all: bool,
+    detailed_exitcode: bool,
+    as_json: bool,
+) -> None:
+    """Compare hosts or snapshots side by side: what matters for start-up hangs, differences first.
 
-    fa, fb = _facts_of(a, inventory), _facts_of(b, inventory)
-    diffs = diff_facts(fa, fb)
+    Two or more hosts, groups (every host in them) or snapshot files; with three or more, the
+    host that differs most from the rest comes first.
+    """
+    from gpufix.cli import render
+    from gpufix.facts.diff import compare, diff_all
+
+    named = _named_facts(refs, inventory)
+    if len(named) < 2 and len(refs) < 2:
+        raise InvalidInput(f"{refs[0]!r} names one host: diff needs two or more")
+    comparison = compare(named)
+    raw = diff_all(named) if show_all else None
     if as_json:
-        emit_json([{"path": d.path, "a": d.a, "b": d.b} for d in diffs])
+        doc = comparison.to_dict()
+        if raw is not None:
+            hosts = [n for n, _ in named]
+            doc["all"] = [{"path": p, "values": dict(zip(hosts, v, strict=True))} for p, v in raw]
+        emit_json(doc)
     else:
         c = render.console()
-        if not diffs:
-            c.print("no differences")
-        for d in diffs:
-            c.print(f"{d.path}\n  {a}: {render.short(d.a)}\n  {b}: {render.short(d.b)}")
-    sys.exit(changes_exit(bool(diffs), detailed_exitcode))
+        render.comparison(c, comparison)
+        if raw is not None:
+            render.raw_diff(c, [n for n, _ in named], raw)
+    changed = bool(raw) if raw is not None else bool(comparison.differences)
+    sys.exit(changes_exit(changed, detailed_exitcode))
 
 
-def _facts_of(ref: str, inventory: str | None) -> Mapping[str, Any]:
+def _named_facts(
+    refs: tuple[str, ...], inventory: str | None
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """(name, facts) for each snapshot file or each host a pattern matches, in order, once."""
+    from gpufix.facts.collect import gather
     from gpufix.facts.snapshot import load_snapshot
 
-    if ref.endswith(".json") or os.sep in ref:
-        return load_snapshot(Path(ref)).facts
-    from gpufix.facts.collect import one
-
-    return one(ref, inventory_path(inventory), progress=progress).facts
+    out: dict[str, Mapping[str, Any]] = {}
+    for ref in refs:
+        if ref.endswith(".json") or os.sep in ref:
+            out.setdefault(ref, load_snapshot(Path(ref)).facts)
+            continue
+        got = gather(ref, inventory_path(inventory), progress=progress)
+        bad = [g for g in got if g.snapshot is None]
+        if bad:
+            code = EXIT_UNREACHABLE if any(g.unreachable for g in bad) else EXIT_ERROR
+            raise GpufixError("; ".join(f"{g.host}: {g.error}" for g in bad), code)
+        for g in got:
+            assert g.snapshot is not None
+            out.setdefault(g.host, g.snapshot.facts)
+    return list(out.items())
 
 
 @click.command("probe")

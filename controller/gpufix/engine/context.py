@@ -4,12 +4,13 @@ candidate a strategy answers with."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
-from gpufix.engine.diagnose import Stack
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.plan import Finding, Step
 from gpufix.engine.rules import Rules
+from gpufix.engine.stack import Stack
 from gpufix.facts.host import Host
 
 
@@ -21,6 +22,9 @@ class Constraints:
     containers_allowed: bool = True
     container_image: str | None = None  # REF@sha256:DIGEST chosen by the user
     venv_path: str = "/opt/gpufix/venv"
+    # The day support windows are judged on (data, not the clock: the caller passes today).
+    # None: the day the knowledge base was last checked (KnowledgeBase.checked()).
+    plan_date: date | None = None
 
 
 @dataclass
@@ -44,6 +48,7 @@ class Ctx:
     rules: Rules
     stack: Stack
     found: tuple[Finding, ...]
+    day: date  # the plan date
 
     def has(self, fid: str) -> bool:
         return any(f.id == fid for f in self.found)
@@ -51,6 +56,44 @@ class Ctx:
     def cause(self, *ids: str) -> bool:
         causes = (self.verdict or {}).get("causes") or []
         return any(c.get("id") in ids for c in causes if isinstance(c, dict))
+
+
+# Strategies that change the machine itself (kernel, driver, PCIe, the container runtime):
+# from facts gathered in a container, their steps belong on the container's host.
+CONTAINER_HOST = "container-host"
+
+
+def on_container_host(ctx: Ctx, cand: Candidate) -> Candidate:
+    """Aim a host-level candidate at the container's host when the facts came from a container."""
+    if not (cand.feasible and ctx.host.from_container):
+        return cand
+    steps = [
+        Step(
+            s.playbook,
+            f"on the container's host: {s.description}",
+            s.vars,
+            s.reboot,
+            CONTAINER_HOST,
+        )
+        for s in cand.steps
+    ]
+    where = (
+        "The facts came from inside a container: run this on the host that runs it (add that "
+        "host to the inventory and plan there); the container itself is not changed."
+    )
+    return Candidate(
+        cand.strategy,
+        True,
+        cand.reason,
+        steps,
+        f"{cand.outcome.rstrip('.')}. {where}",
+        [
+            *cand.risks,
+            "the steps target the container's host, which gpufix has not gathered facts from",
+        ],
+        cand.reboot,
+        cand.extra,
+    )
 
 
 def reboot_gate(ctx: Ctx, cand: Candidate) -> Candidate:

@@ -7,14 +7,15 @@ torch/CUDA stack that fits, then containers; single GPU as the last resort.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpufix.engine.context import Constraints, Ctx
-from gpufix.engine.diagnose import findings, shares_switch, stack
+from gpufix.engine.diagnose import findings, no_p2p, shares_switch
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.plan import Option, Plan, digest
 from gpufix.engine.rules import Rules
+from gpufix.engine.stack import stack
 from gpufix.errors import InvalidInput
 from gpufix.facts.host import from_facts
 from gpufix.strategies import NAMES, REGISTRY
@@ -27,6 +28,65 @@ from gpufix.strategies.evidence import (
 )
 
 # ---------------------------------------------------------------- ordering
+
+Want = Callable[[str, str], None]
+
+
+def _driver_and_stack(ctx: Ctx, want: Want) -> None:
+    if ctx.has("driver-library-mismatch"):
+        want("driver-pin", "driver/library mismatch")
+    if ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch"):
+        want("driver-pin", "NVSwitch fabric manager missing or at another version")
+    if ctx.has("driver-cannot-drive-gpus"):
+        want("driver-pin", "the installed driver cannot drive every GPU in the host")
+    if ctx.has("torch-cuda-needs-newer-driver") or ctx.has("gpu-arch-dropped"):
+        if ctx.has("driver-branch-unsupported") and ctx.has("torch-cuda-needs-newer-driver"):
+            # NVIDIA no longer fixes the running branch: moving to a supported one fixes both.
+            want("driver-pin", "the driver's branch is past support and too old for the wheel")
+        want("cuda-downgrade", "torch wheel cannot run on this driver/GPU (no reboot needed)")
+        want("driver-pin", "or raise the driver to what the wheel needs")
+    # A known-bad driver range is specific (a sourced report), so it explains P2P symptoms
+    # before the generic ACS/IOMMU reading does.
+    if ctx.has("driver-known-issue"):
+        want("driver-pin", "driver in a range with reported multi-GPU problems")
+
+
+def _p2p(ctx: Ctx, want: Want) -> None:
+    h = ctx.host
+    if ctx.has("gpu-no-p2p"):
+        want("nccl-profile", "GPUs without PCIe P2P: NCCL_P2P_DISABLE=1 is the fix (nccl#1127)")
+    evidence = p2p_evidence(ctx)
+    if evidence and not no_p2p(h, ctx.kb):
+        want("pcie-acs", f"{evidence}; ACS/IOMMU is the cause NCCL documents")
+        want("nccl-profile", "no-P2P as the fallback")
+    elif evidence:
+        want("nccl-profile", f"{evidence}; these GPUs have no P2P to repair")
+
+
+def _ordering(ctx: Ctx, want: Want) -> None:
+    h = ctx.host
+    _driver_and_stack(ctx, want)
+    _p2p(ctx, want)
+    if ctx.has("shm-too-small") or ctx.cause(*SHM_CAUSES):
+        want("container-fix", "/dev/shm too small for NCCL")
+    if ctx.has("container-private-network"):
+        want("container-fix", "container without host networking")
+    if ctx.cause(*DRIVER_TOO_OLD):
+        want("cuda-downgrade", "probe: CUDA says the driver is too old for torch's CUDA")
+    if ctx.cause(*DRIVER_CAUSES):
+        want("driver-pin", "probe points at the driver (mismatch or CUDA init trouble)")
+    if ctx.cause(*TRANSPORT_CAUSES):
+        want("nccl-profile", "probe: NCCL stalled with P2P off too (transport or interface)")
+    static_acs = ctx.has("acs-enabled-above-gpus") or ctx.has("iommu-translated")
+    if static_acs and shares_switch(h):
+        want("pcie-acs", "ACS redirect or translating IOMMU above GPUs that share a PCIe switch")
+    if ctx.has("kernel-below-accelerate-threshold") and not ctx.has("kernel-at-release-ceiling"):
+        want("kernel-upgrade", "kernel below accelerate's threshold and a newer HWE kernel exists")
+    if static_acs:
+        want(
+            "pcie-acs",
+            "ACS redirect or translating IOMMU on the GPUs' root ports (no probe evidence)",
+        )
 
 
 def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
@@ -52,40 +112,7 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
     if probe == "healthy" and not any(f.severity == "error" for f in ctx.found):
         path.append("probe healthy and no error findings -> none")
         return ["none", *order], path
-    if ctx.has("driver-library-mismatch"):
-        want("driver-pin", "driver/library mismatch")
-    if ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch"):
-        want("driver-pin", "NVSwitch fabric manager missing or at another version")
-    if ctx.has("torch-cuda-needs-newer-driver") or ctx.has("gpu-arch-dropped"):
-        want("cuda-downgrade", "torch wheel cannot run on this driver/GPU (no reboot needed)")
-        want("driver-pin", "or raise the driver to what the wheel needs")
-    # A known-bad driver range is specific (a sourced report), so it explains P2P symptoms
-    # before the generic ACS/IOMMU reading does.
-    if ctx.has("driver-known-issue"):
-        want("driver-pin", "driver in a range with reported multi-GPU problems")
-    if p2p_evidence(ctx):
-        want("pcie-acs", f"{p2p_evidence(ctx)}; ACS/IOMMU is the cause NCCL documents")
-        want("nccl-profile", "no-P2P as the fallback")
-    if ctx.has("shm-too-small") or ctx.cause(*SHM_CAUSES):
-        want("container-fix", "/dev/shm too small for NCCL")
-    if ctx.has("container-private-network"):
-        want("container-fix", "container without host networking")
-    if ctx.cause(*DRIVER_TOO_OLD):
-        want("cuda-downgrade", "probe: CUDA says the driver is too old for torch's CUDA")
-    if ctx.cause(*DRIVER_CAUSES):
-        want("driver-pin", "probe points at the driver (mismatch or CUDA init trouble)")
-    if ctx.cause(*TRANSPORT_CAUSES):
-        want("nccl-profile", "probe: NCCL stalled with P2P off too (transport or interface)")
-    static_acs = ctx.has("acs-enabled-above-gpus") or ctx.has("iommu-translated")
-    if static_acs and shares_switch(h):
-        want("pcie-acs", "ACS redirect or translating IOMMU above GPUs that share a PCIe switch")
-    if ctx.has("kernel-below-accelerate-threshold") and not ctx.has("kernel-at-release-ceiling"):
-        want("kernel-upgrade", "kernel below accelerate's threshold and a newer HWE kernel exists")
-    if static_acs:
-        want(
-            "pcie-acs",
-            "ACS redirect or translating IOMMU on the GPUs' root ports (no probe evidence)",
-        )
+    _ordering(ctx, want)
     if probe in ("hung", "failed", "degraded"):
         want("nccl-profile", "probe not healthy; NCCL settings that match the evidence")
         want(
@@ -117,10 +144,12 @@ def decide(
     if c.strategy is not None and c.strategy not in REGISTRY:
         raise InvalidInput(f"unknown strategy {c.strategy!r}; choose one of: {', '.join(NAMES)}")
     host = from_facts(facts)
-    st = stack(host, kb)
+    day = c.plan_date or kb.checked()
     order_sev = {"error": 0, "warning": 1, "info": 2}
-    found = sorted(findings(host, verdict, kb, rules), key=lambda f: order_sev.get(f.severity, 3))
-    ctx = Ctx(host, verdict, c, kb, rules, st, tuple(found))
+    found = sorted(
+        findings(host, verdict, kb, rules, day), key=lambda f: order_sev.get(f.severity, 3)
+    )
+    ctx = Ctx(host, verdict, c, kb, rules, stack(host, kb), tuple(found), day)
     order, path = preference(ctx)
     cands = {s: REGISTRY[s].evaluate(ctx) for s in NAMES}
     ranked = order + [s for s in NAMES if s not in order]
@@ -167,7 +196,8 @@ def decide(
         kb_digest=str(kb.digest),
         probe_verdict=(verdict or {}).get("verdict"),
         # The facts the plan was made from, so a stale-plan refusal can name what changed.
-        extra={**chosen.extra, "facts": stable_facts(facts)},
+        # plan_date: the day support windows were judged on, so the plan can be re-derived.
+        extra={**chosen.extra, "facts": stable_facts(facts), "plan_date": day.isoformat()},
     )
 
 

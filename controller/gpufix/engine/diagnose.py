@@ -1,288 +1,331 @@
-"""Findings: what the facts and the probe verdict say is wrong or risky, each with its evidence."""
+"""Findings: what the facts and the probe verdict say is wrong or risky, each with its evidence.
+
+One small check per idea (the pattern workload/preflight.py uses); CHECKS runs them in order.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from gpufix import versions
+from gpufix.engine import branches
+from gpufix.engine.kb import DriverIssue, KnowledgeBase
 from gpufix.engine.plan import Finding
 from gpufix.engine.rules import Rules
+from gpufix.engine.stack import Stack, stack
 from gpufix.facts.host import Host
-
-DEBUG_KNOBS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 
 
 @dataclass(frozen=True)
-class Stack:
-    """Whether the installed torch wheel can run on this driver and these GPUs."""
+class Inputs:
+    host: Host
+    verdict: dict[str, Any] | None
+    kb: KnowledgeBase
+    rules: Rules
+    stack: Stack
+    day: date  # the plan date: support windows are judged on it
 
-    cuda: tuple[int, int] | None
-    driver_ok: bool | None  # None: unknown driver or no CUDA wheel
-    via_minor_compat: bool
-    required_driver: str | None
-    arch_problem: str | None  # "dropped" | "newer" | None
-
-
-def required_driver(kb: Any, cuda: tuple[int, int]) -> tuple[str | None, str | None]:
-    """(toolkit minimum, minor-version-compatibility floor) for a CUDA major.minor."""
-    return kb.cuda_min_driver(f"{cuda[0]}.{cuda[1]}"), kb.cuda_minor_compat_floor(cuda[0])
-
-
-def driver_runs_cuda(
-    kb: Any, driver: str | None, cuda: tuple[int, int]
-) -> tuple[bool | None, bool]:
-    """(runs, only through minor-version compatibility)."""
-    if driver is None:
-        return None, False
-    toolkit_min, floor = required_driver(kb, cuda)
-    if toolkit_min and versions.at_least(driver, toolkit_min):
-        return True, False
-    if floor and versions.at_least(driver, floor):
-        return True, True
-    if toolkit_min is None and floor is None:
-        return None, False
-    return False, False
+    def finding(
+        self, rid: str, message: str, evidence: dict[str, Any], source: str = ""
+    ) -> Finding:
+        r = self.rules.rule(rid)
+        return Finding(rid, r.severity, message or r.title, evidence, source or r.source)
 
 
-def arch_problem(kb: Any, caps: tuple[str, ...], cuda: tuple[int, int]) -> str | None:
-    cu = versions.parse(f"{cuda[0]}.{cuda[1]}")
-    for cc in caps:
-        arch = kb.arch_for_cc(cc)
-        if arch is None or cu is None:
-            continue
-        if arch.last_cuda and cu > versions.parse(arch.last_cuda):  # type: ignore[operator]
-            return "dropped"
-        first = kb.first_cuda_for_cc(cc)
-        if first and cu < versions.parse(first):  # type: ignore[operator]
-            return "newer"
-    return None
+Check = Callable[[Inputs], Iterator[Finding]]
 
 
-def stack(host: Host, kb: Any) -> Stack:
-    cuda = host.torch_cuda
-    if cuda is None:
-        return Stack(None, None, False, None, None)
-    ok, compat = driver_runs_cuda(kb, host.driver, cuda)
-    toolkit_min, floor = required_driver(kb, cuda)
-    return Stack(cuda, ok, compat, floor or toolkit_min, arch_problem(kb, host.compute_caps, cuda))
+def check_gpus(i: Inputs) -> Iterator[Finding]:
+    h = i.host
+    if h.gpu_count is None:
+        yield i.finding("gpus-unknown", "", {"gpus": "unknown"})
+    elif h.gpu_count == 1:
+        yield i.finding("single-gpu-host", "", {"gpus": list(h.gpu_names)})
 
 
-def _f(rules: Rules, rid: str, message: str, evidence: dict[str, Any], source: str = "") -> Finding:
-    r = rules.rule(rid)
-    return Finding(rid, r.severity, message or r.title, evidence, source or r.source)
+def check_gathered_in(i: Inputs) -> Iterator[Finding]:
+    if i.host.from_container:
+        yield i.finding("facts-from-container", "", {"gathered_in.where": "container"})
 
 
-def findings(host: Host, verdict: dict[str, Any] | None, kb: Any, rules: Rules) -> list[Finding]:
-    out: list[Finding] = []
-    add = out.append
-    if host.gpu_count is None:
-        add(_f(rules, "gpus-unknown", "", {"gpus": "unknown"}))
-    elif host.gpu_count == 0:
-        add(_f(rules, "no-gpu", "", {"gpus": []}))
-        return out
-    elif host.gpu_count == 1:
-        add(_f(rules, "single-gpu-host", "", {"gpus": list(host.gpu_names)}))
-
-    if host.driver_mismatch or (host.nvml_error and "mismatch" in host.nvml_error.lower()):
-        add(
-            _f(
-                rules,
-                "driver-library-mismatch",
-                f"kernel module {host.driver} but userspace {host.driver_userspace}: "
-                "a reboot (or module reload) is needed, and a hold keeps it from recurring",
-                {
-                    "driver.kernel_module": host.driver,
-                    "driver.userspace": host.driver_userspace,
-                    "driver.nvml_error": host.nvml_error,
-                },
-            )
+def check_driver_mismatch(i: Inputs) -> Iterator[Finding]:
+    h = i.host
+    if h.driver_mismatch or (h.nvml_error and "mismatch" in h.nvml_error.lower()):
+        yield i.finding(
+            "driver-library-mismatch",
+            f"kernel module {h.driver} but userspace {h.driver_userspace}: "
+            "a reboot (or module reload) is needed, and a hold keeps it from recurring",
+            {
+                "driver.kernel_module": h.driver,
+                "driver.userspace": h.driver_userspace,
+                "driver.nvml_error": h.nvml_error,
+            },
         )
 
-    check = kb.accelerate_kernel_check
-    if host.kernel and versions.at_least(host.kernel, check.threshold) is False:
-        add(
-            _f(
-                rules,
-                "kernel-below-accelerate-threshold",
-                f"kernel {host.kernel} is below {check.threshold}, the minimum accelerate "
-                f">= {check.since_accelerate} recommends; its cause was never found, so this is a "
-                "risk factor, not the diagnosis",
-                {"kernel.running": host.kernel},
-                check.source,
-            )
-        )
-        rel = kb.ubuntu(host.codename) if host.codename else None
-        if rel and rel.hwe_kernel and versions.major_minor(host.kernel) is not None:
-            newest = rel.hwe_kernel
-            if versions.major_minor(host.kernel) >= versions.major_minor(newest):  # type: ignore[operator]
-                add(
-                    _f(
-                        rules,
-                        "kernel-at-release-ceiling",
-                        f"{host.kernel} is already {rel.codename}'s newest supported series "
-                        f"({newest}); no supported kernel >= {check.threshold} exists for it",
-                        {"kernel.running": host.kernel, "os.codename": host.codename},
-                        rel.source,
-                    )
-                )
 
-    st = stack(host, kb)
-    if host.env and not host.env.torch:
-        add(_f(rules, "no-torch", "", {"python_envs": host.env.python}))
+def check_driver_support(i: Inputs) -> Iterator[Finding]:
+    """The running branch: does NVIDIA still support it, and does it drive these GPUs?"""
+    h = i.host
+    why = branches.cannot_drive(i.kb, h.driver, h.driver_flavor, h.compute_caps)
+    if why:
+        yield i.finding(
+            "driver-cannot-drive-gpus",
+            f"driver {h.driver}: {why}",
+            {"driver": h.driver, "gpus.compute_capability": list(h.compute_caps)},
+        )
+    row = i.kb.driver_branch(h.driver) if h.driver else None
+    if row is not None and not row.supported_on(i.day):
+        status = (
+            f"support ended {row.eol}"
+            if row.eol and row.kind != "new-feature"
+            else f"a {row.kind} branch NVIDIA no longer lists as supported"
+        )
+        yield i.finding(
+            "driver-branch-unsupported",
+            f"driver {h.driver}: R{row.branch} is {status} (plan date {i.day.isoformat()})",
+            {"driver": h.driver, "branch.eol": row.eol, "branch.kind": row.kind},
+            row.source,
+        )
+
+
+def check_kernel(i: Inputs) -> Iterator[Finding]:
+    h, check = i.host, i.kb.accelerate_kernel_check
+    if not h.kernel or versions.at_least(h.kernel, check.threshold) is not False:
+        return
+    yield i.finding(
+        "kernel-below-accelerate-threshold",
+        f"kernel {h.kernel} is below {check.threshold}, the minimum accelerate "
+        f">= {check.since_accelerate} recommends; its cause was never found, so this is a "
+        "risk factor, not the diagnosis",
+        {"kernel.running": h.kernel},
+        check.source,
+    )
+    rel = i.kb.ubuntu(h.codename) if h.codename and not h.from_container else None
+    running, newest = versions.major_minor(h.kernel), versions.major_minor(rel and rel.hwe_kernel)
+    if rel and running is not None and newest is not None and running >= newest:
+        yield i.finding(
+            "kernel-at-release-ceiling",
+            f"{h.kernel} is already {rel.codename}'s newest supported series "
+            f"({rel.hwe_kernel}); no supported kernel >= {check.threshold} exists for it",
+            {"kernel.running": h.kernel, "os.codename": h.codename},
+            rel.source,
+        )
+
+
+def check_stack(i: Inputs) -> Iterator[Finding]:
+    h, st = i.host, i.stack
+    torch = h.env.torch if h.env else None
+    if h.env and not h.env.torch:
+        yield i.finding("no-torch", "", {"python_envs": h.env.python})
     if st.cuda and st.driver_ok is False:
-        add(
-            _f(
-                rules,
-                "torch-cuda-needs-newer-driver",
-                f"torch {host.env.torch if host.env else ''} is built for CUDA "
-                f"{st.cuda[0]}.{st.cuda[1]}, which needs driver >= {st.required_driver}; "
-                f"the host has {host.driver}",
-                {"python_envs.torch": host.env.torch if host.env else None, "driver": host.driver},
-            )
+        yield i.finding(
+            "torch-cuda-needs-newer-driver",
+            f"torch {torch or ''} is built for CUDA {st.cuda[0]}.{st.cuda[1]}, which needs "
+            f"driver >= {st.required_driver}; the host has {h.driver}",
+            {"python_envs.torch": torch, "driver": h.driver},
         )
     elif st.cuda and st.via_minor_compat:
-        add(
-            _f(
-                rules,
-                "torch-cuda-minor-compat",
-                f"driver {host.driver} runs CUDA {st.cuda[0]}.{st.cuda[1]} only through "
-                "minor-version compatibility (no PTX JIT for newer code)",
-                {"driver": host.driver},
-            )
+        yield i.finding(
+            "torch-cuda-minor-compat",
+            f"driver {h.driver} runs CUDA {st.cuda[0]}.{st.cuda[1]} only through "
+            "minor-version compatibility (no PTX JIT for newer code)",
+            {"driver": h.driver},
         )
+    caps = {"gpus.compute_capability": list(h.compute_caps), "torch": torch}
     if st.arch_problem == "dropped":
-        add(_f(rules, "gpu-arch-dropped", "", {"gpus.compute_capability": list(host.compute_caps)}))
+        yield i.finding("gpu-arch-dropped", "", caps)
     elif st.arch_problem == "newer":
-        add(
-            _f(
-                rules,
-                "gpu-arch-newer-than-wheel",
-                "",
-                {
-                    "gpus.compute_capability": list(host.compute_caps),
-                    "torch": host.env and host.env.torch,
-                },
+        yield i.finding("gpu-arch-newer-than-wheel", "", caps)
+
+
+def no_p2p(h: Host, kb: KnowledgeBase) -> bool:
+    """The GPUs cannot do PCIe P2P at all (a model without it, or every pair reads NS)."""
+    return h.p2p_read is False or any(kb.gpu_p2p_capable(n) is False for n in h.gpu_names)
+
+
+def acs_bridges_that_matter(h: Host) -> tuple[str, ...]:
+    """ACS-redirecting bridges that change P2P: switch ports always; root ports unless the IOMMU
+    is known to be off or in pass-through (then P2P across root ports is not redirected through
+    a translation). A bridge of unknown type counts as a switch port behind a switch."""
+    out = []
+    for bdf in h.acs_bridges:
+        port = h.acs_ports.get(bdf) or ("downstream" if h.behind_switch else "root")
+        if port != "root" or h.iommu_mode not in ("off", "pt"):
+            out.append(bdf)
+    return tuple(out)
+
+
+def check_p2p_path(i: Inputs) -> Iterator[Finding]:
+    h = i.host
+    if not h.multi_gpu:
+        return
+    if no_p2p(h, i.kb):
+        if h.nccl_settings.get("NCCL_P2P_DISABLE") != "1":
+            yield i.finding(
+                "gpu-no-p2p",
+                f"{h.gpu_names[0] if h.gpu_names else 'these GPUs'}: no PCIe peer-to-peer; "
+                "NCCL_P2P_DISABLE=1 is the fix here, not a workaround",
+                {"gpus.name": list(dict.fromkeys(h.gpu_names)), "p2p.read": h.p2p_read},
             )
+        return
+    matter = acs_bridges_that_matter(h)
+    if matter:
+        yield i.finding(
+            "acs-enabled-above-gpus",
+            f"ACS redirect is on at {', '.join(matter)} above the GPUs "
+            f"(topology {h.worst_link or 'unknown'}): "
+            + (
+                "P2P between GPUs on one switch is bounced up to the root complex"
+                if shares_switch(h)
+                else "on root ports it routes P2P through the IOMMU unless that is off or in "
+                "pass-through"
+            ),
+            {"pcie.bridges": list(matter), "topology.worst": h.worst_link},
+        )
+    if h.iommu_mode == "translated":
+        yield i.finding("iommu-translated", "", {"iommu.mode": h.iommu_mode})
+
+
+def check_container(i: Inputs) -> Iterator[Finding]:
+    h = i.host
+    shm_min = i.rules.thresholds["shm_min_bytes"]
+    if h.multi_gpu and h.shm_bytes is not None and h.shm_bytes < shm_min:
+        yield i.finding(
+            "shm-too-small",
+            f"/dev/shm is {h.shm_bytes // (1 << 20)} MiB (< {shm_min // (1 << 20)} MiB)",
+            {"shm.size_bytes": h.shm_bytes, "containers.in_container": h.in_container},
+        )
+    if h.in_container and h.net_host is False:
+        yield i.finding("container-private-network", "", {"containers.net_host": False})
+
+
+def check_fabricmanager(i: Inputs) -> Iterator[Finding]:
+    h = i.host
+    # Inside a container, dpkg and systemd are the container's: the host's fabric manager is
+    # not visible from there.
+    if not h.nvswitch or h.from_container:
+        return
+    if not h.fabricmanager or h.fabricmanager_running is False:
+        yield i.finding(
+            "fabricmanager-missing",
+            f"fabric manager {'not installed' if not h.fabricmanager else 'not running'} "
+            f"on an NVSwitch system ({h.gpu_count}x {h.gpu_names[0]})",
+            {
+                "fabricmanager.installed": h.fabricmanager,
+                "fabricmanager.running": h.fabricmanager_running,
+            },
+        )
+    if h.fabricmanager and h.driver and versions.parse(h.fabricmanager) != versions.parse(h.driver):
+        yield i.finding(
+            "fabricmanager-version-mismatch",
+            f"fabric manager {h.fabricmanager} vs driver {h.driver}",
+            {"fabricmanager.installed": h.fabricmanager, "driver": h.driver},
         )
 
-    if host.multi_gpu and host.acs_bridges:
-        add(
-            _f(
-                rules,
-                "acs-enabled-above-gpus",
-                f"ACS redirect is on at {', '.join(host.acs_bridges)} above the GPUs "
-                f"(topology {host.worst_link or 'unknown'}): "
-                + (
-                    "P2P between GPUs on one switch is bounced up to the root complex"
-                    if shares_switch(host)
-                    else "on root ports it routes P2P through the IOMMU"
-                ),
-                {"pcie.bridges": list(host.acs_bridges), "topology.worst": host.worst_link},
-            )
-        )
-    if host.multi_gpu and host.iommu_mode == "translated":
-        add(_f(rules, "iommu-translated", "", {"iommu.mode": host.iommu_mode}))
 
-    shm_min = rules.thresholds["shm_min_bytes"]
-    if host.multi_gpu and host.shm_bytes is not None and host.shm_bytes < shm_min:
-        add(
-            _f(
-                rules,
-                "shm-too-small",
-                f"/dev/shm is {host.shm_bytes // (1 << 20)} MiB (< {shm_min // (1 << 20)} MiB)",
-                {"shm.size_bytes": host.shm_bytes, "containers.in_container": host.in_container},
-            )
-        )
-    if host.in_container and host.net_host is False:
-        add(_f(rules, "container-private-network", "", {"containers.net_host": False}))
-
-    if host.nvswitch:
-        if not host.fabricmanager or host.fabricmanager_running is False:
-            add(
-                _f(
-                    rules,
-                    "fabricmanager-missing",
-                    f"fabric manager {'not installed' if not host.fabricmanager else 'not running'} "
-                    f"on an NVSwitch system ({host.gpu_count}x {host.gpu_names[0]})",
-                    {
-                        "fabricmanager.installed": host.fabricmanager,
-                        "fabricmanager.running": host.fabricmanager_running,
-                    },
-                )
-            )
-        if (
-            host.fabricmanager
-            and host.driver
-            and versions.parse(host.fabricmanager) != versions.parse(host.driver)
-        ):
-            add(
-                _f(
-                    rules,
-                    "fabricmanager-version-mismatch",
-                    f"fabric manager {host.fabricmanager} vs driver {host.driver}",
-                    {"fabricmanager.installed": host.fabricmanager, "driver": host.driver},
-                )
-            )
-
-    for issue in known_driver_issues(host, kb):
-        add(
-            _f(
-                rules,
-                "driver-known-issue",
-                f"driver {host.driver}: {issue.symptom} (fix: {issue.fix} to branch "
-                f"{'/'.join(str(b) for b in issue.good_branches)})",
-                {"driver": host.driver, "issue": issue.id},
-                issue.source,
-            )
+def check_driver_issues(i: Inputs) -> Iterator[Finding]:
+    h = i.host
+    for issue in known_driver_issues(h, i.kb):
+        yield i.finding(
+            "driver-known-issue",
+            f"driver {h.driver}: {issue.symptom} (fix: {issue.fix}; a report names branch "
+            f"{'/'.join(str(b) for b in issue.good_branches)})",
+            {"driver": h.driver, "issue": issue.id},
+            issue.source,
         )
 
-    knobs = [k for k in DEBUG_KNOBS if k in host.nccl_settings]
+
+def check_nccl(i: Inputs) -> Iterator[Finding]:
+    h = i.host
+    knobs = [k for k in i.kb.nccl_debug_knobs() if k in h.nccl_settings]
     if knobs:
-        add(
-            _f(
-                rules,
-                "nccl-debug-knobs",
-                f"{', '.join(knobs)} set in NCCL configuration",
-                {"nccl": knobs},
-            )
+        yield i.finding(
+            "nccl-debug-knobs", f"{', '.join(knobs)} set in NCCL configuration", {"nccl": knobs}
         )
-    if host.nccl_settings.get("NCCL_P2P_DISABLE") == "1":
-        add(_f(rules, "nccl-p2p-disabled", "", {"nccl.NCCL_P2P_DISABLE": "1"}))
-    if host.xid:
-        add(
-            _f(
-                rules,
-                "xid-errors",
-                f"{host.xid} Xid errors in the kernel log",
-                {"kernel_log.xid": host.xid},
-            )
-        )
-    if host.aer:
-        add(
-            _f(
-                rules,
-                "pcie-aer-errors",
-                f"{host.aer} AER errors in the kernel log",
-                {"kernel_log.aer": host.aer},
-            )
-        )
-    if host.gpu_processes:
-        add(_f(rules, "gpu-processes-running", "", {"gpu_processes": host.gpu_processes}))
-    if host.unattended_touches_nvidia:
-        add(
-            _f(
-                rules,
-                "unattended-upgrades-nvidia",
-                "",
-                {"unattended_upgrades.nvidia_blacklisted": False},
-            )
-        )
-    if host.secure_boot and host.dkms_nvidia:
-        add(_f(rules, "secure-boot-dkms", "", {"secure_boot.enabled": True}))
+    if h.nccl_settings.get("NCCL_P2P_DISABLE") == "1":
+        yield i.finding("nccl-p2p-disabled", "", {"nccl.NCCL_P2P_DISABLE": "1"})
 
-    out.extend(probe_findings(verdict, rules))
-    return out
+
+def check_kernel_log(i: Inputs) -> Iterator[Finding]:
+    h = i.host
+    if h.xid:
+        yield i.finding(
+            "xid-errors", f"{h.xid} Xid errors in the kernel log", {"kernel_log.xid": h.xid}
+        )
+    if h.aer:
+        yield i.finding(
+            "pcie-aer-errors", f"{h.aer} AER errors in the kernel log", {"kernel_log.aer": h.aer}
+        )
+
+
+def check_host_state(i: Inputs) -> Iterator[Finding]:
+    h = i.host
+    if h.gpu_processes:
+        yield i.finding("gpu-processes-running", "", {"gpu_processes": h.gpu_processes})
+    if h.from_container:
+        return  # the container's apt and Secure Boot view say nothing about its host
+    if h.unattended_touches_nvidia:
+        yield i.finding(
+            "unattended-upgrades-nvidia", "", {"unattended_upgrades.nvidia_blacklisted": False}
+        )
+    if h.secure_boot and h.dkms_nvidia:
+        yield i.finding("secure-boot-dkms", "", {"secure_boot.enabled": True})
+
+
+def check_probe(i: Inputs) -> Iterator[Finding]:
+    v = i.verdict
+    if not v:
+        return
+    kind = v.get("verdict")
+    if kind == "healthy":
+        yield i.finding("probe-healthy", "", {"probe.verdict": kind})
+    elif kind == "hung":
+        st = v.get("stalled") or {}
+        yield i.finding(
+            "probe-hung",
+            f"probe stalled in {st.get('phase')} on ranks {st.get('ranks')}",
+            {"probe.stalled": st},
+        )
+    elif kind == "failed":
+        yield i.finding(
+            "probe-failed", f"probe failed: {v.get('error')}", {"probe.error": v.get("error")}
+        )
+    elif kind == "degraded":
+        causes = [c.get("id") for c in v.get("causes") or [] if isinstance(c, dict)]
+        yield i.finding("probe-degraded", "", {"probe.causes": causes})
+    single = v.get("single_gpu") or {}
+    if kind in ("hung", "failed", "degraded") and single.get("verdict") == "healthy":
+        yield i.finding("single-gpu-fine", "", {"probe.single_gpu": single})
+
+
+CHECKS: tuple[Check, ...] = (
+    check_gpus,
+    check_gathered_in,
+    check_driver_mismatch,
+    check_driver_support,
+    check_kernel,
+    check_stack,
+    check_p2p_path,
+    check_container,
+    check_fabricmanager,
+    check_driver_issues,
+    check_nccl,
+    check_kernel_log,
+    check_host_state,
+    check_probe,
+)
+
+
+def findings(
+    host: Host, verdict: dict[str, Any] | None, kb: KnowledgeBase, rules: Rules, day: date
+) -> list[Finding]:
+    inputs = Inputs(host, verdict, kb, rules, stack(host, kb), day)
+    if host.gpu_count == 0:
+        return [inputs.finding("no-gpu", "", {"gpus": []})]
+    return [f for check in CHECKS for f in check(inputs)]
 
 
 def shares_switch(host: Host) -> bool:
@@ -290,48 +333,7 @@ def shares_switch(host: Host) -> bool:
     return bool(host.behind_switch) or host.worst_link in ("PIX", "PXB")
 
 
-def known_driver_issues(host: Host, kb: Any) -> list[Any]:
+def known_driver_issues(host: Host, kb: KnowledgeBase) -> list[DriverIssue]:
     if host.driver is None:
         return []
     return [issue for issue in kb.driver_issues if issue.matches(host.driver)]
-
-
-def probe_findings(verdict: dict[str, Any] | None, rules: Rules) -> list[Finding]:
-    if not verdict:
-        return []
-    kind = verdict.get("verdict")
-    out = []
-    if kind == "healthy":
-        out.append(_f(rules, "probe-healthy", "", {"probe.verdict": kind}))
-    elif kind == "hung":
-        st = verdict.get("stalled") or {}
-        out.append(
-            _f(
-                rules,
-                "probe-hung",
-                f"probe stalled in {st.get('phase')} on ranks {st.get('ranks')}",
-                {"probe.stalled": st},
-            )
-        )
-    elif kind == "failed":
-        out.append(
-            _f(
-                rules,
-                "probe-failed",
-                f"probe failed: {verdict.get('error')}",
-                {"probe.error": verdict.get("error")},
-            )
-        )
-    elif kind == "degraded":
-        out.append(
-            _f(
-                rules,
-                "probe-degraded",
-                "",
-                {"probe.causes": [c.get("id") for c in verdict.get("causes") or []]},
-            )
-        )
-    single = verdict.get("single_gpu") or {}
-    if kind in ("hung", "failed", "degraded") and single.get("verdict") == "healthy":
-        out.append(_f(rules, "single-gpu-fine", "", {"probe.single_gpu": single}))
-    return out

@@ -6,11 +6,13 @@ stops the load with one line naming the file and the row.
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -29,6 +31,9 @@ DEFAULT_DIR = Path(__file__).resolve().parent / "knowledge"
 _DOTTED = re.compile(r"\d+(?:\.\d+)*")
 _WHEEL = re.compile(r"\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\+[0-9A-Za-z.]+)?")
 _KINDS = ("production", "lts", "new-feature")
+# Branch kinds NVIDIA supports for production use; new-feature branches are short-lived.
+SUPPORTED_KINDS = ("production", "lts")
+_MODULES = ("proprietary", "either", "open")
 _FIXES = ("upgrade", "downgrade")
 _ORIGINS = ("ubuntu", "nvidia")
 
@@ -109,11 +114,48 @@ class LibRelease:
 
 
 @dataclass(frozen=True)
+class TorchBuild:
+    """The GPU architectures one torch CUDA build has kernels for."""
+
+    torch: str  # PEP 440 specifier on the torch release
+    cuda: str
+    archs: tuple[str, ...]
+    ptx: tuple[str, ...]
+    source: str
+    note: str | None = None
+
+    def runs_on(self, cc: object) -> bool | None:
+        """Whether the build has a kernel for compute capability cc (None: cc unreadable).
+
+        A cubin for X.y runs on X.z with z >= y; PTX for X.y is JIT-compiled for any newer GPU.
+        """
+        have = versions.major_minor(cc)
+        if have is None:
+            return None
+        for a in self.archs:
+            mm = versions.major_minor(a)
+            if mm is not None and mm[0] == have[0] and mm[1] <= have[1]:
+                return True
+        return any((versions.major_minor(a) or (99, 0)) <= have for a in self.ptx)
+
+
+@dataclass(frozen=True)
 class GpuArch:
     name: str
     compute_capabilities: tuple[str, ...]
     first_cuda: str
     last_cuda: str | None
+    last_driver_branch: int | None
+    kernel_modules: str  # proprietary | either | open
+    source: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuP2p:
+    match: str  # substring of the GPU name nvidia-smi reports
+    p2p: bool
+    checked: str
     source: str
     note: str | None = None
 
@@ -122,10 +164,22 @@ class GpuArch:
 class DriverBranch:
     branch: int
     kind: str
-    ubuntu_server_package: bool
-    eol: str | None
+    eol: str | None  # "YYYY-MM": supported through the end of that month
+    open_modules: bool
+    checked: str
     source: str
     note: str | None = None
+
+    def end_of_support(self) -> date | None:
+        if self.eol is None:
+            return None
+        year, month = (int(x) for x in self.eol.split("-"))
+        return date(year, month, calendar.monthrange(year, month)[1])
+
+    def supported_on(self, day: date) -> bool:
+        """An lts/production branch NVIDIA still supports on that day (a date, not the clock)."""
+        end = self.end_of_support()
+        return self.kind in SUPPORTED_KINDS and end is not None and day <= end
 
 
 @dataclass(frozen=True)
@@ -153,7 +207,7 @@ class DriverPackages:
     branches: tuple[int, ...]
     server_branches: tuple[int, ...]
     source: str
-    checked: bool = True
+    index_verified: bool = True
     note: str | None = None
 
 
@@ -205,6 +259,7 @@ def _pattern(pat: re.Pattern[str], what: str) -> Callable[[object], str]:
 
 
 _version = _pattern(_DOTTED, "version")
+_day = _pattern(re.compile(r"\d{4}-\d{2}-\d{2}"), "date (YYYY-MM-DD)")
 _wheel_version = _pattern(_WHEEL, "version")
 
 
@@ -357,6 +412,18 @@ _TABLES: Mapping[str, _Table] = MappingProxyType(
             compute_capabilities=_list(_version),
             first_cuda=_version,
             last_cuda=_optional(_version),
+            last_driver_branch=_optional(_int),
+            kernel_modules=_choice(_MODULES),
+        ),
+        "gpu_p2p": _table(GpuP2p, "match", (), match=_str, p2p=_bool, checked=_day),
+        "torch_builds": _table(
+            TorchBuild,
+            "",
+            (),
+            torch=_spec,
+            cuda=_version,
+            archs=_list(_version),
+            ptx=_list(_version),
         ),
         "driver_branches": _table(
             DriverBranch,
@@ -364,8 +431,9 @@ _TABLES: Mapping[str, _Table] = MappingProxyType(
             (),
             branch=_int,
             kind=_choice(_KINDS),
-            ubuntu_server_package=_bool,
-            eol=_optional(_pattern(re.compile(r"\d{4}-\d{2}"), "year-month")),
+            eol=_optional(_pattern(re.compile(r"\d{4}-(0[1-9]|1[0-2])"), "year-month")),
+            open_modules=_bool,
+            checked=_day,
         ),
         "driver_issues": _table(
             DriverIssue,
@@ -380,12 +448,12 @@ _TABLES: Mapping[str, _Table] = MappingProxyType(
         "ubuntu_driver_packages": _table(
             DriverPackages,
             "",
-            ("checked",),
+            ("index_verified",),
             codename=_str,
             origin=_choice(_ORIGINS),
             branches=_list(_int),
             server_branches=_list(_int),
-            checked=_bool,
+            index_verified=_bool,
         ),
         "container_images": _table(
             ContainerImage,
@@ -486,6 +554,8 @@ class KnowledgeBase:
     transformers_releases: tuple[LibRelease, ...]
     accelerate_releases: tuple[LibRelease, ...]
     gpu_archs: tuple[GpuArch, ...]
+    gpu_p2p: tuple[GpuP2p, ...]
+    torch_builds: tuple[TorchBuild, ...]
     driver_branches: tuple[DriverBranch, ...]
     driver_issues: tuple[DriverIssue, ...]
     driver_package_rows: tuple[DriverPackages, ...]
@@ -543,6 +613,39 @@ class KnowledgeBase:
     def nccl_profile(self, name: str) -> NcclProfile | None:
         return next((p for p in self.nccl_profiles if p.name == name), None)
 
+    def nccl_debug_knobs(self) -> tuple[str, ...]:
+        """The NCCL settings that belong in a diagnosis run only: the debug profile's keys."""
+        return tuple(k for p in self.nccl_profiles if p.debug for k in p.settings)
+
+    def torch_build(self, torch: object, cuda: object) -> TorchBuild | None:
+        """The architecture list of torch `torch` built for CUDA `cuda` ('2.8.0', '12.8')."""
+        v = versions.parse(str(torch).split("+", 1)[0]) if torch is not None else None
+        mm = _mm(cuda)
+        if v is None or mm is None:
+            return None
+        return next(
+            (
+                b
+                for b in self.torch_builds
+                if b.cuda == mm and SpecifierSet(b.torch).contains(v, prereleases=True)
+            ),
+            None,
+        )
+
+    def gpu_p2p_capable(self, name: object) -> bool | None:
+        """False for GPU models that cannot do PCIe P2P at all; None when nothing is recorded."""
+        row = next((r for r in self.gpu_p2p if r.match in str(name)), None)
+        return row.p2p if row else None
+
+    def first_driver_branch(self, arch: GpuArch) -> int | None:
+        """The branch of the first toolkit's minimum driver (Blackwell: CUDA 12.8 -> R570)."""
+        return versions.driver_branch(self.cuda_min_driver(arch.first_cuda))
+
+    def checked(self) -> date:
+        """The newest day any dated row was checked: the plan date when the caller gives none."""
+        days = [r.checked for r in self.driver_branches] + [r.checked for r in self.gpu_p2p]
+        return date.fromisoformat(max(days))
+
 
 def load(path: str | Path | None = None) -> KnowledgeBase:
     """Load and validate the knowledge base in `path` (default: the packaged knowledge/ folder).
@@ -581,6 +684,8 @@ def _load(directory: str) -> KnowledgeBase:
         transformers_releases=rows["transformers_releases"],
         accelerate_releases=rows["accelerate_releases"],
         gpu_archs=rows["gpu_archs"],
+        gpu_p2p=rows["gpu_p2p"],
+        torch_builds=rows["torch_builds"],
         driver_branches=rows["driver_branches"],
         driver_issues=rows["driver_issues"],
         driver_package_rows=rows["ubuntu_driver_packages"],
@@ -602,6 +707,12 @@ def _cross_check(rows: Mapping[str, tuple[Any, ...]]) -> None:
                     f"knowledge base: knowledge/{name}.yaml row {i}: "
                     f"unknown codename {row.codename!r}"
                 )
+    for i, arch in enumerate(rows["gpu_archs"], start=1):
+        if arch.last_driver_branch is not None and arch.last_driver_branch not in branches:
+            raise GpufixError(
+                f"knowledge base: knowledge/gpu_archs.yaml row {i} ({arch.name}): "
+                f"last driver branch {arch.last_driver_branch} is not in driver_branches.yaml"
+            )
     for i, issue in enumerate(rows["driver_issues"], start=1):
         missing = [b for b in issue.good_branches if b not in branches]
         if missing:

@@ -45,6 +45,9 @@ class Step:
     description: str
     vars: dict[str, Any]
     reboot: bool = False
+    # Where the step runs: "host" (the planned host) or "container-host" (the facts came from a
+    # container; the step belongs on the machine that runs it). Filled by the engine.
+    target: str = "host"
 
 
 @dataclass(frozen=True)

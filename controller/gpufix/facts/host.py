@@ -6,16 +6,15 @@ can say "unknown" instead of guessing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gpufix import versions
+from gpufix.facts import topology
 from gpufix.facts.snapshot import get as fget
 from gpufix.facts.snapshot import is_unknown
-
-# Kinds of link in `nvidia-smi topo -m`, best first.
-_LINK_ORDER = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
 
 
 @dataclass(frozen=True)
@@ -40,15 +39,23 @@ class Host:
     compute_caps: tuple[str, ...]
     driver: str | None  # kernel module version, else userspace
     driver_userspace: str | None
+    driver_flavor: str | None  # open | proprietary (the loaded module's licence)
+    driver_reinstallable: bool | None  # the installed version is still in an apt index
+    driver_packages_flavour: (
+        str | None
+    )  # installed nvidia-driver-NNN[-server][-open]: "", server, ...
     driver_mismatch: bool | None
     nvml_error: str | None
-    worst_link: str | None
+    worst_link: str | None  # canonical: NV, PIX, PXB, PHB, NODE, SYS
     acs_bridges: tuple[str, ...]  # BDFs of bridges above GPUs with ACS redirect on
+    acs_ports: dict[str, str | None]  # those bridges' port types: root, upstream, downstream
     acs_known: bool  # lspci could be read: an empty acs_bridges means "none", not "unknown"
+    p2p_read: bool | None  # nvidia-smi topo -p2p r: any pair OK / none OK / not read
     behind_switch: bool | None
     iommu_mode: str | None
     cpu_vendor: str | None
     shm_bytes: int | None
+    gathered_in: str | None  # host | container: where the facts module ran
     in_container: bool | None
     ipc_host: bool | None
     net_host: bool | None
@@ -73,6 +80,11 @@ class Host:
     @property
     def multi_gpu(self) -> bool:
         return (self.gpu_count or 0) > 1
+
+    @property
+    def from_container(self) -> bool:
+        """The facts describe a container: host-level changes belong on the container's host."""
+        return self.gathered_in == "container"
 
     @property
     def torch_cuda(self) -> tuple[int, int] | None:
@@ -100,6 +112,12 @@ def _str(v: Any) -> str | None:
     return str(v)
 
 
+def _driver(v: Any) -> str | None:
+    """A driver version string, or None when it does not read as one ("abc", "")."""
+    s = _str(v)
+    return s if versions.driver(s) is not None else None
+
+
 def _bool(v: Any) -> bool | None:
     return v if isinstance(v, bool) else None
 
@@ -108,19 +126,44 @@ def _list(v: Any) -> list[Any]:
     return v if isinstance(v, list) else []
 
 
-def _worst_link(matrix: Any) -> str | None:
-    if not isinstance(matrix, dict):
+_P2P_NO = ("NS", "CNS", "GNS", "TNS", "NV_NS")
+
+
+def _p2p_read(read: Any) -> bool | None:
+    """True when any GPU pair reads OK in `nvidia-smi topo -p2p r`, False when every pair reads
+    "not supported", None when the matrix is missing or says something else."""
+    if not isinstance(read, dict):
         return None
-    worst = -1
-    for row in matrix.values():
-        if not isinstance(row, dict):
-            continue
-        for cell in row.values():
-            kind = str(cell)
-            for i, prefix in enumerate(_LINK_ORDER):
-                if kind.startswith(prefix):
-                    worst = max(worst, i)
-    return _LINK_ORDER[worst] if worst >= 0 else None
+    cells = [str(c) for row in read.values() if isinstance(row, dict) for c in row.values()]
+    if any(c == "OK" for c in cells):
+        return True
+    if cells and all(c in _P2P_NO for c in cells):
+        return False
+    return None
+
+
+_DRIVER_PKG = re.compile(r"nvidia-driver-\d+(?:-(server-open|server|open))?")
+
+
+def _packages_flavour(nvidia: Any) -> str | None:
+    """The flavour of the installed Ubuntu driver metapackage (nvidia-driver-535-server ->
+    "server"); None when no such package is installed or the list is unknown."""
+    if not isinstance(nvidia, dict):
+        return None
+    for name in sorted(nvidia):
+        m = _DRIVER_PKG.fullmatch(str(name))
+        if m:
+            return m.group(1) or ""
+    return None
+
+
+def _gathered_in(facts: Mapping[str, Any]) -> str | None:
+    where = _str(fget(facts, "gathered_in.where"))
+    if where in ("host", "container"):
+        return where
+    # Snapshots from facts module 1.0.0 have no gathered_in; its container check is the same.
+    inside = _bool(fget(facts, "containers.in_container"))
+    return None if inside is None else ("container" if inside else "host")
 
 
 def _env(facts: Mapping[str, Any]) -> PyEnv | None:
@@ -141,16 +184,8 @@ def _env(facts: Mapping[str, Any]) -> PyEnv | None:
     )
 
 
-def from_facts(facts: Mapping[str, Any]) -> Host:
-    gpus = fget(facts, "gpus")
-    gpu_list = [g for g in _list(gpus) if isinstance(g, dict)]
-    gpu_count = None if gpus is None or is_unknown(gpus) else len(gpu_list)
-    bridges = [b for b in _list(fget(facts, "pcie.bridges")) if isinstance(b, dict)]
-    acs = tuple(
-        str(b.get("bdf"))
-        for b in bridges
-        if b.get("above_gpu") is True and b.get("acs_enabled") is True
-    )
+def _nccl_settings(facts: Mapping[str, Any]) -> dict[str, str]:
+    """NCCL_* settings from the config files, then the environment (which wins, as in NCCL)."""
     settings: dict[str, str] = {}
     files = fget(facts, "nccl.files")
     if isinstance(files, dict):
@@ -160,6 +195,24 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
     env_kv = fget(facts, "nccl.env")
     if isinstance(env_kv, dict):
         settings.update({str(k): str(v) for k, v in env_kv.items()})
+    return settings
+
+
+def _interfaces(facts: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(
+        str(i.get("name"))
+        for i in _list(fget(facts, "network.interfaces"))
+        if isinstance(i, dict) and i.get("up") and i.get("name") not in (None, "lo")
+    )
+
+
+def from_facts(facts: Mapping[str, Any]) -> Host:
+    gpus = fget(facts, "gpus")
+    gpu_list = [g for g in _list(gpus) if isinstance(g, dict)]
+    gpu_count = None if gpus is None or is_unknown(gpus) else len(gpu_list)
+    bridges = [b for b in _list(fget(facts, "pcie.bridges")) if isinstance(b, dict)]
+    acs_rows = [b for b in bridges if b.get("above_gpu") is True and b.get("acs_enabled") is True]
+    acs = tuple(str(b.get("bdf")) for b in acs_rows)
     procs = fget(facts, "gpu_processes")
     uu = fget(facts, "unattended_upgrades")
     uu_touch = None
@@ -167,11 +220,6 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         uu_touch = bool(
             uu.get("installed") and uu.get("enabled") and not uu.get("nvidia_blacklisted")
         )
-    ifaces = tuple(
-        str(i.get("name"))
-        for i in _list(fget(facts, "network.interfaces"))
-        if isinstance(i, dict) and i.get("up") and i.get("name") not in (None, "lo")
-    )
     return Host(
         os_id=_str(fget(facts, "os.id")),
         codename=_str(fget(facts, "os.codename")),
@@ -184,18 +232,25 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         compute_caps=tuple(
             str(g["compute_capability"]) for g in gpu_list if _str(g.get("compute_capability"))
         ),
-        driver=_str(fget(facts, "driver.kernel_module")) or _str(fget(facts, "driver.userspace")),
-        driver_userspace=_str(fget(facts, "driver.userspace")),
+        driver=_driver(fget(facts, "driver.kernel_module"))
+        or _driver(fget(facts, "driver.userspace")),
+        driver_userspace=_driver(fget(facts, "driver.userspace")),
+        driver_flavor=_str(fget(facts, "driver.flavor")),
+        driver_reinstallable=_bool(fget(facts, "packages.driver_rollback.installable")),
+        driver_packages_flavour=_packages_flavour(fget(facts, "packages.nvidia")),
         driver_mismatch=_bool(fget(facts, "driver.mismatch")),
         nvml_error=_str(fget(facts, "driver.nvml_error")),
-        worst_link=_str(fget(facts, "topology.worst"))
-        or _worst_link(fget(facts, "topology.matrix")),
+        worst_link=topology.canonical(fget(facts, "topology.worst"))
+        or topology.worst_link(fget(facts, "topology.matrix")),
         acs_bridges=acs,
+        acs_ports={str(b.get("bdf")): _str(b.get("port")) for b in acs_rows},
         acs_known=isinstance(fget(facts, "pcie.bridges"), list),
+        p2p_read=_p2p_read(fget(facts, "p2p.read")),
         behind_switch=_bool(fget(facts, "pcie.gpus_behind_switch")),
         iommu_mode=_str(fget(facts, "iommu.mode")),
         cpu_vendor=_str(fget(facts, "cpu.vendor")),
         shm_bytes=_int(fget(facts, "shm.size_bytes")),
+        gathered_in=_gathered_in(facts),
         in_container=_bool(fget(facts, "containers.in_container")),
         ipc_host=_bool(fget(facts, "containers.ipc_host")),
         net_host=_bool(fget(facts, "containers.net_host")),
@@ -222,11 +277,11 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
             if isinstance(p, dict) and _str(p.get("version")) and _str(p.get("path"))
         },
         env=_env(facts),
-        nccl_settings=settings,
+        nccl_settings=_nccl_settings(facts),
         xid=_int(fget(facts, "kernel_log.xid")),
         aer=_int(fget(facts, "kernel_log.aer")),
         gpu_processes=len(procs) if isinstance(procs, list) else None,
         unattended_touches_nvidia=uu_touch,
-        interfaces=ifaces,
+        interfaces=_interfaces(facts),
         infiniband=tuple(str(x) for x in _list(fget(facts, "network.infiniband"))),
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gpufix import versions
 from gpufix.engine.context import Candidate, Ctx
-from gpufix.engine.diagnose import arch_problem
 from gpufix.engine.plan import Step
+from gpufix.engine.stack import arch_problem
 from gpufix.strategies.base import Strategy
 
 PLAYBOOK = "container_fallback.yml"
@@ -17,6 +17,10 @@ def evaluate(ctx: Ctx) -> Candidate:
         return Candidate("container-fallback", False, "containers not allowed")
     if h.gpu_count == 0:
         return Candidate("container-fallback", False, "no GPU")
+    if h.from_container:
+        return Candidate(
+            "container-fallback", False, "the facts come from inside a container already"
+        )
     if h.driver is None:
         return Candidate(
             "container-fallback", False, "driver unknown: cannot pick an image it can run"

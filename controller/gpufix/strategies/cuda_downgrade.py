@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from packaging.version import Version
+
 from gpufix import versions
 from gpufix.engine.context import Candidate, Ctx
-from gpufix.engine.diagnose import arch_problem, driver_runs_cuda
+from gpufix.engine.kb import LibRelease
 from gpufix.engine.plan import Step
+from gpufix.engine.stack import arch_problem, driver_runs_cuda
 from gpufix.strategies.base import Strategy
 
 PLAYBOOK = "cuda_downgrade.yml"
@@ -30,23 +33,26 @@ def best_stack(ctx: Ctx) -> dict[str, Any] | None:
             pys = f"{py[0]}.{py[1]}"
             if not _in_range(pys, t.python_min, t.python_max):
                 continue
-            fits: list[tuple[bool, Any, str]] = []
+            fits: list[tuple[bool, Version, str]] = []
             for cu in t.cuda:
                 cuda = versions.major_minor(cu)
                 if cuda is None or versions.at_least(h.glibc, t.glibc_for(cu)) is False:
                     continue
                 runs, compat = driver_runs_cuda(kb, h.driver, cuda)
-                if runs is True and not arch_problem(kb, h.compute_caps, cuda):
+                if runs is True and not arch_problem(kb, h.compute_caps, cuda, t.version):
                     fits.append((not compat, versions.key(cu), cu))
             if not fits:
                 continue
             native, _, cu = max(fits)
             tr = _newest_lib(kb.transformers_releases, pys, t.version)
             ac = _newest_lib(kb.accelerate_releases, pys, t.version)
+            build = kb.torch_build(t.version, cu)
             return {
                 "python": pys,
                 "torch": t.version,
                 "cuda": cu,
+                # the build's architecture list when recorded (torch_builds.yaml)
+                "archs": list(build.archs) if build else None,
                 "tag": versions.cuda_tag(versions.major_minor(cu) or (0, 0)),
                 "minor_compat": not native,
                 "transformers": tr.version if tr else None,
@@ -62,7 +68,7 @@ def _in_range(py: str, lo: str | None, hi: str | None) -> bool:
     return not (hi and v > versions.major_minor(hi))  # type: ignore[operator]
 
 
-def _newest_lib(rows: Any, py: str, torch: str) -> Any:
+def _newest_lib(rows: tuple[LibRelease, ...], py: str, torch: str) -> LibRelease | None:
     ok = [
         r
         for r in rows
@@ -103,6 +109,11 @@ def evaluate(ctx: Ctx) -> Candidate:
         + (
             f" and compute capability {'/'.join(sorted(set(h.compute_caps)))}"
             if h.compute_caps
+            else ""
+        )
+        + (
+            f" (the build has kernels for sm_{', sm_'.join(a.replace('.', '') for a in best['archs'])})"
+            if best["archs"]
             else ""
         )
     )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from gpufix import versions
-from gpufix.engine.context import Candidate, Ctx, reboot_gate
+from gpufix.engine import branches
+from gpufix.engine.context import Candidate, Ctx, on_container_host, reboot_gate
 from gpufix.engine.diagnose import known_driver_issues
 from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
@@ -13,65 +14,146 @@ from gpufix.strategies.base import Strategy
 PLAYBOOK = "driver_pin.yml"
 
 
-def _driver_target(ctx: Ctx) -> tuple[str | None, str]:
-    """(target driver version or branch, why)."""
-    h, kb = ctx.host, ctx.kb
+@dataclass(frozen=True)
+class Target:
+    """What the driver role is asked for, and why."""
+
+    vars: dict[str, Any]
+    why: str
+    reboot: bool = True
+    moves: bool = True  # the installed driver version changes
+    risks: list[str] = field(default_factory=list)
+
+
+def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> Target:
+    """Keep (and hold) a version already on the host: mismatch or fabric manager."""
+    vars_: dict[str, Any] = {
+        "gpufix_driver_branch": str(version.split(".")[0]),
+        "gpufix_driver_version": version,
+    }
+    if ctx.host.driver_packages_flavour is not None:
+        # Keep the installed package flavour: another one would replace every driver package.
+        vars_["gpufix_driver_flavour"] = ctx.host.driver_packages_flavour
+    risks = []
+    row = ctx.kb.driver_branch(version)
+    if row is not None and not row.supported_on(ctx.day):
+        risks.append(f"R{row.branch} is past NVIDIA's support ({row.eol or row.kind}): plan a move")
+    return Target(vars_, why, reboot=reboot, moves=reboot, risks=risks)
+
+
+def _move(ctx: Ctx, want: branches.Wanted, why: str) -> Target | str:
+    got = branches.choose(ctx.kb, want)
+    if isinstance(got, str):
+        return got
+    vars_: dict[str, Any] = {"gpufix_driver_branch": str(got.branch)}
+    risks = []
+    if got.origin:
+        vars_["gpufix_driver_source"] = got.origin
+    else:
+        risks.append(
+            f"the host's release is not in the facts: whether its repositories carry R{got.branch} "
+            "is known only when the driver role resolves the package, before it changes anything"
+        )
+    vars_["gpufix_driver_flavour"] = got.flavour
+    return Target(vars_, f"{why}: {got.describe()}, and hold it", risks=risks)
+
+
+def _target(ctx: Ctx) -> Target | str:
+    """The role's variables and the reason, or why no driver change fits."""
+    h = ctx.host
     if ctx.has("driver-library-mismatch") and h.driver_userspace:
-        return (
+        return _keep(
+            ctx,
             h.driver_userspace,
             f"load the installed userspace {h.driver_userspace} (reboot) and hold it",
+            True,
         )
-    if ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch"):
-        return h.driver, f"install fabric manager at exactly the driver's {h.driver} and hold both"
-    issues = known_driver_issues(h, kb)
-    available = _available_branches(ctx)
+    if (ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch")) and h.driver:
+        # Only the fabric manager package and service move: no reboot (Fabric Manager guide).
+        return _keep(
+            ctx,
+            h.driver,
+            f"install fabric manager at exactly the driver's {h.driver}, start it and hold both",
+            False,
+        )
+    # Inside a container, os-release is the image's: the host's release is unknown.
+    release = None if h.from_container else h.codename
+    want = branches.Wanted(ctx.day, release, h.compute_caps)
+    issues = known_driver_issues(h, ctx.kb)
     if issues:
-        for b in issues[0].good_branches:
-            if not available or b in available:
-                return str(b), f"move from {h.driver} to branch {b} ({issues[0].id}) and hold it"
-    if ctx.stack.driver_ok is False and ctx.stack.required_driver:
-        need = versions.driver_branch(ctx.stack.required_driver) or 0
-        bad = {versions.driver_branch(h.driver)}
-        for b in sorted(available):
-            if b >= need and b not in bad:
-                return str(
-                    b
-                ), f"upgrade to branch {b} so torch's CUDA {ctx.stack.cuda} runs, and hold it"
-    return None, "no driver evidence"
+        issue = issues[0]
+        return _move(
+            ctx,
+            branches.Wanted(
+                want.day,
+                want.codename,
+                want.caps,
+                ctx.stack.toolkit_driver,
+                issue,
+                issue.good_branches,
+            ),
+            f"leave {h.driver} ({issue.id})",
+        )
+    if ctx.has("driver-cannot-drive-gpus"):
+        return _move(
+            ctx,
+            branches.Wanted(want.day, want.codename, want.caps, ctx.stack.toolkit_driver),
+            f"{h.driver} cannot drive these GPUs",
+        )
+    if ctx.stack.driver_ok is False and ctx.stack.toolkit_driver:
+        cuda = ".".join(map(str, ctx.stack.cuda or ()))
+        return _move(
+            ctx,
+            branches.Wanted(want.day, want.codename, want.caps, ctx.stack.toolkit_driver),
+            f"raise the driver so torch's CUDA {cuda} runs natively",
+        )
+    if ctx.has("driver-branch-unsupported"):
+        return _move(ctx, want, f"leave {h.driver}, past NVIDIA's support")
+    return "no driver evidence"
 
 
-def _available_branches(ctx: Ctx) -> list[int]:
-    try:
-        rows = ctx.kb.ubuntu_driver_packages(ctx.host.codename) if ctx.host.codename else []
-    except (KeyError, AttributeError):
-        rows = []
-    return sorted({b for r in rows for b in r.branches})
+def _rollback_risk(ctx: Ctx) -> str | None:
+    h = ctx.host
+    if h.driver_reinstallable is True:
+        return None
+    if h.driver_reinstallable is False:
+        return (
+            f"the installed driver {h.driver} is no longer in any apt index: a rollback cannot "
+            "reinstall it (keep its packages: apt-get download) before applying"
+        )
+    return (
+        f"not known whether the installed driver {h.driver} is still in an apt index (facts "
+        "older than module 1.1.0, or apt-cache failed): a rollback may not reinstall it"
+    )
 
 
 def evaluate(ctx: Ctx) -> Candidate:
     h = ctx.host
     if h.gpu_count == 0:
         return Candidate("driver-pin", False, "no GPU")
-    target, why = _driver_target(ctx)
-    if target is None:
-        return Candidate("driver-pin", False, why)
-    branch = versions.driver_branch(target)
-    vars_: dict[str, Any] = {
-        "gpufix_driver_branch": branch,
-    }
-    if "." in target:
-        vars_["gpufix_driver_version"] = target
+    target = _target(ctx)
+    if isinstance(target, str):
+        return Candidate("driver-pin", False, target)
+    vars_ = dict(target.vars)
     if h.nvswitch:
         vars_["gpufix_driver_fabricmanager"] = True
-    step = Step(PLAYBOOK, why, vars_, reboot=True)
-    risks = []
-    if h.secure_boot and h.dkms_nvidia:
-        risks.append("Secure Boot is on: an unsigned DKMS module will not load")
+    step = Step(PLAYBOOK, target.why, vars_, reboot=target.reboot)
+    risks = list(target.risks)
+    if h.secure_boot:
+        risks.append(
+            "Secure Boot is on: only signed modules load (Canonical's linux-modules-nvidia-* "
+            "packages are signed; a DKMS build needs an enrolled key)"
+        )
+    rollback = _rollback_risk(ctx) if target.moves else None
+    if rollback:
+        risks.append(rollback)
     risks.append("every nvidia-*/libnvidia-* package is held; upgrades need an explicit unpin")
-    outcome = (
-        f"driver {target} loaded and held (apt pin + dpkg hold + unattended-upgrades blacklist)"
-    )
-    return reboot_gate(ctx, Candidate("driver-pin", True, why, [step], outcome, risks, True))
+    what = vars_.get("gpufix_driver_version") or f"R{vars_['gpufix_driver_branch']}"
+    outcome = f"driver {what} loaded and held (apt pin + dpkg hold + unattended-upgrades blacklist)"
+    if not target.reboot:
+        outcome = f"fabric manager at {what} running and held; the driver is unchanged, no reboot"
+    cand = Candidate("driver-pin", True, target.why, [step], outcome, risks, target.reboot)
+    return on_container_host(ctx, reboot_gate(ctx, cand))
 
 
 STRATEGY = Strategy(

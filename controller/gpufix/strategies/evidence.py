@@ -13,6 +13,16 @@ DRIVER_CAUSES = ("driver-mismatch", "gpu-init")
 DRIVER_TOO_OLD = ("driver-too-old",)
 
 
+def multi_gpu_problem(ctx: Ctx) -> str | None:
+    """Why a multi-GPU setting cannot apply: no GPU, one GPU, or a count nobody could read."""
+    n = ctx.host.gpu_count
+    if n is None:
+        return "GPU count unknown (the facts could not list the GPUs): gather facts again"
+    if n < 2:
+        return "fewer than two GPUs"
+    return None
+
+
 def p2p_evidence(ctx: Ctx) -> str:
     """What in the probe points at the PCIe peer path; empty when nothing does."""
     v = ctx.verdict or {}

@@ -15,6 +15,13 @@ PLAYBOOK = "kernel_upgrade.yml"
 
 def evaluate(ctx: Ctx) -> Candidate:
     h, kb = ctx.host, ctx.kb
+    if h.from_container:
+        return Candidate(
+            "kernel-upgrade",
+            False,
+            "facts come from inside a container: the kernel is the host's, but the host's release "
+            "(and so its HWE kernel) is not visible from there; gather facts on the host",
+        )
     rel = kb.ubuntu(h.codename) if h.codename else None
     if rel is None or not rel.hwe_metapackage:
         return Candidate(

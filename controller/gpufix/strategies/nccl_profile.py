@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from gpufix.engine.context import Candidate, Ctx
+from gpufix.engine.diagnose import no_p2p
 from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
 from gpufix.strategies.evidence import (
     TRANSPORT_CAUSES,
+    multi_gpu_problem,
     p2p_evidence,
     physical_interface,
     profile_cost,
@@ -19,12 +21,17 @@ PLAYBOOK = "nccl_profile.yml"
 
 def evaluate(ctx: Ctx) -> Candidate:
     h = ctx.host
-    if not h.multi_gpu:
-        return Candidate("nccl-profile", False, "fewer than two GPUs")
+    problem = multi_gpu_problem(ctx)
+    if problem:
+        return Candidate("nccl-profile", False, problem)
     profiles: list[str] = []
     why = []
     p2p = p2p_evidence(ctx)
-    if p2p:
+    without_p2p = no_p2p(h, ctx.kb)
+    if without_p2p and (p2p or ctx.has("gpu-no-p2p")):
+        profiles.append("no-p2p")
+        why.append("these GPUs have no PCIe P2P (nccl#1127): NCCL_P2P_DISABLE=1 is the fix")
+    elif p2p:
         profiles.append("no-p2p")
         why.append(
             f"P2P evidence ({p2p}); NCCL_P2P_DISABLE=1 is a last resort that costs bandwidth"
@@ -48,7 +55,8 @@ def evaluate(ctx: Ctx) -> Candidate:
     vars_: dict[str, Any] = {"gpufix_nccl_profile_names": profiles}
     if "socket-ifname" in profiles:
         vars_["gpufix_nccl_profile_socket_ifname"] = physical_interface(h)
-    cost = profile_cost(ctx, "no-p2p") if "no-p2p" in profiles else ""
+    # Turning off P2P costs nothing on GPUs that never had it.
+    cost = profile_cost(ctx, "no-p2p") if "no-p2p" in profiles and not without_p2p else ""
     step = Step(
         PLAYBOOK,
         f"write /etc/nccl.conf from profiles {', '.join(profiles)}",

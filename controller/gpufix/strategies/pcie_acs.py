@@ -4,27 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufix.engine.context import Candidate, Ctx, reboot_gate
+from gpufix.engine.context import Candidate, Ctx, on_container_host, reboot_gate
+from gpufix.engine.diagnose import acs_bridges_that_matter, no_p2p
 from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
-from gpufix.strategies.evidence import (
-    p2p_evidence,
-    profile_cost,
-)
+from gpufix.strategies.evidence import multi_gpu_problem, p2p_evidence, profile_cost
 
 PLAYBOOK = "pcie_acs.yml"
 
 
-def evaluate(ctx: Ctx) -> Candidate:
+def _changes(ctx: Ctx) -> tuple[dict[str, Any], list[str], bool]:
+    """(role variables, what changes, reboot needed)."""
     h = ctx.host
-    if not h.multi_gpu:
-        return Candidate("pcie-acs", False, "fewer than two GPUs")
     vars_: dict[str, Any] = {}
     what = []
     reboot = False
-    if h.acs_bridges:
-        vars_["gpufix_pcie_acs_bridges"] = list(h.acs_bridges)
-        what.append(f"disable ACS at boot on {', '.join(h.acs_bridges)} (setpci unit)")
+    bridges = acs_bridges_that_matter(h)
+    if bridges:
+        vars_["gpufix_pcie_acs_bridges"] = list(bridges)
+        what.append(f"disable ACS at boot on {', '.join(bridges)} (setpci unit)")
     if h.iommu_mode == "translated":
         vars_["gpufix_pcie_acs_iommu_passthrough"] = True
         vars_["gpufix_pcie_acs_reboot_allowed"] = ctx.c.reboot_allowed
@@ -35,21 +33,49 @@ def evaluate(ctx: Ctx) -> Candidate:
         # finds the bridges above NVIDIA GPUs itself at boot.
         vars_["gpufix_pcie_acs_bridges"] = ["auto"]
         what.append("disable ACS at boot on every bridge above an NVIDIA GPU (found at boot)")
+    return vars_, what, reboot
+
+
+def _outcome(ctx: Ctx, vars_: dict[str, Any]) -> str:
+    """What the change buys, no more: full-rate P2P only where the GPUs share a switch."""
+    h = ctx.host
+    ports = {h.acs_ports.get(b) for b in vars_.get("gpufix_pcie_acs_bridges", [])}
+    if ports & {"downstream", "upstream"} or (
+        h.behind_switch and vars_.get("gpufix_pcie_acs_bridges")
+    ):
+        text = "P2P between GPUs on one PCIe switch stays below the switch instead of going up to the root complex"
+    else:
+        text = "P2P through the root complex without IOMMU translation"
+    text += "; the post-reboot probe re-checks P2P copy and NCCL init"
+    cost = profile_cost(ctx, "no-p2p")
+    if cost:
+        text += f". The fallback, nccl-profile no-p2p, would cost: {cost}"
+    return text
+
+
+def evaluate(ctx: Ctx) -> Candidate:
+    problem = multi_gpu_problem(ctx)
+    if problem:
+        return Candidate("pcie-acs", False, problem)
+    if no_p2p(ctx.host, ctx.kb):
+        return Candidate(
+            "pcie-acs",
+            False,
+            "these GPUs have no PCIe P2P (nccl#1127): ACS/IOMMU settings cannot bring it back",
+        )
+    vars_, what, reboot = _changes(ctx)
     if not what:
         return Candidate(
-            "pcie-acs", False, "no ACS redirect above the GPUs and IOMMU not translating"
+            "pcie-acs",
+            False,
+            "no ACS redirect that matters above the GPUs and IOMMU not translating",
         )
-    cost = profile_cost(ctx, "no-p2p")
     step = Step(PLAYBOOK, "; ".join(what), vars_, reboot=reboot)
-    outcome = "P2P traffic stays below the switch at full rate; the probe re-checks P2P copy and NCCL init"
     risks = [
         "disabling ACS weakens isolation between devices (matters for VFIO pass-through hosts)"
     ]
-    if cost:
-        outcome += f". The fallback, nccl-profile no-p2p, would cost: {cost}"
-    return reboot_gate(
-        ctx, Candidate("pcie-acs", True, "; ".join(what), [step], outcome, risks, reboot)
-    )
+    cand = Candidate("pcie-acs", True, "; ".join(what), [step], _outcome(ctx, vars_), risks, reboot)
+    return on_container_host(ctx, reboot_gate(ctx, cand))
 
 
 STRATEGY = Strategy(

@@ -163,19 +163,34 @@ def check_kernel(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env) -> Check
     return CheckResult(cid, "warn", msg, evidence)
 
 
-def _cuda_of_env(packages: Mapping[str, Any]) -> tuple[tuple[int, int] | None, int | None, str]:
+def _cuda_of_env(
+    packages: Mapping[str, Any], kb: KnowledgeBase
+) -> tuple[tuple[int, int] | None, int | None, str]:
     """(cuda (major, minor), cuda major, how we know) for the torch in one environment."""
     torch = str(packages.get("torch"))
     tag = versions.local_tag(torch)
     cuda = versions.cuda_from_tag(tag)
     if cuda:
         return cuda, cuda[0], f"torch {torch}"
-    if tag:  # cpu, rocm...
+    if tag == "cpu" or (tag or "").startswith("rocm"):
         return None, None, f"torch {torch} is not a CUDA build"
+    # NGC containers ship source builds ('2.1.0a0+32f93b1': a git hash, no CUDA tag); the
+    # knowledge base names the image, and so the CUDA, of the ones it knows.
+    image = next((i for i in kb.container_images if i.torch == torch), None)
+    mm = versions.major_minor(image.cuda) if image else None
+    if image and mm:
+        return mm, mm[0], f"torch {torch} of {image.ref}"
     # PyPI's default Linux wheels carry no tag; their NCCL dependency names the CUDA major.
     for name, version in sorted(packages.items()):
         if name.startswith("nvidia-nccl-cu") and version and name[14:].isdigit():
             return None, int(name[14:]), f"torch {torch} with {name} {version}"
+    if tag:
+        why = "its CUDA version is not in the version string"
+        return (
+            None,
+            None,
+            f"torch {torch} is a source build the knowledge base does not list: {why}",
+        )
     return None, None, f"torch {torch} names no CUDA version"
 
 
@@ -204,7 +219,7 @@ def _driver_vs_env(
     driver: str, env: Mapping[str, Any], kb: KnowledgeBase
 ) -> tuple[str, str, dict[str, Any]]:
     packages = known(env.get("packages"), {})
-    cuda, major, how = _cuda_of_env(packages)
+    cuda, major, how = _cuda_of_env(packages, kb)
     ev: dict[str, Any] = {"python": env.get("python"), "torch": packages.get("torch")}
     if major is None:
         return "skip", how, ev
@@ -413,12 +428,66 @@ def check_driver_mismatch(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env)
     return CheckResult(cid, "skip", "could not compare the kernel module with the libraries", ev)
 
 
+def check_acs_iommu(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env) -> CheckResult:
+    """PCIe ACS redirect above the GPUs, or a translated IOMMU, can stall NCCL's P2P: the
+    engine's findings `acs-enabled-above-gpus` and `iommu-translated`, with their sources."""
+    from gpufix.engine.diagnose import shares_switch
+    from gpufix.engine.rules import load as load_rules
+    from gpufix.facts.host import from_facts
+
+    cid = "acs-iommu"
+    gpus, skip = _gpus(facts)
+    if gpus is None:
+        return CheckResult(cid, "skip", skip or NO_GPU)
+    if len(gpus) < 2:
+        return CheckResult(cid, "skip", "one GPU: no peer-to-peer traffic between GPUs")
+    host, rules = from_facts(facts), load_rules()
+    ev: dict[str, Any] = {
+        "acs_bridges": list(host.acs_bridges),
+        "iommu_mode": host.iommu_mode,
+        "topology_worst": host.worst_link,
+    }
+    problems = []
+    if host.acs_bridges:
+        rule = rules.rule("acs-enabled-above-gpus")
+        where = (
+            "P2P between GPUs on one switch is bounced up to the root complex"
+            if shares_switch(host)
+            else "on root ports it routes P2P through the IOMMU"
+        )
+        problems.append(
+            f"ACS redirect is on at {', '.join(host.acs_bridges)} above the GPUs: {where}; "
+            "NCCL can hang or run slowly there (`gpufix plan` weighs pcie-acs)"
+        )
+        ev["acs_source"] = rule.source
+    if host.iommu_mode == "translated":
+        rule = rules.rule("iommu-translated")
+        problems.append(
+            "IOMMU is in translated mode: NCCL recommends pass-through (iommu=pt) or off for P2P"
+        )
+        ev["iommu_source"] = rule.source
+    if problems:
+        return CheckResult(cid, "warn", "; ".join(problems), ev)
+    if not host.acs_known:
+        why = unknown_reason(get(facts, "pcie", {}).get("bridges")) if facts.get("pcie") else None
+        return CheckResult(
+            cid,
+            "skip",
+            f"ACS state of the bridges above the GPUs unknown ({why or 'not reported'}): "
+            "reading ACS registers needs root",
+            ev,
+        )
+    iommu = host.iommu_mode or "unknown"
+    return CheckResult(cid, "pass", f"no ACS redirect above the GPUs; IOMMU {iommu}", ev)
+
+
 CHECKS: tuple[tuple[str, CheckFn], ...] = (
     ("kernel", check_kernel),
     ("driver-mismatch", check_driver_mismatch),
     ("driver-cuda", check_driver_cuda),
     ("visible-devices", check_visible_devices),
     ("shm", check_shm),
+    ("acs-iommu", check_acs_iommu),
     ("nccl-config", check_nccl_config),
 )
 CHECK_IDS: tuple[str, ...] = tuple(cid for cid, _ in CHECKS)
@@ -502,11 +571,14 @@ def run(
 
 
 def format_text(report: Report) -> str:
+    """One line per check; messages quote facts, so control characters are shown escaped."""
+    from gpufix.cli.render import one_line
+
     width = max(len(c.id) for c in report.checks)
-    lines = [f"{c.status.upper():4}  {c.id:<{width}}  {c.message}" for c in report.checks]
+    lines = [f"{c.status.upper():4}  {c.id:<{width}}  {one_line(c.message)}" for c in report.checks]
     counts = {s: sum(c.status == s for c in report.checks) for s in STATUSES}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    lines.append(f"{report.host}: {report.status} ({summary})")
+    lines.append(f"{one_line(report.host)}: {report.status} ({summary})")
     return "\n".join(lines) + "\n"
 
 

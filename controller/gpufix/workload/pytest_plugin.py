@@ -96,6 +96,7 @@ class PreflightItem(pytest.Item):
         self.check_id = check_id
 
     def runtest(self) -> None:
+        from gpufix.cli.render import one_line
         from gpufix.workload import preflight
 
         config = self.config
@@ -103,17 +104,20 @@ class PreflightItem(pytest.Item):
             config.stash[_REPORT] = preflight.run(_facts(config), env=_live_env(config))
         result = config.stash[_REPORT].check(self.check_id)
         if result.status == "skip":
-            pytest.skip(result.message)
+            pytest.skip(one_line(result.message))
         if result.status == "fail":
             raise PreflightFailed(result)
         if result.status == "warn":
-            warnings.warn(PreflightWarning(f"{self.check_id}: {result.message}"), stacklevel=1)
+            message = f"{self.check_id}: {one_line(result.message)}"
+            warnings.warn(PreflightWarning(message), stacklevel=1)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, PreflightFailed):
+            from gpufix.cli.render import one_line
+
             result = excinfo.value.args[0]
-            lines = [f"{result.id}: {result.message}"]
-            lines += [f"  {k}: {v}" for k, v in result.evidence.items()]
+            lines = [f"{result.id}: {one_line(result.message)}"]
+            lines += [f"  {one_line(k)}: {one_line(v)}" for k, v in result.evidence.items()]
             return "\n".join(lines)
         return str(super().repr_failure(excinfo))
 

@@ -1,0 +1,300 @@
+"""A gpufix-facts v1 snapshot built from what a corpus thread states about its host.
+
+Every fact the thread does not state is `{"unknown": "not stated in the thread"}` wherever the
+schema allows it. Where the schema needs a concrete value inside an object the thread does
+describe, the value is a neutral placeholder listed in README.md ("Snapshots"); the engine
+does not read any of them (IOMMU group count, synthetic bridge addresses, null GPU UUIDs).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+UNSTATED = {"unknown": "not stated in the thread"}
+GATHERED_AT = "2000-01-01T00:00:00Z"  # a constant: the corpus is not a point in time
+CODENAMES = {"16.04": "xenial", "18.04": "bionic", "20.04": "focal", "22.04": "jammy"}
+CODENAMES |= {"24.04": "noble"}
+# Compute capability by GPU name, NVIDIA's "CUDA GPUs" table (developer.nvidia.com/cuda-gpus).
+# Longest names first so "A6000 Ada"/"5880 Ada" win over "A6000".
+COMPUTE_CAPABILITY = (
+    ("RTX PRO 6000", "12.0"),
+    ("5090", "12.0"),
+    ("B200", "10.0"),
+    ("GH200", "9.0"),
+    ("H200", "9.0"),
+    ("H800", "9.0"),
+    ("H100", "9.0"),
+    ("H20", "9.0"),
+    ("6000 Ada", "8.9"),
+    ("5880 Ada", "8.9"),
+    ("A6000 Ada", "8.9"),
+    ("L40", "8.9"),
+    ("L4", "8.9"),
+    ("4090", "8.9"),
+    ("4080", "8.9"),
+    ("A800", "8.0"),
+    ("A100", "8.0"),
+    ("A40", "8.6"),
+    ("A10", "8.6"),
+    ("A6000", "8.6"),
+    ("A5000", "8.6"),
+    ("A4000", "8.6"),
+    ("3090", "8.6"),
+    ("3080", "8.6"),
+    ("T4", "7.5"),
+    ("2080", "7.5"),
+    ("V100", "7.0"),
+    ("Titan V", "7.0"),
+    ("P100", "6.0"),
+    ("P40", "6.1"),
+    ("P6000", "6.1"),
+    ("1080", "6.1"),
+    ("Titan Xp", "6.1"),
+    ("K80", "3.7"),
+)
+LINK_WORDS = (
+    ("nvswitch", "NV12"),
+    ("nvlink", "NV4"),
+    ("pix", "PIX"),
+    ("pxb", "PXB"),
+    ("plx", "PXB"),
+    ("pcie switch", "PXB"),
+    ("phb", "PHB"),
+    ("node", "NODE"),
+    ("sys", "SYS"),
+)
+
+
+def _stated(env: dict[str, Any], key: str) -> Any:
+    value = env.get(key)
+    return None if value in (None, "", [], {}) else value
+
+
+def _os(env: dict[str, Any]) -> Any:
+    text = _stated(env, "os")
+    if text is None:
+        return UNSTATED
+    m = re.search(r"\b(\d\d\.\d\d)\b", str(text))
+    version = m.group(1) if m else None
+    is_ubuntu = "ubuntu" in str(text).lower()
+    return {
+        "id": "ubuntu" if is_ubuntu else str(text).split()[0].lower(),
+        "version_id": version,
+        "codename": CODENAMES.get(version or "") if is_ubuntu else None,
+        "pretty_name": str(text),
+    }
+
+
+def _cpu(env: dict[str, Any]) -> Any:
+    text = _stated(env, "cpu")
+    if text is None:
+        return UNSTATED
+    low = str(text).lower()
+    vendor = "AuthenticAMD" if "amd" in low else "GenuineIntel" if "intel" in low else None
+    return {"vendor": vendor, "model": str(text)}
+
+
+def _kernel(env: dict[str, Any]) -> Any:
+    running = _stated(env, "kernel")
+    if running is None:
+        return UNSTATED
+    return {"running": str(running), "cmdline": UNSTATED, "installed": UNSTATED, "hwe": UNSTATED}
+
+
+def _gpu_count_and_name(text: str) -> tuple[int, str | None]:
+    m = re.match(r"\s*(\d+)\s*[x×]\s*(.*)", text)
+    if m:
+        return max(int(m.group(1)), 2), m.group(2).strip() or None
+    return 2, text.strip() or None  # a multi-GPU hang: at least two, count not stated
+
+
+def _gpus(env: dict[str, Any]) -> list[dict[str, Any]]:
+    text = str(_stated(env, "gpus") or "")
+    count, name = _gpu_count_and_name(text)
+    low = text.lower()
+    cc = next((c for key, c in COMPUTE_CAPABILITY if key.lower() in low), None)
+    return [
+        {
+            "index": i,
+            "name": name,
+            "pci_bus_id": None,
+            "memory_mib": None,
+            "compute_capability": cc if cc else UNSTATED,
+            "uuid": None,
+        }
+        for i in range(count)
+    ]
+
+
+def _driver(env: dict[str, Any]) -> Any:
+    module = _stated(env, "driver")
+    if module is None:
+        return UNSTATED
+    userspace = _stated(env, "driver_userspace") or module
+    return {
+        "kernel_module": str(module),
+        "userspace": str(userspace),
+        "mismatch": str(userspace) != str(module),
+        "nvml_error": _stated(env, "nvml_error"),
+    }
+
+
+def _link(env: dict[str, Any]) -> str | None:
+    if _stated(env, "link"):
+        return str(env["link"])
+    text = str(_stated(env, "interconnect") or "").lower()
+    return next((link for word, link in LINK_WORDS if word in text), None)
+
+
+def _topology(env: dict[str, Any], n: int) -> Any:
+    link = _link(env)
+    if link is None:
+        return UNSTATED
+    names = [f"GPU{i}" for i in range(n)]
+    matrix = {a: {b: link for b in names if b != a} for a in names}
+    return {"matrix": matrix, "worst": link, "raw": None}
+
+
+def _pcie(env: dict[str, Any], n: int) -> Any:
+    acs = _stated(env, "acs")
+    behind = env.get("behind_switch")
+    if behind is None:
+        link = _link(env)
+        behind = link in ("PIX", "PXB") if link else None
+    if acs not in ("enabled", "disabled") and behind is None:
+        return UNSTATED
+    bridges: Any = UNSTATED
+    if acs in ("enabled", "disabled"):
+        on = acs == "enabled"
+        ctl = {"SrcValid": on, "ReqRedir": on, "CmpltRedir": on}
+        bridges = [
+            {"bdf": f"0000:f{i:x}:00.0", "acs_ctl": ctl, "acs_enabled": on, "above_gpu": True}
+            for i in range(n)
+        ]
+    if behind is None:
+        return UNSTATED  # the schema needs a boolean here; without it the object is unknown
+    return {"bridges": bridges, "gpus_behind_switch": bool(behind)}
+
+
+def _iommu(env: dict[str, Any]) -> Any:
+    mode = {"on": "translated", "off": "off", "pt": "pt"}.get(str(_stated(env, "iommu")))
+    if mode is None:
+        return UNSTATED
+    cmdline = {"intel_iommu": None, "amd_iommu": None, "iommu": None}
+    return {"cmdline": cmdline, "groups": 0, "mode": mode}
+
+
+def _shm(env: dict[str, Any]) -> Any:
+    size = _stated(env, "shm")
+    if size is None:
+        return UNSTATED
+    m = re.fullmatch(r"(\d+)\s*([MG])", str(size).strip(), re.I)
+    if not m:
+        return UNSTATED
+    shift = 20 if m.group(2).upper() == "M" else 30
+    return {"path": "/dev/shm", "size_bytes": int(m.group(1)) << shift}
+
+
+def _python_envs(env: dict[str, Any]) -> Any:
+    torch = _stated(env, "torch")
+    if torch is None:
+        return UNSTATED
+    return [{"python": "python3", "version": UNSTATED, "packages": {"torch": str(torch)}}]
+
+
+def _containers(env: dict[str, Any]) -> Any:
+    if _stated(env, "container") is None:
+        return UNSTATED
+    return {
+        "in_container": True,  # the thread's logs and /dev/shm are the container's
+        "docker": UNSTATED,
+        "podman": UNSTATED,
+        "nvidia_container_toolkit": UNSTATED,
+        "nvidia_runtime_configured": UNSTATED,
+        "ipc_host": env["ipc_host"] if isinstance(env.get("ipc_host"), bool) else UNSTATED,
+        "net_host": env["net_host"] if isinstance(env.get("net_host"), bool) else UNSTATED,
+    }
+
+
+def _fabricmanager(env: dict[str, Any]) -> Any:
+    fm = env.get("fabricmanager")
+    if not isinstance(fm, dict):
+        return UNSTATED
+    running = fm.get("running")
+    return {
+        "installed": None if fm.get("installed") is None else str(fm["installed"]),
+        "running": running if isinstance(running, bool) else UNSTATED,
+    }
+
+
+def _nccl(env: dict[str, Any]) -> Any:
+    settings = _stated(env, "nccl_env")
+    conf = _stated(env, "nccl_conf")
+    if settings is None and conf is None:
+        return UNSTATED
+    files = {"/etc/nccl.conf": {str(k): str(v) for k, v in conf.items()}} if conf else {}
+    return {"env": {str(k): str(v) for k, v in (settings or {}).items()}, "files": files}
+
+
+def _network(env: dict[str, Any]) -> Any:
+    names = _stated(env, "interfaces")
+    ib = _stated(env, "infiniband")
+    if names is None and ib is None:
+        return UNSTATED
+    return {
+        "interfaces": [{"name": str(n), "up": True, "ipv4": None} for n in names or []],
+        "infiniband": [str(x) for x in ib or []],
+    }
+
+
+def _env_vars(env: dict[str, Any]) -> Any:
+    if "cuda_visible_devices" not in env:
+        return UNSTATED
+    return {"CUDA_VISIBLE_DEVICES": env["cuda_visible_devices"]}
+
+
+def facts_for(case: dict[str, Any]) -> dict[str, Any]:
+    env: dict[str, Any] = dict(case.get("environment") or {})
+    gpus = _gpus(env)
+    return {
+        "module_version": "corpus",
+        "python": UNSTATED,
+        "os": _os(env),
+        "cpu": _cpu(env),
+        "kernel": _kernel(env),
+        "glibc": UNSTATED,
+        "pythons": UNSTATED,
+        "gpus": gpus,
+        "driver": _driver(env),
+        "topology": _topology(env, len(gpus)),
+        "p2p": UNSTATED,
+        "pcie": _pcie(env, len(gpus)),
+        "iommu": _iommu(env),
+        "shm": _shm(env),
+        "cuda_toolkits": UNSTATED,
+        "cuda_default": UNSTATED,
+        "python_envs": _python_envs(env),
+        "secure_boot": UNSTATED,
+        "dkms": UNSTATED,
+        "packages": UNSTATED,
+        "unattended_upgrades": UNSTATED,
+        "containers": _containers(env),
+        "fabricmanager": _fabricmanager(env),
+        "nccl": _nccl(env),
+        "gpu_processes": UNSTATED,
+        "kernel_log": UNSTATED,
+        "network": _network(env),
+        "env": _env_vars(env),
+    }
+
+
+def snapshot_for(case: dict[str, Any]) -> dict[str, Any]:
+    """The whole gpufix-facts v1 document, as `gpufix facts` would save it."""
+    return {
+        "format": "gpufix-facts",
+        "version": 1,
+        "host": case["id"],
+        "gathered_at": GATHERED_AT,
+        "facts": facts_for(case),
+    }

@@ -1,0 +1,401 @@
+"""Issue 11: what a GPU-fleet engineer would do on real hosts. One test (or more) per finding the
+engine owns; each failed on the engine before the change."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import date
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpufix.engine import decide as engine
+from gpufix.engine.context import Constraints
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
+from gpufix.facts.host import from_facts
+
+HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+decide = partial(engine.decide, kb=load(), rules=load_rules())
+TODAY = date(2026, 11, 30)
+
+
+def facts(name: str) -> dict[str, Any]:
+    return json.loads((HOSTS / f"{name}.json").read_text())["facts"]
+
+
+def ids(plan: Any) -> set[str]:
+    return {f.id for f in plan.findings}
+
+
+def option(plan: Any, name: str) -> Any:
+    return next(o for o in plan.options if o.strategy == name)
+
+
+def with_gpus(f: dict[str, Any], name: str, cc: str) -> dict[str, Any]:
+    f = copy.deepcopy(f)
+    for gpu in f["gpus"]:
+        gpu.update(name=name, compute_capability=cc)
+    return f
+
+
+def pin(name: str, when: date = TODAY, **changes: Any) -> Any:
+    f = copy.deepcopy(facts(name))
+    f.update(changes)
+    return decide(f, constraints=Constraints(strategy="driver-pin", plan_date=when))
+
+
+# --- finding 1: a supported branch that drives every GPU, from the release's archive ---------
+
+
+def test_host04_gets_a_supported_branch_from_jammys_archive() -> None:
+    """22.04 on R470 with torch cu121: not R525 (ended, not in jammy's archive) but the LTS
+    branch NVIDIA supports on the plan date, from the Ubuntu archive the role installs from."""
+    plan = decide(facts("jammy-470-torch23"), constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "driver-pin"
+    (step,) = plan.steps
+    assert step.vars["gpufix_driver_branch"] == "580"
+    assert step.vars["gpufix_driver_source"] == "ubuntu"
+    assert step.vars["gpufix_driver_flavour"] == "server"
+    assert "2028-06" in step.description
+    assert plan.extra["plan_date"] == "2026-11-30"
+
+
+def test_plan_date_is_data_not_the_clock() -> None:
+    """Earlier in 2026, R535 (LTS to June 2026) was still supported and the smaller move."""
+    early = pin("jammy-470-torch23", date(2026, 5, 1))
+    late = pin("jammy-470-torch23", date(2026, 7, 1))
+    assert early.steps[0].vars["gpufix_driver_branch"] == "535"
+    assert late.steps[0].vars["gpufix_driver_branch"] == "580"
+    assert pin("jammy-470-torch23").extra["plan_date"] == "2026-11-30"
+
+
+def test_no_branch_past_support_is_ever_chosen() -> None:
+    kb = load()
+    for day in (date(2026, 3, 1), date(2026, 7, 1), TODAY, date(2027, 6, 1)):
+        plan = pin("jammy-470-torch23", day)
+        branch = kb.driver_branch(plan.steps[0].vars["gpufix_driver_branch"])
+        assert branch is not None and branch.supported_on(day)
+
+
+def test_blackwell_on_545_gets_r570_or_later_with_open_modules() -> None:
+    """Four RTX 5090s on 545 were told to go to 535, which cannot drive Blackwell."""
+    f = with_gpus(facts("focal-4x4090"), "NVIDIA GeForce RTX 5090", "12.0")
+    f["os"].update(codename="noble", version_id="24.04")
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert "driver-cannot-drive-gpus" in ids(plan)
+    assert plan.strategy == "driver-pin"
+    (step,) = plan.steps
+    assert int(step.vars["gpufix_driver_branch"]) >= 570
+    # finding 2: the open kernel modules, which Blackwell needs
+    assert step.vars["gpufix_driver_flavour"] in ("open", "server-open")
+
+
+def test_kepler_has_no_supported_branch_and_says_so() -> None:
+    """Kepler ends at R470, whose support ended: no driver move can be proposed."""
+    f = with_gpus(facts("jammy-470-torch23"), "Tesla K80", "3.7")
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    pin_ = option(plan, "driver-pin")
+    assert not pin_.feasible and "Kepler" in pin_.reason
+
+
+def test_pascal_stays_at_or_below_r580() -> None:
+    f = with_gpus(facts("jammy-470-torch23"), "Tesla P100-PCIE-16GB", "6.0")
+    plan = decide(f, constraints=Constraints(strategy="driver-pin", plan_date=TODAY))
+    assert int(plan.steps[0].vars["gpufix_driver_branch"]) <= 580
+    assert plan.steps[0].vars["gpufix_driver_flavour"] == "server"  # no open modules for Pascal
+
+
+def test_a_reported_good_branch_that_ended_is_not_chosen() -> None:
+    """r545-ddp-hang names 535, which ended in June 2026."""
+    f = copy.deepcopy(facts("focal-4x4090"))
+    f["os"].update(codename="jammy", version_id="22.04")
+    f["gpus"] = with_gpus(f, "NVIDIA RTX A6000", "8.6")["gpus"]
+    f["p2p"] = {"read": {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}}
+    plan = decide(f, constraints=Constraints(strategy="driver-pin", plan_date=TODAY))
+    assert plan.steps[0].vars["gpufix_driver_branch"] == "580"
+
+
+def test_a_release_without_a_supported_branch_is_not_offered_one() -> None:
+    f = copy.deepcopy(facts("bionic-ga-2x3090"))  # bionic's archive stops at 525
+    f["python_envs"][0]["packages"]["torch"] = "2.1.2+cu121"
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    pin_ = option(plan, "driver-pin")
+    assert not pin_.feasible and "bionic" in pin_.reason
+
+
+# --- finding 3 (engine side): fabric manager alone needs no reboot ------------------------------
+
+
+def test_keeping_a_driver_keeps_its_package_flavour() -> None:
+    """nvidia-driver-535-server stays -server: pinning nvidia-driver-535 would swap packages."""
+    f = copy.deepcopy(facts("a100-fm-mismatch"))
+    f["packages"]["nvidia"] = {
+        k.replace("-535", "-535-server"): v for k, v in f["packages"]["nvidia"].items()
+    }
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert plan.steps[0].vars["gpufix_driver_flavour"] == "server"
+    plain = decide(facts("a100-fm-mismatch"), constraints=Constraints(plan_date=TODAY))
+    assert plain.steps[0].vars["gpufix_driver_flavour"] == ""
+
+
+def test_fabric_manager_fix_needs_no_reboot() -> None:
+    plan = decide(facts("a100-fm-mismatch"), constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "driver-pin"
+    assert not plan.reboot_required and not plan.steps[0].reboot
+    assert plan.steps[0].vars["gpufix_driver_version"] == "535.154.05"
+    assert plan.steps[0].vars["gpufix_driver_fabricmanager"] is True
+
+
+# --- finding 8: is the old version still installable -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("installable", "needle"),
+    [(False, "no longer in any apt index"), (None, "not known whether"), (True, None)],
+)
+def test_rollback_reinstall_is_a_plan_risk(installable: bool | None, needle: str | None) -> None:
+    f = copy.deepcopy(facts("jammy-470-torch23"))
+    f["packages"]["driver_rollback"] = {
+        "package": "nvidia-driver-470",
+        "version": "470.223.02-0ubuntu0.22.04.1",
+        "installable": installable,
+    }
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "driver-pin"
+    text = " ".join(plan.risks)
+    if needle:
+        assert needle in text
+    else:
+        assert "apt index" not in text
+
+
+# --- finding 13: ACS only where it matters; no P2P promises on GPUs without P2P ---------------
+
+
+def test_acs_on_root_ports_with_the_iommu_off_is_not_a_finding() -> None:
+    """host04: ACS redirect on its root ports, IOMMU off: P2P is not redirected through it."""
+    h = from_facts(facts("jammy-470-torch23"))
+    assert h.acs_bridges and h.iommu_mode == "off" and not h.behind_switch
+    plan = decide(facts("jammy-470-torch23"), constraints=Constraints(plan_date=TODAY))
+    assert "acs-enabled-above-gpus" not in ids(plan)
+    assert not option(plan, "pcie-acs").feasible
+
+
+def test_acs_on_root_ports_with_a_translating_iommu_is_a_finding() -> None:
+    f = copy.deepcopy(facts("jammy-470-torch23"))
+    f["iommu"].update(mode="translated", groups=40, units=2)
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert "acs-enabled-above-gpus" in ids(plan)
+
+
+def test_acs_on_root_ports_with_the_iommu_unknown_is_still_a_finding() -> None:
+    f = copy.deepcopy(facts("jammy-470-torch23"))
+    f["iommu"] = {"unknown": "not readable"}
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert "acs-enabled-above-gpus" in ids(plan)
+
+
+def test_gpus_without_p2p_get_no_acs_finding_and_no_full_rate_promise() -> None:
+    """RTX 4090 has no P2P (nccl#1127): ACS and IOMMU cannot be its problem."""
+    plan = decide(facts("focal-4x4090"), constraints=Constraints(plan_date=TODAY))
+    assert "acs-enabled-above-gpus" not in ids(plan) and "iommu-translated" not in ids(plan)
+    assert "gpu-no-p2p" in ids(plan)
+    acs = option(plan, "pcie-acs")
+    assert not acs.feasible and "no PCIe P2P" in acs.reason
+    assert plan.strategy == "nccl-profile"
+    assert plan.steps[0].vars["gpufix_nccl_profile_names"] == ["no-p2p"]
+    assert "full rate" not in plan.outcome and "bandwidth" not in plan.outcome
+
+
+def test_pcie_acs_outcome_matches_what_it_touches() -> None:
+    """Root ports only: P2P goes through the root complex either way; only switch ports keep it
+    below the switch."""
+    f = copy.deepcopy(facts("jammy-470-torch23"))
+    f["iommu"].update(mode="translated", groups=40, units=2)
+    plan = decide(f, constraints=Constraints(strategy="pcie-acs", plan_date=TODAY))
+    assert "below the switch" not in plan.outcome and "full rate" not in plan.outcome
+
+
+# --- finding 14: a torch build with kernels for every GPU --------------------------------------
+
+
+def test_pascal_gets_a_build_with_sm_60_kernels() -> None:
+    """torch >= 2.8 cu128/cu129 dropped sm_50-61: a Pascal host gets the cu126 build."""
+    f = with_gpus(facts("jammy-470-torch23"), "Tesla P100-PCIE-16GB", "6.0")
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["python_envs"][0]["packages"]["torch"] = "2.8.0+cu128"
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert "gpu-arch-dropped" in ids(plan)
+    assert plan.strategy == "cuda-downgrade"
+    stack = plan.extra["stack"]
+    assert stack["tag"] == "cu126" and "6.0" in stack["archs"]
+
+
+def test_volta_leaves_cu128_from_2_11() -> None:
+    kb = load()
+    b = kb.torch_build("2.11.0", "12.8")
+    assert b is not None and b.runs_on("7.0") is False
+    f = with_gpus(facts("jammy-470-torch23"), "Tesla V100-SXM2-32GB", "7.0")
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["python_envs"][0]["packages"]["torch"] = "2.11.0+cu128"
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert "gpu-arch-dropped" in ids(plan)
+    assert plan.extra["stack"]["tag"] in ("cu126",)
+
+
+def test_blackwell_gets_a_build_with_its_kernels() -> None:
+    f = with_gpus(facts("jammy-470-torch23"), "NVIDIA GeForce RTX 5090", "12.0")
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05", flavor="open")
+    plan = decide(f, constraints=Constraints(strategy="cuda-downgrade", plan_date=TODAY))
+    assert "12.0" in plan.extra["stack"]["archs"]
+
+
+# --- finding 15: facts from a container; host-level steps aim at its host ----------------------
+
+
+def container(f: dict[str, Any]) -> dict[str, Any]:
+    f = copy.deepcopy(f)
+    f["gathered_in"] = {"where": "container", "evidence": "/.dockerenv"}
+    f["containers"] = dict(f["containers"], in_container=True, ipc_host=True, net_host=True)
+    return f
+
+
+def test_container_facts_do_not_plan_kernel_or_driver_changes_for_the_container() -> None:
+    plan = decide(container(facts("bionic-ga-2x3090")), constraints=Constraints(plan_date=TODAY))
+    assert "facts-from-container" in ids(plan)
+    assert plan.strategy != "kernel-upgrade"
+    ku = option(plan, "kernel-upgrade")
+    assert not ku.feasible and "container" in ku.reason
+
+
+def test_driver_pin_from_container_facts_targets_the_host_without_guessing_its_release() -> None:
+    """The image's os-release is not the host's: no repository is named, and the step is for
+    the container's host."""
+    f = container(facts("jammy-470-torch23"))
+    plan = decide(f, constraints=Constraints(strategy="driver-pin", plan_date=TODAY))
+    (step,) = plan.steps
+    assert step.target == "container-host" and "gpufix_driver_source" not in step.vars
+    assert step.vars["gpufix_driver_branch"] == "580"
+    assert any("release is not in the facts" in r for r in plan.risks)
+
+
+def test_host_level_steps_from_container_facts_target_the_container_host() -> None:
+    f = container(facts("bionic-ga-2x3090"))  # translated IOMMU, ACS on root ports
+    plan = decide(f, constraints=Constraints(strategy="pcie-acs", plan_date=TODAY))
+    assert all(s.target == "container-host" for s in plan.steps)
+    assert "container's host" in plan.steps[0].description
+    assert "host that runs it" in plan.outcome
+
+
+def test_host_facts_target_the_host() -> None:
+    plan = decide(facts("bionic-ga-2x3090"), constraints=Constraints(plan_date=TODAY))
+    assert plan.steps and all(s.target == "host" for s in plan.steps)
+
+
+def test_container_facts_hide_the_hosts_packages() -> None:
+    """A container's dpkg has no fabric manager: that says nothing about the host's."""
+    f = container(facts("a100-fm-mismatch"))
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert not {"fabricmanager-missing", "fabricmanager-version-mismatch"} & ids(plan)
+
+
+def test_old_snapshots_without_gathered_in_fall_back_to_in_container() -> None:
+    f = facts("container-shm64m")
+    f.pop("gathered_in", None)
+    assert from_facts(f).from_container
+
+
+# --- finding 16: the container-fix outcome says what really happens ----------------------------
+
+
+def test_container_fix_without_an_image_promises_no_wrapper() -> None:
+    plan = decide(facts("container-shm64m"), constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "container-fix"
+    (step,) = plan.steps
+    assert "gpufix_container_runtime_ipc_host" not in step.vars
+    assert "gpufix_container_runtime_image" not in step.vars
+    assert "no gpufix-run wrapper" in plan.outcome
+    assert "restart Docker" in plan.outcome  # default-shm-size needs a dockerd restart
+    assert "the next container start gets host IPC" not in plan.outcome
+
+
+def test_container_fix_with_an_image_installs_the_wrapper() -> None:
+    image = "nvcr.io/nvidia/pytorch:24.04-py3@sha256:" + "a" * 64
+    c = Constraints(plan_date=TODAY, container_image=image)
+    plan = decide(facts("container-shm64m"), constraints=c)
+    (step,) = plan.steps
+    assert step.vars["gpufix_container_runtime_image"] == image
+    assert step.vars["gpufix_container_runtime_ipc_host"] is True
+    assert "--ipc=host" in plan.outcome
+
+
+# --- issue 15: an unknown GPU count is unknown to every strategy alike -------------------------
+
+
+def test_unknown_gpu_count_is_not_fewer_than_two_for_one_and_fine_for_another() -> None:
+    f = copy.deepcopy(facts("bionic-ga-2x3090"))
+    f["gpus"] = {"unknown": "nvidia-smi: timed out"}
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    reasons = {o.strategy: o for o in plan.options}
+    for name in ("nccl-profile", "single-gpu", "pcie-acs"):
+        assert not reasons[name].feasible, name
+        assert "GPU count unknown" in reasons[name].reason, name
+
+
+# --- shared definitions (issue 14 item 5) ----------------------------------------------------
+
+
+def test_soc_topology_is_the_worst_link() -> None:
+    f = copy.deepcopy(facts("bionic-ga-2x3090"))
+    f["topology"] = {"matrix": {"GPU0": {"GPU1": "SOC"}, "GPU1": {"GPU0": "SOC"}}, "raw": None}
+    assert from_facts(f).worst_link == "SYS"
+
+
+def test_one_shm_floor() -> None:
+    from gpufix.engine.rules import shm_floor_bytes
+
+    assert shm_floor_bytes() == 1 << 30
+
+
+# --- the example hosts (inventory/example.yml): what a GPU-fleet engineer would do ------------
+
+
+def test_example_blackwell_host_gets_r570_or_later_open() -> None:
+    plan = decide(facts("noble-4x5090"), constraints=Constraints(plan_date=TODAY))
+    v = plan.steps[0].vars
+    assert plan.strategy == "driver-pin" and int(v["gpufix_driver_branch"]) >= 570
+    assert v["gpufix_driver_flavour"].endswith("open") and v["gpufix_driver_source"] == "ubuntu"
+
+
+def test_example_pascal_host_gets_a_build_with_sm_60_kernels() -> None:
+    plan = decide(facts("jammy-4xp100-torch28"), constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "cuda-downgrade"
+    assert plan.steps[0].vars["gpufix_ml_stack_torch_variant"] == "cu126"
+    assert "6.0" in plan.extra["stack"]["archs"]
+
+
+def test_example_container_host_aims_host_level_steps_at_its_host() -> None:
+    plan = decide(facts("container-acs-4xada"), constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "pcie-acs"
+    assert [s.target for s in plan.steps] == ["container-host"]
+    assert "host that runs it" in plan.outcome
+
+
+def test_unknown_release_still_gets_a_supported_branch_with_the_gap_stated() -> None:
+    f = copy.deepcopy(facts("jammy-470-torch23"))
+    f["os"] = {"unknown": "os-release not readable"}
+    plan = decide(f, constraints=Constraints(strategy="driver-pin", plan_date=TODAY))
+    v = plan.steps[0].vars
+    assert v["gpufix_driver_branch"] == "580" and "gpufix_driver_source" not in v
+    assert any("release is not in the facts" in r for r in plan.risks)
+
+
+def test_debug_knobs_come_from_the_knowledge_bases_debug_profile() -> None:
+    f = copy.deepcopy(facts("bionic-hwe-8xa100"))
+    f["nccl"]["files"]["/etc/nccl.conf"]["NCCL_DEBUG_FILE"] = "/tmp/nccl.%h.log"
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    found = next(x for x in plan.findings if x.id == "nccl-debug-knobs")
+    assert found.evidence == {"nccl": ["NCCL_DEBUG_FILE"]}

@@ -104,7 +104,13 @@ def digest(obj: Any) -> str:
 
 
 def _step(s: dict[str, Any]) -> Step:
-    return Step(s["playbook"], s["description"], dict(s["vars"]), bool(s.get("reboot", False)))
+    return Step(
+        s["playbook"],
+        s["description"],
+        dict(s["vars"]),
+        bool(s.get("reboot", False)),
+        str(s.get("target", "host")),
+    )
 
 
 def _interim(d: dict[str, Any] | None) -> Interim | None:

@@ -186,9 +186,29 @@ NVIDIA_MODULE = """set -e
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
   linux-modules-nvidia-535-5.4.0-150-generic >/dev/null
 """
-# Driver 535 alone: its nvidia-smi stub reports two GPUs, so GPU strategies are feasible.
-DRIVER = """set -e
+# Driver 535 alone, and two GPUs the facts can list: the fixture's nvidia-smi stub answers only
+# the driver-version query, so a wrapper answers the facts module's GPU query with two rows
+# recorded from an A100 host (tests/fixtures/tool_outputs/query_8xa100.csv) and hands every
+# other call to the stub. Lab containers only.
+_GPU_ROWS = "".join(
+    (ROOT / "tests" / "fixtures" / "tool_outputs" / "query_8xa100.csv")
+    .read_text()
+    .splitlines(True)[:2]
+)
+DRIVER = f"""set -e
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nvidia-driver-535 >/dev/null
+mkdir -p /usr/share/gpufix-e2e
+cat > /usr/share/gpufix-e2e/query-gpu.csv <<'CSV'
+{_GPU_ROWS}CSV
+[ -e /usr/bin/nvidia-smi.fixture ] || mv /usr/bin/nvidia-smi /usr/bin/nvidia-smi.fixture
+cat > /usr/bin/nvidia-smi <<'SH'
+#!/bin/sh
+case "$*" in
+  *--query-gpu=index,*) cat /usr/share/gpufix-e2e/query-gpu.csv; exit 0 ;;
+esac
+exec /usr/bin/nvidia-smi.fixture "$@"
+SH
+chmod 0755 /usr/bin/nvidia-smi
 """
 # A training environment: an interpreter whose site-packages have torch (the CPU build that
 # the lab mounts), at a path of its own, as a venv would be.

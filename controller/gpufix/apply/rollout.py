@@ -99,26 +99,36 @@ class Applier:
         validate(work, self.opts.inventory)
         pd = plans_digest([self.source[h] for h in self.order], self.kind)
         if self.opts.check:
-            return self._execute(
-                self._start(pd, plan_file, {}), {h: ("step", 0) for h in self.order}, False
-            )
+            fresh = {h: ("step", 0) for h in self.order}
+            unreachable = self._fresh(fresh, None, new_run=True)
+            return self._execute(self._start(pd, plan_file, {}), fresh, unreachable, False)
         with HostLocks(self.order) as locks:
-            journal, actions, resumed = self._open(pd, plan_file)
-            locks.label(journal.run_id if journal else None)
-            if journal is None:  # already applied
-                done = FileJournal.find_for_plan(pd)
-                assert done is not None
-                return self._result(done, resumed=True, stopped=False, noop=True)
-            return self._execute(journal, actions, resumed)
+            old, actions, mode = self._decide(pd)
+            if mode == "noop":
+                assert old is not None
+                return self._result(old, resumed=True, stopped=False, noop=True)
+            # facts again before anything is written: a stale plan leaves no run behind
+            unreachable = self._fresh(actions, old if mode == "resume" else None, mode != "resume")
+            if mode == "resume":
+                assert old is not None
+                self.report("*", f"resuming run {old.run_id} ({old.state})")
+                old.claim()
+                journal: Journal = old
+            else:
+                extra = {"retry_of": old.run_id} if (mode == "retry" and old) else {}
+                journal = self._start(pd, plan_file, extra)
+                for h, (act, _) in actions.items():
+                    if mode == "retry" and act == "skip" and old is not None:
+                        journal.set_state(h, "skipped", f"done in run {old.run_id}")
+            locks.label(journal.run_id)
+            return self._execute(journal, actions, unreachable, mode == "resume")
 
-    def _open(
-        self, pd: str, plan_file: str | None
-    ) -> tuple[Journal | None, dict[str, tuple[str, int]], bool]:
-        """The journal to write to and what to do per host: a new run, a resumed one, or a new
-        run retrying the hosts an earlier one rolled back. (None, {}, True): nothing to do."""
+    def _decide(self, pd: str) -> tuple[FileJournal | None, dict[str, tuple[str, int]], str]:
+        """What to do per host, and how: "new" run, "resume" the newest run of this plan,
+        "retry" in a new run the hosts it rolled back, or "noop" (already applied). Reads only."""
         old = FileJournal.find_for_plan(pd)
         if old is None:
-            return self._start(pd, plan_file, {}), {h: ("step", 0) for h in self.order}, False
+            return None, {h: ("step", 0) for h in self.order}, "new"
         if old.state == "running":
             raise GpufixError(
                 f"run {old.run_id} of this plan is still running (pid {old.meta.get('pid')})"
@@ -140,28 +150,40 @@ class Applier:
         kinds = {a for a, _ in actions.values()}
         if kinds <= {"skip"}:
             self.report("*", f"plan already applied in run {old.run_id}: nothing to do")
-            return None, {}, True
+            return old, actions, "noop"
         if kinds <= {"skip", "retry"}:
             self.report("*", f"retrying the hosts run {old.run_id} rolled back, in a new run")
-            carried = {
-                h: f"done in run {old.run_id}" for h, (a, _) in actions.items() if a == "skip"
-            }
-            new = self._start(pd, plan_file, {"retry_of": old.run_id})
-            for h, why in carried.items():
-                new.set_state(h, "skipped", why)
             return (
-                new,
-                {h: ("skip", -1) if h in carried else ("step", 0) for h in self.order},
-                False,
+                old,
+                {h: ("skip", -1) if a == "skip" else ("step", 0) for h, (a, _) in actions.items()},
+                "retry",
             )
-        self.report("*", f"resuming run {old.run_id} ({old.state})")
-        old.claim()
         # a rolled-back host waits for the next run; the others go on where they stopped
         return (
             old,
             {h: ("skip", -1) if a == "retry" else (a, i) for h, (a, i) in actions.items()},
-            True,
+            "resume",
         )
+
+    def _fresh(
+        self, actions: dict[str, tuple[str, int]], old: Journal | None, new_run: bool
+    ) -> dict[str, str]:
+        """The stale-plan check for every host not yet changed (InvalidInput when one is
+        stale); {host: why} for hosts that could not be reached."""
+        if new_run and self.fresh_facts:
+            return {}  # apply --strategy: the plans were made from facts gathered just now
+        untouched = [
+            h
+            for h in self.order
+            if actions[h][0] == "step"
+            and (old is None or not any(s.get("state") != "pending" for s in old.host(h)["steps"]))
+        ]
+        try:
+            return freshness.check_fresh(
+                [self.source[h] for h in untouched], self.opts.inventory, self.report
+            )
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt("interrupted before any host was changed") from None
 
     def _start(self, pd: str, plan_file: str | None, extra: dict[str, Any]) -> Journal:
         cls = Journal if self.opts.check else FileJournal
@@ -177,10 +199,14 @@ class Applier:
         )
 
     def _execute(
-        self, journal: Journal, actions: dict[str, tuple[str, int]], resumed: bool
+        self,
+        journal: Journal,
+        actions: dict[str, tuple[str, int]],
+        unreachable: dict[str, str],
+        resumed: bool,
     ) -> Result:
         try:
-            stopped = self._rollout(journal, actions)
+            stopped = self._rollout(journal, actions, unreachable)
         except KeyboardInterrupt:
             journal.finish("interrupted")
             where = (
@@ -196,19 +222,11 @@ class Applier:
         )
         return self._result(journal, resumed=resumed, stopped=stopped)
 
-    def _rollout(self, journal: Journal, actions: dict[str, tuple[str, int]]) -> bool:
-        """Freshness for every host not yet changed, then the batches. True: --max-fail stopped it."""
+    def _rollout(
+        self, journal: Journal, actions: dict[str, tuple[str, int]], unreachable: dict[str, str]
+    ) -> bool:
+        """The batches, canary first. True: --max-fail stopped the rollout."""
         phases = Phases(journal, self.plans, self.opts, self.report, self.t0)
-        untouched = [
-            h
-            for h in self.order
-            if actions[h][0] == "step"
-            and not any(s.get("state") != "pending" for s in journal.host(h)["steps"])
-        ]
-        check = [] if (self.fresh_facts and not journal.meta.get("resumed_at")) else untouched
-        unreachable = freshness.check_fresh(
-            [self.source[h] for h in check], self.opts.inventory, self.report
-        )
         failures = 0
         work: list[str] = []
         for h in self.order:

@@ -160,6 +160,34 @@ def _lab_uname():
 
 os.uname = _lab_uname
 '''
+# A kernel host in the lab plays a bare machine, so the facts module must not find the
+# container's marks (podman's /run/.containerenv, libpod in /proc/1/cgroup, container= in
+# PID 1's environment): facts from inside a container make host-level strategies infeasible,
+# rightly. This hook hides exactly those from python3. Lab containers only.
+HOST_HOOK = '''"""gpufix lab only: this container plays a bare host; hide its container marks."""
+import builtins
+import io
+import os
+
+_real_exists = os.path.exists
+_real_open = builtins.open
+_HIDDEN = ("/.dockerenv", "/run/.containerenv")
+_AS_HOST = {"/proc/1/cgroup": "0::/\\n", "/proc/1/environ": ""}
+
+
+def _exists(path):
+    return False if path in _HIDDEN else _real_exists(path)
+
+
+def _open(file, mode="r", *args, **kwargs):
+    if isinstance(file, str) and file in _AS_HOST and "r" in mode and "b" not in mode:
+        return io.StringIO(_AS_HOST[file])
+    return _real_open(file, mode, *args, **kwargs)
+
+
+os.path.exists = _exists
+builtins.open = _open
+'''
 INSTALL_UNAME_HOOK = f"""
 site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 mkdir -p "$site"
@@ -167,6 +195,10 @@ cat > "$site/gpufix_lab_uname.py" <<'PY'
 {UNAME_HOOK}PY
 echo 'import gpufix_lab_uname' > "$site/gpufix-lab-uname.pth"
 test "$(python3 -c 'import platform; print(platform.release())')" = "$(gpufix-bootsim-uname)"
+cat > "$site/gpufix_e2e_host.py" <<'PY'
+{HOST_HOOK}PY
+echo 'import gpufix_e2e_host' > "$site/gpufix-e2e-host.pth"
+test "$(python3 -c 'import os; print(os.path.exists("/run/.containerenv"))')" = False
 """
 
 # A bionic host on its GA kernel with driver 535 and GRUB stand-ins (the kernel scenario's state).

@@ -1,12 +1,13 @@
-"""apply without containers: batches, exit codes, stale plans, preflight decisions, rollback vars."""
+"""apply without containers: batches, exit codes, stale plans, preflight decisions, rollback
+vars, validation, reboot gating."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from gpufix.apply import batches, freshness, phases, result, rollback, rollout
 from gpufix.apply import hostcheck as safety
-from gpufix.apply import rollout as apply
 from gpufix.engine.decide import stable_facts
 from gpufix.engine.plan import Plan, Step, digest
 from gpufix.errors import InvalidInput
@@ -14,30 +15,30 @@ from gpufix.errors import InvalidInput
 
 def test_batches_start_with_a_canary() -> None:
     hosts = [f"h{i}" for i in range(10)]
-    assert apply.batches(hosts, "3") == [
+    assert batches.batches(hosts, "3") == [
         ["h0"],
         ["h1", "h2", "h3"],
         ["h4", "h5", "h6"],
         ["h7", "h8", "h9"],
     ]
-    assert apply.batches(hosts, "50%") == [["h0"], hosts[1:6], hosts[6:]]
-    assert apply.batches(hosts, "100%", canary=False) == [hosts]
-    assert apply.batches(["a"], "25%") == [["a"]]
-    assert apply.batches([], "1") == []
+    assert batches.batches(hosts, "50%") == [["h0"], hosts[1:6], hosts[6:]]
+    assert batches.batches(hosts, "100%", canary=False) == [hosts]
+    assert batches.batches(["a"], "25%") == [["a"]]
+    assert batches.batches([], "1") == []
     # never all at once by default: 25% of 4 is 1 host per batch
     assert all(
-        len(b) == 1 for b in apply.batches(["a", "b", "c", "d"], apply.Options(Path()).batch)
+        len(b) == 1 for b in batches.batches(["a", "b", "c", "d"], result.Options(Path()).batch)
     )
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "x", "0%", "150%", ""])
 def test_bad_batch_is_a_one_line_error(bad: str) -> None:
     with pytest.raises(InvalidInput, match="bad --batch"):
-        apply.parse_batch(bad, 4)
+        batches.parse_batch(bad, 4)
 
 
-def _o(state: str, verdict: str | None = None) -> apply.Outcome:
-    return apply.Outcome("h", "s", state, 0, False, verdict, 0.0, "")
+def _o(state: str, verdict: str | None = None) -> result.Outcome:
+    return result.Outcome("h", "s", state, 0, False, verdict, 0.0, "")
 
 
 @pytest.mark.parametrize(
@@ -53,8 +54,8 @@ def _o(state: str, verdict: str | None = None) -> apply.Outcome:
         ([_o("failed")], 1),
     ],
 )
-def test_exit_codes(states: list[apply.Outcome], code: int) -> None:
-    assert apply.exit_code(states) == code
+def test_exit_codes(states: list[result.Outcome], code: int) -> None:
+    assert result.exit_code(states) == code
 
 
 def _plan(base: dict, kb: str = "sha256:kb", **extra: object) -> Plan:
@@ -79,15 +80,15 @@ FACTS = {"kernel": {"running": "4.15.0-213-generic"}, "gpu_processes": [], "kern
 
 def test_volatile_facts_do_not_make_a_plan_stale() -> None:
     now = {**FACTS, "gpu_processes": [{"pid": 1}], "kernel_log": {"xid": 3}}
-    assert apply.stale_reason(_plan(FACTS), now, "sha256:kb") is None
+    assert freshness.stale_reason(_plan(FACTS), now, "sha256:kb") is None
 
 
 def test_changed_facts_or_knowledge_make_a_plan_stale() -> None:
     now = {**FACTS, "kernel": {"running": "5.4.0-150-generic"}}
-    assert "facts changed" in (apply.stale_reason(_plan(FACTS), now, "sha256:kb") or "")
-    why = apply.stale_reason(_plan(FACTS, facts=FACTS), now, "sha256:kb")
+    assert "facts changed" in (freshness.stale_reason(_plan(FACTS), now, "sha256:kb") or "")
+    why = freshness.stale_reason(_plan(FACTS, facts=FACTS), now, "sha256:kb")
     assert why is not None and why.endswith(": kernel")
-    assert "knowledge base" in (apply.stale_reason(_plan(FACTS), FACTS, "sha256:other") or "")
+    assert "knowledge base" in (freshness.stale_reason(_plan(FACTS), FACTS, "sha256:other") or "")
 
 
 def _report(**over: object) -> dict:
@@ -200,7 +201,7 @@ def test_rollback_vars_reverse_the_journal() -> None:
             },
         },
     }
-    v = apply.rollback_vars(rec)
+    v = rollback.rollback_vars({**rec, "strategy": "nccl-profile"})
     assert v["gpufix_rollback_install"] == {"nvidia-driver-535": "535.183.01"}
     assert v["gpufix_rollback_remove"] == ["linux-image-5.4.0-150-generic"]
     assert v["gpufix_rollback_hold"] == ["nvidia-driver-535"] and v["gpufix_rollback_unhold"] == []
@@ -212,21 +213,22 @@ def test_validate_refuses_snapshot_hosts_and_foreign_playbooks(tmp_path: Path) -
     inv = tmp_path / "inv.yml"
     inv.write_text("all:\n  hosts:\n    h1:\n      gpufix_snapshot: h1.json\n    h2: {}\n")
     with pytest.raises(InvalidInput, match="recorded snapshot"):
-        apply.validate([_plan(FACTS)], inv)
+        rollout.validate([_plan(FACTS)], inv)
     bad = _plan(FACTS)
     object.__setattr__(bad, "host", "h2")
     object.__setattr__(bad, "steps", [Step("../../evil.yml", "", {})])
-    with pytest.raises(InvalidInput, match="not in playbooks"):
-        apply.validate([bad], inv)
+    with pytest.raises(InvalidInput, match="is not a strategy's"):
+        rollout.validate([bad], inv)
     with pytest.raises(InvalidInput, match="no plans"):
-        apply.validate([], inv)
+        rollout.validate([], inv)
 
 
 def test_reboot_allowed_vars_are_gated_by_allow_reboot() -> None:
     step = Step("kernel_upgrade.yml", "", {"gpufix_kernel_reboot_allowed": True, "x": 1})
+    # (step_vars only gates; rolevars refuses the unknown "x" before any run)
     key = "gpufix_kernel_reboot_allowed"
-    assert apply.step_vars(step, allow_reboot=False, check=False) == {key: False, "x": 1}
-    assert apply.step_vars(step, allow_reboot=True, check=False)[key] is True
-    assert apply.step_vars(step, allow_reboot=True, check=True)[key] is False
+    assert phases.step_vars(step, allow_reboot=False, check=False) == {key: False, "x": 1}
+    assert phases.step_vars(step, allow_reboot=True, check=False)[key] is True
+    assert phases.step_vars(step, allow_reboot=True, check=True)[key] is False
     no = Step("kernel_upgrade.yml", "", {key: False})
-    assert apply.step_vars(no, allow_reboot=True, check=False)[key] is False
+    assert phases.step_vars(no, allow_reboot=True, check=False)[key] is False

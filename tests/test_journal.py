@@ -1,4 +1,5 @@
-"""Journal: atomic writes, 0700 directories, secrets kept out, the resume state machine."""
+"""Journal: atomic writes, 0700 directories, secrets kept out, the resume state machine, the
+in-memory journal of check mode, host locks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from gpufix.apply import journal
-from gpufix.apply.journal import Journal, next_action, write_json_atomic
+from gpufix.apply.journal import FileJournal, Journal, next_action, scrub, write_json_atomic
+from gpufix.apply.locks import HostLocks, process_start
 from gpufix.errors import InvalidInput
 
 
@@ -34,7 +36,7 @@ def _mode(p: Path) -> int:
 
 
 def test_create_writes_private_files() -> None:
-    j = Journal.create(_plans(), plan_digest="sha256:x", options={"batch": "1"})
+    j = FileJournal.start(_plans(), plan_digest="sha256:x", options={"batch": "1"})
     assert _mode(j.path) == 0o700
     assert _mode(j.path.parent) == 0o700
     assert _mode(j.path / "h1.json") == 0o600
@@ -45,7 +47,7 @@ def test_create_writes_private_files() -> None:
 
 
 def test_every_transition_is_on_disk_before_the_call_returns() -> None:
-    j = Journal.create(_plans(), plan_digest="sha256:x", options={})
+    j = FileJournal.start(_plans(), plan_digest="sha256:x", options={})
     j.step_started("h1", 0)
     on_disk = json.loads((j.path / "h1.json").read_text())
     assert on_disk["state"] == "applying" and on_disk["steps"][0]["state"] == "started"
@@ -53,7 +55,7 @@ def test_every_transition_is_on_disk_before_the_call_returns() -> None:
     on_disk = json.loads((j.path / "h1.json").read_text())
     assert on_disk["steps"][0]["state"] == "done"
     assert on_disk["steps"][0]["files"] == ["/etc/a", "/etc/b"]
-    reopened = Journal.open(j.run_id)
+    reopened = FileJournal.open(j.run_id)
     assert reopened.host("h1")["steps"][0]["changed"] == 3
 
 
@@ -64,7 +66,7 @@ def test_secrets_never_reach_the_journal() -> None:
         "ansible_become_password": "hunter2",
         "nested": {"api_token": "t0k"},
     }
-    j = Journal.create(plans, plan_digest="d", options={"vault_password_file": "/x"})
+    j = FileJournal.start(plans, plan_digest="d", options={"vault_password_file": "/x"})
     text = (j.path / "h1.json").read_text() + (j.path / "run.json").read_text()
     assert "hunter2" not in text and "t0k" not in text and "/x" not in text
     assert '"gpufix_x": 1' in text
@@ -85,27 +87,27 @@ def test_atomic_write_leaves_old_file_when_serialising_fails(tmp_path: Path) -> 
 
 
 def test_interrupted_run_is_detected_from_a_dead_pid() -> None:
-    j = Journal.create(_plans(), plan_digest="d", options={})
+    j = FileJournal.start(_plans(), plan_digest="d", options={})
     assert j.state == "running"
     j.meta["pid"] = 2**22 + 12345  # above pid_max: no such process
-    j._write_meta()
-    assert Journal.open(j.run_id).state == "interrupted"
-    assert Journal.find_for_plan("d").run_id == j.run_id  # type: ignore[union-attr]
-    assert Journal.find_for_plan("other") is None
+    j._persist_meta()
+    assert FileJournal.open(j.run_id).state == "interrupted"
+    assert FileJournal.find_for_plan("d").run_id == j.run_id  # type: ignore[union-attr]
+    assert FileJournal.find_for_plan("other") is None
 
 
 def test_open_refuses_bad_ids_and_unknown_runs() -> None:
     with pytest.raises(InvalidInput, match="not a run id"):
-        Journal.open("../../etc")
+        FileJournal.open("../../etc")
     with pytest.raises(InvalidInput, match="no run"):
-        Journal.open("20260101T000000-abcdef")
+        FileJournal.open("20260101T000000-abcdef")
     with pytest.raises(InvalidInput, match="no apply runs"):
-        Journal.open("latest")
+        FileJournal.open("latest")
 
 
 def test_host_names_that_would_escape_the_run_dir_are_refused() -> None:
     with pytest.raises(InvalidInput, match="cannot be journaled"):
-        Journal.create(
+        FileJournal.start(
             [{"host": "../x", "strategy": "s", "steps": []}], plan_digest="d", options={}
         )
 
@@ -135,7 +137,7 @@ def _rec(state: str, steps: list[str], rebooted: bool = False) -> dict:
         (_rec("skipped", ["pending", "pending"]), ("skip", -1)),
         (_rec("failed", ["done", "failed"]), ("refuse", -1)),
         (_rec("rolling-back", ["done", "done"]), ("refuse", -1)),
-        (_rec("rolled-back", ["done", "done"]), ("refuse", -1)),
+        (_rec("rolled-back", ["done", "done"]), ("retry", -1)),  # a new run may try again
     ],
 )
 def test_resume_state_machine(rec: dict, want: tuple[str, int]) -> None:
@@ -143,7 +145,7 @@ def test_resume_state_machine(rec: dict, want: tuple[str, int]) -> None:
 
 
 def test_states_are_checked() -> None:
-    j = Journal.create(_plans(), plan_digest="d", options={})
+    j = FileJournal.start(_plans(), plan_digest="d", options={})
     with pytest.raises(ValueError):
         j.set_state("h1", "exploded")
     with pytest.raises(InvalidInput, match="not in run"):
@@ -153,8 +155,116 @@ def test_states_are_checked() -> None:
 def test_list_runs_is_oldest_first(monkeypatch: pytest.MonkeyPatch) -> None:
     ids = iter(["20260101T000002-aaaaaa", "20260101T000001-bbbbbb"])
     monkeypatch.setattr(journal, "new_run_id", lambda: next(ids))
-    Journal.create(_plans(), plan_digest="a", options={})
-    Journal.create(_plans(), plan_digest="b", options={})
+    FileJournal.start(_plans(), plan_digest="a", options={})
+    FileJournal.start(_plans(), plan_digest="b", options={})
     assert journal.list_runs() == ["20260101T000001-bbbbbb", "20260101T000002-aaaaaa"]
-    assert Journal.open("latest").meta["plan_digest"] == "a"
+    assert FileJournal.open("latest").meta["plan_digest"] == "a"
     assert os.listdir(journal.runs_dir())
+
+
+def test_a_reused_pid_does_not_keep_a_run_running() -> None:
+    j = FileJournal.start(_plans(), plan_digest="d", options={})
+    assert j.meta["pid_start"] == process_start(os.getpid())
+    j.meta["pid_start"] = "1"  # this pid, but a process that started at another time
+    j._persist_meta()
+    assert FileJournal.open(j.run_id).state == "interrupted"
+
+
+def test_check_mode_journal_has_the_same_interface_and_writes_nothing() -> None:
+    j = Journal.start(_plans(), plan_digest="d", options={})
+    j.step_started("h1", 0)
+    j.step_finished("h1", 0, ok=True, changed=2)
+    j.set_state("h1", "would-change", "check mode")
+    j.add_verdict("h1", "after-apply", {"verdict": "healthy"})
+    j.finish("complete")
+    assert j.host("h1")["state"] == "would-change" and j.changed("h1") == 2
+    assert not j.persistent and j.path is None
+    assert journal.list_runs() == []  # nothing under the state directory
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "github_token",
+        "Authorization",
+        "X-Auth-Token",
+        "ansible_become_password",
+        "vault_password_file",
+        "client_secret",
+        "accessToken",
+        "db_passwd",
+        "session_id",
+    ],
+)
+def test_secret_names_are_redacted(name: str) -> None:
+    assert scrub({name: "s3cr3t"}) == {name: journal.REDACTED}
+
+
+@pytest.mark.parametrize(
+    "name", ["gpufix_pcie_acs_iommu_passthrough", "gpufix_kernel_target", "tokenizer", "compass"]
+)
+def test_ordinary_names_are_kept(name: str) -> None:
+    assert scrub({name: "v"}) == {name: "v"}
+
+
+def test_passwords_inside_values_are_redacted() -> None:
+    got = scrub(
+        {
+            "gpufix_ml_stack_index_url": "https://alice:hunter2@pypi.example/simple",
+            "note": "curl -H 'Authorization: Bearer abc.def' https://x",
+        }
+    )
+    text = json.dumps(got)
+    assert "hunter2" not in text and "abc.def" not in text
+    assert "https://alice:<redacted>@pypi.example/simple" in text
+
+
+def test_a_corrupt_run_is_one_line_and_does_not_hide_the_others() -> None:
+    good = FileJournal.start(_plans(), plan_digest="a", options={})
+    bad = FileJournal.start(_plans(), plan_digest="b", options={})
+    (bad.path / "run.json").write_text('{"format": "gpufix-run", "version": 1, "hosts": 5}')
+    with pytest.raises(InvalidInput, match=r"journal file .*run\.json: .*required property"):
+        FileJournal.open(bad.run_id)
+    assert FileJournal.find_for_plan("a").run_id == good.run_id  # type: ignore[union-attr]
+    (bad.path / "h1.json").unlink()
+    (bad.path / "run.json").unlink()
+    assert FileJournal.find_for_plan("b") is None
+
+
+def test_journal_host_files_cannot_name_another_host(tmp_path: Path) -> None:
+    j = FileJournal.start(_plans(), plan_digest="d", options={})
+    rec = json.loads((j.path / "h1.json").read_text())
+    rec["host"] = "h2"
+    (j.path / "h1.json").write_text(json.dumps(rec))
+    with pytest.raises(InvalidInput, match="another host"):
+        FileJournal.open(j.run_id)
+
+
+def test_one_lock_per_host() -> None:
+    with HostLocks(["h1", "h2"]) as first:
+        first.label("20260101T000000-abcdef")
+        with pytest.raises(Exception, match="another gpufix run") as exc:
+            HostLocks(["h2", "h3"]).acquire()
+        assert str(os.getpid()) in str(exc.value) and "20260101T000000-abcdef" in str(exc.value)
+        # h3 was not left locked by the refused attempt
+        with HostLocks(["h3"]):
+            pass
+    with HostLocks(["h1", "h2"]):  # released on exit
+        pass
+
+
+def test_a_lock_file_of_a_dead_process_is_taken_over() -> None:
+    locks = journal.private_dir("locks")
+    (locks / "h1.lock").write_text(json.dumps({"pid": 2**22 + 5, "start": "1", "host": "h1"}))
+    with HostLocks(["h1"]):
+        held = json.loads((locks / "h1.lock").read_text())
+        assert held["pid"] == os.getpid()
+    assert not (locks / "h1.lock").exists()
+
+
+@pytest.mark.parametrize("bad", ["../x", "a/b", "", ".", "..", "h1\n", "$(id)"])
+def test_locks_refuse_names_that_leave_the_directory(bad: str) -> None:
+    with pytest.raises(InvalidInput):
+        HostLocks([bad])

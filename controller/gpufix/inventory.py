@@ -6,12 +6,22 @@ example inventory uses this so `gpufix plan host01` works on a fresh clone with 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpufix.errors import InvalidInput
+
+# Host, group, or a list of them (a,b  a:b  a:&b  a:!b), wildcards and ranges; no regex (~).
+_PATTERN_CHARS = re.compile(r"^[A-Za-z0-9_.*!&,:\[\]@-]{1,1024}$")
+_YAML_ERROR = re.compile(
+    r"Syntax Error while loading YAML\. (.*?) The error appears to be in '.*?': (line \d+, column \d+)"
+)
+_PLUGIN_FAILURE = re.compile(r"Failed to parse .*? with (\w+) plugin: (.*?)(?=\[WARNING\]|$)", re.S)
 
 
 @dataclass(frozen=True)
@@ -27,19 +37,61 @@ def _quiet_ansible() -> None:
     os.environ.setdefault("ANSIBLE_HOST_PATTERN_MISMATCH", "ignore")
     os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
+    # a source no plugin can parse is an error (named in one line), not an empty inventory
+    os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True")
+
+
+def check_pattern(pattern: str) -> None:
+    """Refuse a target that is empty or could match more than the user named: '' and ','
+    (every host, to Ansible), regex patterns ('~...'), empty list elements."""
+    from gpufix.inputs import one_line
+
+    if not pattern or pattern != pattern.strip():
+        raise InvalidInput(
+            f"empty or padded target {one_line(repr(pattern))}: name a host or group"
+        )
+    if not _PATTERN_CHARS.fullmatch(pattern):
+        raise InvalidInput(
+            f"target {one_line(repr(pattern), 80)}: a host or group name, or a list of them "
+            "(letters, digits, . _ - * [ ] , : ! &); regex patterns are not accepted"
+        )
+    parts = re.split(r"[,:]", re.sub(r"\[[^\]]*\]", "[]", pattern))
+    if any(part.lstrip("!&") == "" for part in parts):
+        raise InvalidInput(f"target {pattern!r} has an empty element: name a host or group")
 
 
 def _manager(inventory: Path) -> Any:
+    """Parse the inventory quietly; a source no plugin can read is one line naming the cause."""
+    from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
 
-    return InventoryManager(loader=DataLoader(), sources=[str(inventory)])
+    from gpufix.inputs import one_line
+
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
+            return InventoryManager(loader=DataLoader(), sources=[str(inventory)])
+    except AnsibleError:
+        text = " ".join(captured.getvalue().split())
+        found = dict(_PLUGIN_FAILURE.findall(text))
+        want = "yaml" if inventory.suffix in (".yml", ".yaml") else "ini"
+        why = found.get(want) or next(iter(found.values()), "no inventory plugin could read it")
+        yaml_error = _YAML_ERROR.search(why)
+        if yaml_error:
+            why = f"YAML syntax error at {yaml_error.group(2)}: {yaml_error.group(1)}"
+        raise InvalidInput(f"cannot parse inventory {inventory}: {one_line(why)}") from None
 
 
 def resolve(pattern: str, inventory: Path) -> list[Target]:
     """Hosts matched by a host name, group name or Ansible pattern, in inventory order."""
+    check_pattern(pattern)
     if not inventory.is_file() and not inventory.is_dir():
         raise InvalidInput(f"inventory not found: {inventory}")
+    if inventory.is_file():
+        from gpufix.inputs import read_bytes
+
+        read_bytes(inventory, "inventory", max_bytes=16 * 1024 * 1024)  # regular file, bounded
     _quiet_ansible()
     from ansible.errors import AnsibleError
     from ansible.parsing.dataloader import DataLoader

@@ -56,9 +56,30 @@ def default_inventory() -> Path:
 
 
 def state_dir() -> Path:
-    """Journals and run data; created 0700 because runs may name hosts and users."""
+    """Journals, locks and run data. Created 0700 when gpufix creates it; an existing directory
+    (GPUFIX_STATE_DIR may name a shared one) keeps its mode: gpufix's own subdirectories
+    (runs/, locks/) are 0700 instead (gpufix.paths.private_dir)."""
     base = os.environ.get("GPUFIX_STATE_DIR")
     path = Path(base) if base else Path.home() / ".local" / "state" / "gpufix"
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise GpufixError(f"cannot create the state directory {path}: {exc.strerror}") from None
+    if not path.is_dir():
+        raise GpufixError(f"the state directory {path} is not a directory")
+    return path
+
+
+def private_dir(name: str) -> Path:
+    """state_dir()/name, 0700 and owned by this user; refused when someone else owns it."""
+    path = state_dir() / name
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = path.lstat()
+    except OSError as exc:
+        raise GpufixError(f"cannot create {path}: {exc.strerror}") from None
+    if not path.is_dir() or path.is_symlink() or st.st_uid != os.getuid():
+        raise GpufixError(f"{path} is not a directory this user owns: refusing to use it")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
     return path

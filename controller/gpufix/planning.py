@@ -1,21 +1,41 @@
-"""Make plans: gather facts (or read a snapshot), optionally probe, decide. Shared by `plan` and
-`apply --strategy`; the CLI only parses and prints."""
+"""Make plans: gather facts (or read a snapshot), optionally probe, decide. Shared by `plan`,
+`apply --strategy` and apply's re-derivation of a plan file; the CLI only parses and prints.
+
+Every plan records what the engine was given (`inputs`) and which interpreter verifies it, so
+`plan_host` on a plan's own inputs gives back the same plan (docs/security.md).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
 
+from gpufix.apply.varspec import PATTERNS
 from gpufix.engine.context import Constraints
 from gpufix.engine.decide import decide
+from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.kb import load as load_kb
 from gpufix.engine.plan import Plan
+from gpufix.engine.rules import Rules
 from gpufix.engine.rules import load as load_rules
+from gpufix.errors import InvalidInput
+from gpufix.strategies import NAMES
 
 Progress = Callable[[str, str], None]
+
+# An interpreter gpufix runs on a host (facts' python_envs, the probe): an absolute path, no
+# spaces, quotes or braces, whose last part is python[X[.Y]] (gpufix.apply.varspec "python").
+PYTHON = re.compile(r"^/([A-Za-z0-9._+-]+/){0,64}python[0-9.]{0,8}$")
+_CONSTRAINT_PATTERNS = {
+    "container_image": re.compile(PATTERNS["image_digest"]),
+    "venv_path": re.compile(PATTERNS["abspath"]),
+}
+ML_STACK_PLAYBOOK = "cuda_downgrade.yml"
+ML_STACK_VENV_DEFAULT = "/opt/gpufix/venv"  # roles/ml_stack/defaults: gpufix_ml_stack_venv
 
 
 @dataclass
@@ -29,6 +49,81 @@ class Failure:
 class Planned:
     plans: list[Plan] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+
+
+def constraints_to_dict(c: Constraints) -> dict[str, Any]:
+    """JSON-native: the plan date as YYYY-MM-DD."""
+    d = asdict(c)
+    return {k: (v.isoformat() if isinstance(v, date) else v) for k, v in d.items()}
+
+
+def constraints_from_dict(d: Mapping[str, Any], where: str = "plan") -> Constraints:
+    """Constraints from a plan's inputs: unknown names and wrong types are refused."""
+    known = {f.name: f for f in fields(Constraints)}
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        raise InvalidInput(f"{where}: inputs/constraints/{unknown[0]}: not a planning constraint")
+    defaults = asdict(Constraints())
+    given = dict(d)
+    if isinstance(given.get("plan_date"), str):  # the day the plan was made: judged as of then
+        try:
+            given["plan_date"] = date.fromisoformat(given["plan_date"])
+        except ValueError:
+            raise InvalidInput(f"{where}: inputs/constraints/plan_date: not YYYY-MM-DD") from None
+    for k, v in given.items():
+        if k == "plan_date":
+            if v is not None and not isinstance(v, date):
+                raise InvalidInput(f"{where}: inputs/constraints/plan_date: not YYYY-MM-DD")
+            continue
+        want = type(defaults[k]) if defaults[k] is not None else (str, type(None))
+        if isinstance(v, bool) != isinstance(defaults[k], bool) or not isinstance(v, want):
+            raise InvalidInput(f"{where}: inputs/constraints/{k}: wrong type {type(v).__name__}")
+        pattern = _CONSTRAINT_PATTERNS.get(k)
+        if isinstance(v, str) and pattern and not pattern.fullmatch(v):
+            raise InvalidInput(f"{where}: inputs/constraints/{k}: not a valid value")
+    if given.get("strategy") is not None and given["strategy"] not in NAMES:
+        raise InvalidInput(f"{where}: inputs/constraints/strategy: not a strategy")
+    return Constraints(**given)
+
+
+def verify_python(plan: Plan, facts: Mapping[str, Any]) -> dict[str, str]:
+    """The interpreter the post-change probe uses: the venv a cuda-downgrade step builds, else
+    the first interpreter in the facts' python_envs that has torch (the training environment,
+    from --python-env or the host's python3), else none (probe.yml's default)."""
+    for s in plan.steps:
+        if s.playbook == ML_STACK_PLAYBOOK:
+            venv = str(s.vars.get("gpufix_ml_stack_venv") or ML_STACK_VENV_DEFAULT)
+            return {"python": venv.rstrip("/") + "/bin/python", "from": "the venv this plan builds"}
+    envs = facts.get("python_envs")
+    for env in envs if isinstance(envs, list) else []:
+        if not isinstance(env, dict):
+            continue
+        py, pkgs = env.get("python"), env.get("packages")
+        torch = pkgs.get("torch") if isinstance(pkgs, dict) else None
+        if isinstance(py, str) and PYTHON.fullmatch(py) and isinstance(torch, str) and torch:
+            return {"python": py, "from": f"facts: python_envs ({py} has torch {torch})"}
+    return {"from": "no interpreter with torch in the facts: give --python-env at plan time"}
+
+
+def plan_host(
+    facts: Mapping[str, Any],
+    verdict: dict[str, Any] | None,
+    constraints: Constraints,
+    *,
+    host: str,
+    python_envs: list[str] | None,
+    kb: KnowledgeBase,
+    rules: Rules,
+) -> Plan:
+    """One host's plan, with its inputs recorded. Pure: the same inputs give the same plan."""
+    plan = decide(facts, verdict, constraints, kb=kb, rules=rules, host_name=host)
+    inputs = {
+        "facts": dict(facts),
+        "verdict": verdict,
+        "constraints": constraints_to_dict(constraints),
+        "python_envs": list(python_envs or []),
+    }
+    return replace(plan, inputs=inputs, verify=verify_python(plan, facts))
 
 
 def make_plans(
@@ -45,6 +140,15 @@ def make_plans(
     """Plans for TARGET (a host or group of the inventory), or for one snapshot file."""
     from gpufix.facts.snapshot import load_snapshot
 
+    for py in python_envs or []:
+        if not PYTHON.fullmatch(py):
+            raise InvalidInput(
+                f"--python-env {py!r}: give the absolute path of a python interpreter "
+                "(.../python, .../python3, .../python3.9), without spaces or quotes"
+            )
+    image = constraints.container_image
+    if image and not _CONSTRAINT_PATTERNS["container_image"].fullmatch(image):
+        raise InvalidInput(f"--image {image[:200]!r}: give REF@sha256:<64 hex digits>")
     kb, rules = load_kb(), load_rules()
     if constraints.plan_date is None:  # support windows are judged on the day the plan is made
         constraints = replace(constraints, plan_date=date.today())
@@ -63,10 +167,15 @@ def make_plans(
 
         verdicts.update(probe_hosts([s.host for s in snaps], inventory, progress=progress))
     for s in snaps:
-        plan = decide(
-            s.facts, verdicts.get(s.host), constraints, kb=kb, rules=rules, host_name=s.host
+        out.plans.append(
+            plan_host(
+                s.facts,
+                verdicts.get(s.host),
+                constraints,
+                host=s.host,
+                python_envs=python_envs,
+                kb=kb,
+                rules=rules,
+            )
         )
-        if python_envs:  # apply re-gathers with the same interpreters to check freshness
-            plan = replace(plan, extra={**plan.extra, "python_envs": list(python_envs)})
-        out.plans.append(plan)
     return out

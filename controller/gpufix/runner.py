@@ -1,8 +1,17 @@
-"""The only module that talks to ansible-runner: ad-hoc fact gathering and playbook runs."""
+"""The only module that talks to ansible-runner: ad-hoc fact gathering and playbook runs.
+
+Variables never reach a command line or a template: they are checked against the playbook's
+argument specs (gpufix.apply.rolevars), written as a YAML file in the run's private directory
+(0700, the file 0600, removed with it) with every string tagged !unsafe, and passed as
+`-e @file`, so `ps` shows a path and Ansible never evaluates a value as Jinja.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import sys
@@ -14,13 +23,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gpufix import paths
+from gpufix.errors import InvalidInput
 from gpufix.paths import content_root
 
 Progress = Callable[[str, str], None]  # (host, message)
 
 # ansible-core 2.16 manages Python 2.7 and 3.6+ targets; older ones fail in ways we name.
 _PYTHON_TOO_OLD = ("SyntaxError", "requires Python", "No module named 'json'", "not supported")
+# An interpreter or script argument handed to an ad-hoc module: one word, no template syntax.
+_WORD = re.compile(r"^[A-Za-z0-9._+/=:,-]{1,4096}$")
+_TAIL = 300  # characters of a failing module's stderr shown with its message
 
 
 @dataclass
@@ -34,6 +49,8 @@ class HostResult:
     results: list[dict[str, Any]] = field(default_factory=list)  # task results, for the journal
     # facts a play set with set_fact under a gpufix_* name (preflight report, probe verdict)
     data: dict[str, Any] = field(default_factory=dict)
+    # what --check --diff said would change: [{"task", "diff"}] (file diffs, apt's plan)
+    diffs: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -87,6 +104,8 @@ def _handler(hosts: dict[str, HostResult], progress: Progress | None) -> Callabl
                     hr.data[key] = value
             if "stdout" in res:
                 hr.stdout = str(res.get("stdout") or "")
+            if res.get("diff") and res.get("changed"):
+                hr.diffs.append({"task": task, "diff": res["diff"]})
             item: dict[str, Any] = {"task": task, "changed": bool(res.get("changed"))}
             if res.get("changed"):
                 hr.changed += 1
@@ -101,7 +120,7 @@ def _handler(hosts: dict[str, HostResult], progress: Progress | None) -> Callabl
             if "stdout" in res:
                 hr.stdout = str(res.get("stdout") or "")
             hr.status = "failed"
-            hr.message = _one_line(res.get("msg") or res.get("module_stderr") or res.get("stderr"))
+            hr.message = failure_message(res)
             hr.results.append({"task": task, "failed": True, "msg": hr.message})
         elif kind == "runner_on_unreachable":
             hr.status = "unreachable"
@@ -111,9 +130,21 @@ def _handler(hosts: dict[str, HostResult], progress: Progress | None) -> Callabl
     return handle
 
 
-def _one_line(text: Any) -> str:
+def _one_line(text: Any, limit: int = 400) -> str:
     s = " ".join(str(text or "").split())
-    return s[:400]
+    return s[:limit]
+
+
+def failure_message(res: dict[str, Any]) -> str:
+    """A failed task in one line; a module that died (MODULE FAILURE) says why from its stderr
+    (a broken interpreter, a missing library) instead of "See stdout/stderr"."""
+    msg = _one_line(res.get("msg") or res.get("module_stderr") or res.get("stderr"))
+    if "MODULE FAILURE" in msg or not msg:
+        raw = str(res.get("module_stderr") or res.get("stderr") or res.get("module_stdout") or "")
+        tail = _one_line(raw[-_TAIL:], _TAIL)
+        if tail:
+            msg = f"{msg.split(' See stdout')[0] or 'MODULE FAILURE'}: {tail}"
+    return msg
 
 
 def python_unmanageable(message: str) -> bool:
@@ -128,13 +159,22 @@ def _run(
     timeout: int,
     keep_artifacts: Path | None = None,
     envvars: dict[str, str] | None = None,
+    extravars: dict[str, Any] | None = None,
+    cmdline: list[str] | None = None,
     **kwargs: Any,
 ) -> RunResult:
+    """One ansible-runner job in a private directory. Raises KeyboardInterrupt when the job was
+    canceled (Ctrl-C or SIGTERM reached ansible-runner), so no caller goes on after a signal."""
     import ansible_runner
 
     ident = kwargs.pop("ident", None) or uuid.uuid4().hex[:12]
     hosts: dict[str, HostResult] = {}
-    tmp = Path(tempfile.mkdtemp(prefix="gpufix-runner-"))
+    tmp = Path(tempfile.mkdtemp(prefix="gpufix-runner-"))  # 0700
+    args = list(cmdline or [])
+    if extravars:
+        args += ["-e", "@" + str(write_extravars(tmp, extravars))]
+    if args:
+        kwargs["cmdline"] = " ".join(shlex.quote(a) for a in args)
     # ansible-runner installs SIGINT/SIGTERM handlers that cancel the job (status "canceled")
     # and never puts the old ones back; restore them so Ctrl-C between runs still interrupts.
     saved = _signal_handlers()
@@ -156,10 +196,31 @@ def _run(
             src = tmp / "artifacts" / ident / "stdout"
             if src.is_file():
                 shutil.copyfile(src, keep_artifacts / f"{ident}.stdout")
+        if r.status == "canceled":
+            raise KeyboardInterrupt
         return RunResult(ident=ident, rc=int(r.rc or 0), status=str(r.status), hosts=hosts)
     finally:
         _restore_signal_handlers(saved)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class _UnsafeDumper(yaml.SafeDumper):
+    """YAML in which every string, keys included, is tagged !unsafe: Ansible keeps such values
+    as AnsibleUnsafeText and never templates them."""
+
+
+_UnsafeDumper.add_representer(str, lambda d, s: d.represent_scalar("!unsafe", s))
+
+
+def write_extravars(directory: Path, extravars: dict[str, Any]) -> Path:
+    """extravars as an !unsafe YAML file, 0600, in the run's private directory."""
+    path = directory / "gpufix-extravars.yml"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    # a JSON round trip turns tuples into lists and refuses what is not data
+    plain = json.loads(json.dumps(extravars))
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.dump(plain, fh, Dumper=_UnsafeDumper, default_flow_style=False, allow_unicode=True)
+    return path
 
 
 def _signal_handlers() -> dict[int, Any]:
@@ -183,16 +244,20 @@ def gather_facts(
     forks: int = 10,
     progress: Progress | None = None,
 ) -> RunResult:
-    """Run our facts module ad hoc on the hosts matching `pattern`."""
-    args = "timeout=10"
-    if python_envs:
-        args += " python_envs=" + ",".join(python_envs)
+    """Run our facts module ad hoc on the hosts matching `pattern`. Its arguments go as JSON
+    (no key=value splitting) and each interpreter must be one plain word."""
+    envs = list(python_envs or [])
+    for py in envs:
+        _check_word(py, "python_envs")
+    args: dict[str, Any] = {"timeout": 10}
+    if envs:
+        args["python_envs"] = envs
     return _run(
         inventory=inventory,
         progress=progress,
         timeout=timeout,
         module="gpufix_facts",
-        module_args=args,
+        module_args=json.dumps(args),
         host_pattern=pattern,
         forks=forks,
     )
@@ -210,8 +275,9 @@ def run_script(
     progress: Progress | None = None,
 ) -> RunResult:
     """Copy a local script to the hosts and run it there (ansible.builtin.script)."""
-    import shlex
-
+    _check_word(executable, "executable")
+    for a in args:
+        _check_word(a, "script argument")
     cmd = " ".join(shlex.quote(a) for a in [str(script), *args])
     return _run(
         inventory=inventory,
@@ -222,6 +288,11 @@ def run_script(
         host_pattern=pattern,
         forks=forks,
     )
+
+
+def _check_word(value: str, what: str) -> None:
+    if not _WORD.fullmatch(value):
+        raise InvalidInput(f"{what} {value[:80]!r}: not one plain word (letters, digits, ./_+-=:,)")
 
 
 def run_playbook(
@@ -238,9 +309,12 @@ def run_playbook(
     keep_artifacts: Path | None = None,
     envvars: dict[str, str] | None = None,
 ) -> RunResult:
-    """Run a playbook from playbooks/ (extravars never written to disk: suppress_env_files)."""
+    """Run a playbook from playbooks/. Its variables are checked against the playbook's specs
+    first (InvalidInput, nothing run) and passed as an !unsafe file (see the module doc)."""
+    from gpufix.apply.rolevars import check_vars
+
     path = paths.playbook(playbook)
-    cmdline = "--check --diff" if check else None
+    check_vars(playbook, extravars or {}, f"{playbook} variables")
     return _run(
         inventory=inventory,
         progress=progress,
@@ -248,7 +322,7 @@ def run_playbook(
         playbook=str(path),
         limit=limit,
         extravars=extravars or {},
-        cmdline=cmdline,
+        cmdline=["--check", "--diff"] if check else None,
         forks=forks,
         ident=ident,
         keep_artifacts=keep_artifacts,

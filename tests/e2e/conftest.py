@@ -17,7 +17,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from lab import IMAGE, KERNEL_HOST, PREPARE, REPO, ROOT, Lab, new_prefix, start
+from lab import (
+    DRIVER,
+    IMAGE,
+    KERNEL_HOST,
+    NVIDIA_MODULE,
+    PREPARE,
+    REPO,
+    ROOT,
+    TRAIN_ENV,
+    Lab,
+    new_prefix,
+    start,
+)
 
 TORCH_VERSION = "2.13.0"
 
@@ -64,6 +76,9 @@ def make_lab(lab_prereqs: dict[str, Path], tmp_path: Path) -> Iterator[Callable[
     def make(
         n: int = 1, setup: str = "", hostvars: dict[str, dict] | None = None, restart: bool = True
     ) -> Lab:
+        """setup: comma-separated parts of lab.py: kernel (GA kernel, driver, GRUB stand-ins),
+        module (the prebuilt NVIDIA module for the HWE kernel), driver (driver 535 alone),
+        train (a training venv with torch)."""
         prefix = new_prefix()
         hosts = {f"h{i + 1}": f"{prefix}-h{i + 1}" for i in range(n)}
         lab = Lab(
@@ -77,8 +92,15 @@ def make_lab(lab_prereqs: dict[str, Path], tmp_path: Path) -> Iterator[Callable[
         labs.append(lab)
         for cname in hosts.values():
             start(cname, lab_prereqs, restart)
+        parts = {
+            "kernel": KERNEL_HOST,
+            "module": NVIDIA_MODULE,
+            "driver": DRIVER,
+            "train": TRAIN_ENV,
+        }
+        script = PREPARE + "".join(parts[p] for p in setup.split(",") if p)
         for h in hosts:
-            lab.sh(h, PREPARE + (KERNEL_HOST if setup == "kernel" else ""))
+            lab.sh(h, script)
         lab.write_inventory()
         return lab
 

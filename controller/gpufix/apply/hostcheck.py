@@ -1,5 +1,6 @@
-"""Per-host preflight before apply changes anything: run playbooks/preflight.yml (read-only)
-and decide, in plain Python, whether each host may be changed."""
+"""The host check before apply changes anything: run playbooks/host_check.yml (read-only)
+and decide, in plain Python, whether each host may be changed. (A Ctrl-C during the play is
+raised by gpufix.runner as KeyboardInterrupt.)"""
 
 from __future__ import annotations
 
@@ -156,8 +157,6 @@ def run_preflight(
         progress=progress,
         keep_artifacts=keep_artifacts,
     )
-    if res.status == "canceled":  # Ctrl-C / SIGTERM reached ansible-runner
-        raise KeyboardInterrupt
     out: dict[str, Preflight] = {}
     for name, want in hosts.items():
         hr = res.hosts.get(name)

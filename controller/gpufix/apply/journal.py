@@ -1,7 +1,10 @@
-"""The apply journal: one JSON file per host per run, rewritten atomically before and after
-each step, so an interrupted run always says where every host stands.
+"""The apply journal: where every host of a run stands. `Journal` keeps the records in memory
+(check mode uses it as it is: nothing is written); `FileJournal` writes one JSON file per host
+per run, atomically, before each call returns, so an interrupted run always says where every
+host stands.
 
-Layout: state_dir()/runs/<run-id>/run.json and <run-id>/<host>.json, directories 0700.
+Layout: state_dir()/runs/<run-id>/run.json and <run-id>/<host>.json, directories 0700, files
+0600. Files read back are data: size-capped, schema-checked (schemas/journal-*.schema.json).
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from gpufix import inputs
+from gpufix.apply.locks import check_host_name, me, process_alive
 from gpufix.errors import InvalidInput
-from gpufix.paths import state_dir
+from gpufix.paths import private_dir
 
 FORMAT = "gpufix-journal"
 RUN_FORMAT = "gpufix-run"
@@ -38,28 +43,43 @@ HOST_STATES = (
     "rolled-back",
     "unreachable",
     "skipped",  # nothing to do, or left untouched (--max-fail stopped the rollout)
+    "would-change",  # check mode: Ansible's --check --diff says the steps would change this
+    "no-change",  # check mode: the steps would change nothing
 )
 FINAL_OK = frozenset({"applied", "reboot-pending", "healthy"})
+CHECKED = frozenset({"would-change", "no-change"})
 RUN_STATES = ("running", "complete", "stopped", "interrupted")
 
-# Never journal a variable whose name says it is a credential.
-_SECRET_NAME = re.compile(r"pass(word)?|secret|token|credential|private_key|api_key", re.I)
+# Names that say a value is a credential (a name part, so *_passthrough is not "pass").
+_SECRET_NAME = re.compile(
+    r"(^|[_.-])(pass(word|wd|phrase)?|secrets?|tokens?|credentials?|private[_-]?key|"
+    r"api[_-]?key|access[_-]?key([_-]?id)?|authorization|auth|cookie|session[_-]?id)($|[_.-])"
+    r"|[a-z](Token|Secret|Password|Passwd|ApiKey|AccessKey)$",
+    re.I,
+)
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@")
+_AUTH_HEADER = re.compile(r"(?i)\b(authorization\s*[:=]\s*(?:\w+\s+)?)\S+")
 _RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{6}$")
-_HOST_NAME = re.compile(r"^[A-Za-z0-9_.:@\-\[\]]+$")
+REDACTED = "<redacted>"
 
 
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def secret_name(name: object) -> bool:
+    return bool(_SECRET_NAME.search(str(name)))
+
+
 def scrub(obj: Any) -> Any:
-    """A copy of obj with the values of secret-named keys replaced, at any depth."""
+    """A copy of obj with credentials replaced, at any depth: the values of secret-named keys,
+    passwords inside URLs, Authorization header values inside strings."""
     if isinstance(obj, dict):
-        return {
-            k: ("<redacted>" if _SECRET_NAME.search(str(k)) else scrub(v)) for k, v in obj.items()
-        }
+        return {k: (REDACTED if secret_name(k) else scrub(v)) for k, v in obj.items()}
     if isinstance(obj, list):
         return [scrub(v) for v in obj]
+    if isinstance(obj, str):
+        return _AUTH_HEADER.sub(r"\1" + REDACTED, _URL_PASSWORD.sub(r"\1:" + REDACTED + "@", obj))
     return obj
 
 
@@ -85,38 +105,13 @@ def write_json_atomic(path: Path, obj: Any) -> None:
         os.close(dfd)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise InvalidInput(f"cannot read journal {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"journal {path} is corrupt: {exc.msg}") from None
-    if not isinstance(data, dict):
-        raise InvalidInput(f"journal {path} is corrupt: not an object")
-    return data
-
-
 def runs_dir() -> Path:
-    path = state_dir() / "runs"
-    path.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
+    return private_dir("runs")
 
 
 def new_run_id() -> str:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"{stamp}-{secrets.token_hex(3)}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def new_host_record(run: str, host: str, strategy: str, steps: list[dict[str, Any]]) -> dict:
@@ -146,6 +141,7 @@ def new_host_record(run: str, host: str, strategy: str, steps: list[dict[str, An
         "after": {},
         "rebooted": False,
         "verdicts": [],
+        "diffs": [],  # check mode: what would change
         "rollback": None,
         "history": [],
         "started_at": None,
@@ -154,27 +150,32 @@ def new_host_record(run: str, host: str, strategy: str, steps: list[dict[str, An
 
 
 class Journal:
-    """One run's directory. Every mutation is written through before the call returns."""
+    """A run's records in memory: every state change goes through here. This class writes
+    nothing (check mode); FileJournal writes each change through before returning."""
 
-    def __init__(self, run_id: str, path: Path, meta: dict[str, Any]) -> None:
+    persistent = False
+
+    def __init__(self, run_id: str, meta: dict[str, Any], path: Path | None = None) -> None:
         self.run_id = run_id
-        self.path = path
         self.meta = meta
+        self.path = path
         self._hosts: dict[str, dict[str, Any]] = {}
 
-    # -- creating and finding runs --------------------------------------------------------
     @classmethod
-    def create(
+    def start(
         cls,
         plans: list[dict[str, Any]],
         *,
         plan_digest: str,
         options: dict[str, Any],
         plan_file: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> Journal:
+        """A new run over plans (host, strategy, steps); hosts named as journal files allow."""
+        for p in plans:
+            check_host_name(p["host"])
         run_id = new_run_id()
-        path = runs_dir() / run_id
-        path.mkdir(mode=0o700)
+        holder = me()
         meta = {
             "format": RUN_FORMAT,
             "version": VERSION,
@@ -184,61 +185,35 @@ class Journal:
             "options": scrub(options),
             "hosts": [p["host"] for p in plans],
             "state": "running",
-            "pid": os.getpid(),
+            "pid": holder["pid"],
+            "pid_start": holder["start"],
             "created_at": now(),
             "updated_at": now(),
             "summary": None,
+            **(extra or {}),
         }
-        j = cls(run_id, path, meta)
+        j = cls._new(run_id, meta)
         for p in plans:
-            _check_host_name(p["host"])
-            rec = new_host_record(run_id, p["host"], p["strategy"], p.get("steps") or [])
-            j._hosts[p["host"]] = rec
-            write_json_atomic(j._host_path(p["host"]), rec)
-        j._write_meta()
+            j._hosts[p["host"]] = new_host_record(
+                run_id, p["host"], p["strategy"], p.get("steps") or []
+            )
+            j._persist_host(p["host"])
+        j._persist_meta()
         return j
 
     @classmethod
-    def open(cls, run_id: str) -> Journal:
-        if run_id in ("latest", "last"):
-            runs = list_runs()
-            if not runs:
-                raise InvalidInput("no apply runs recorded yet")
-            run_id = runs[-1]
-        if not _RUN_ID.match(run_id):
-            raise InvalidInput(f"not a run id: {run_id!r} (see `gpufix status`)")
-        path = runs_dir() / run_id
-        meta_path = path / "run.json"
-        if not meta_path.is_file():
-            raise InvalidInput(f"no run {run_id} under {runs_dir()} (see `gpufix status`)")
-        meta = _read_json(meta_path)
-        if meta.get("format") != RUN_FORMAT:
-            raise InvalidInput(f"{meta_path} is not a gpufix run journal")
-        j = cls(run_id, path, meta)
-        for host in meta.get("hosts", []):
-            hp = j._host_path(host)
-            if hp.is_file():
-                j._hosts[host] = _read_json(hp)
-        return j
-
-    @classmethod
-    def find_for_plan(cls, plan_digest: str) -> Journal | None:
-        """The newest run of this exact plan, if any."""
-        for run_id in reversed(list_runs()):
-            try:
-                j = cls.open(run_id)
-            except InvalidInput:
-                continue
-            if j.meta.get("plan_digest") == plan_digest:
-                return j
-        return None
+    def _new(cls, run_id: str, meta: dict[str, Any]) -> Journal:
+        return cls(run_id, meta)
 
     # -- state ----------------------------------------------------------------------------
     @property
     def state(self) -> str:
-        """running | complete | stopped | interrupted (a 'running' run whose process is gone)."""
+        """running | complete | stopped | interrupted (a 'running' run whose process is gone,
+        or whose pid now belongs to another process)."""
         st = str(self.meta.get("state", "running"))
-        if st == "running" and not _pid_alive(int(self.meta.get("pid") or 0)):
+        pid = self.meta.get("pid")
+        alive = process_alive(pid if isinstance(pid, int) else 0, self.meta.get("pid_start"))
+        if st == "running" and not alive:
             return "interrupted"
         return st
 
@@ -251,7 +226,8 @@ class Journal:
             return self._hosts[name]
         except KeyError:
             raise InvalidInput(
-                f"host {name!r} is not in run {self.run_id} (hosts: {', '.join(self.hosts)})"
+                f"host {inputs.one_line(repr(name), 80)} is not in run {self.run_id} "
+                f"(hosts: {', '.join(self.hosts)})"
             ) from None
 
     def records(self) -> list[dict[str, Any]]:
@@ -259,10 +235,10 @@ class Journal:
 
     def claim(self) -> None:
         """Take the run over in this process (resume)."""
-        self.meta["state"] = "running"
-        self.meta["pid"] = os.getpid()
+        holder = me()
+        self.meta.update(state="running", pid=holder["pid"], pid_start=holder["start"])
         self.meta.setdefault("resumed_at", []).append(now())
-        self._write_meta()
+        self._persist_meta()
 
     def finish(self, state: str, summary: dict[str, Any] | None = None) -> None:
         if state not in RUN_STATES:
@@ -270,7 +246,7 @@ class Journal:
         self.meta["state"] = state
         if summary is not None:
             self.meta["summary"] = summary
-        self._write_meta()
+        self._persist_meta()
 
     def set_state(self, host: str, state: str, reason: str = "") -> None:
         if state not in HOST_STATES:
@@ -282,13 +258,13 @@ class Journal:
         if rec["started_at"] is None and state != "pending":
             rec["started_at"] = now()
         rec["history"].append({"at": now(), "state": state, "note": reason})
-        self._write_host(host)
+        self._persist_host(host)
 
     def update(self, host: str, **fields: Any) -> None:
         rec = self.host(host)
         for k, v in fields.items():
             rec[k] = scrub(v)
-        self._write_host(host)
+        self._persist_host(host)
 
     def step_started(self, host: str, index: int) -> None:
         rec = self.host(host)
@@ -298,7 +274,7 @@ class Journal:
         if rec["started_at"] is None:
             rec["started_at"] = now()
         rec["history"].append({"at": now(), "state": "applying", "note": step["playbook"]})
-        self._write_host(host)
+        self._persist_host(host)
 
     def step_finished(
         self,
@@ -310,44 +286,107 @@ class Journal:
         files: list[str] | None = None,
         message: str = "",
     ) -> None:
-        step = self.host(host)["steps"][index]
-        step.update(
+        rec = self.host(host)
+        rec["steps"][index].update(
             state="done" if ok else "failed",
             ended_at=now(),
             changed=changed,
             files=sorted(set(files or [])),
             message=message,
         )
-        self._write_host(host)
+        if changed:
+            rec["changed_any"] = True
+        self._persist_host(host)
 
     def add_verdict(self, host: str, phase: str, verdict: dict[str, Any]) -> None:
         rec = self.host(host)
         rec["verdicts"].append({"at": now(), "phase": phase, **scrub(verdict)})
-        self._write_host(host)
+        self._persist_host(host)
 
-    # -- files ----------------------------------------------------------------------------
+    def changed(self, host: str) -> int:
+        return sum(int(s.get("changed") or 0) for s in self.host(host)["steps"])
+
+    def changed_any(self, host: str) -> bool:
+        rec = self.host(host)
+        return any(s.get("changed") for s in rec["steps"]) or bool(rec.get("changed_any"))
+
+    # -- storage (none here) ----------------------------------------------------------------
+    def _persist_host(self, host: str) -> None:
+        self._hosts[host]["updated_at"] = now()
+
+    def _persist_meta(self) -> None:
+        self.meta["updated_at"] = now()
+
+
+class FileJournal(Journal):
+    """A Journal whose every change is on disk before the call returns."""
+
+    persistent = True
+
+    @classmethod
+    def _new(cls, run_id: str, meta: dict[str, Any]) -> Journal:
+        path = runs_dir() / run_id
+        path.mkdir(mode=0o700)
+        return cls(run_id, meta, path)
+
+    @classmethod
+    def open(cls, run_id: str) -> FileJournal:
+        if run_id in ("latest", "last"):
+            runs = list_runs()
+            if not runs:
+                raise InvalidInput("no apply runs recorded yet")
+            run_id = runs[-1]
+        if not _RUN_ID.fullmatch(run_id):
+            raise InvalidInput(
+                f"not a run id: {inputs.one_line(repr(run_id), 80)} (see `gpufix status`)"
+            )
+        path = runs_dir() / run_id
+        meta_path = path / "run.json"
+        if not meta_path.is_file():
+            raise InvalidInput(f"no run {run_id} under {runs_dir()} (see `gpufix status`)")
+        meta = inputs.load_json(meta_path, "journal", schema_name="journal-run")
+        if meta["run"] != run_id:
+            raise InvalidInput(f"journal file {meta_path}: run: names {meta['run']}, not {run_id}")
+        j = cls(run_id, meta, path)
+        for host in meta["hosts"]:
+            hp = j._host_path(host)
+            if hp.is_file():
+                rec = inputs.load_json(hp, "journal", schema_name="journal-host")
+                if rec["host"] != host or rec["run"] != run_id:
+                    raise InvalidInput(f"journal file {hp}: names another host or run")
+                j._hosts[host] = rec
+        return j
+
+    @classmethod
+    def find_for_plan(cls, plan_digest: str) -> FileJournal | None:
+        """The newest readable run of this exact plan, if any (unreadable runs are skipped)."""
+        for run_id in reversed(list_runs()):
+            try:
+                j = cls.open(run_id)
+            except InvalidInput:
+                continue
+            if j.meta.get("plan_digest") == plan_digest:
+                return j
+        return None
+
     def _host_path(self, host: str) -> Path:
+        check_host_name(host)
+        assert self.path is not None
         return self.path / f"{host}.json"
 
-    def _write_host(self, host: str) -> None:
-        rec = self._hosts[host]
-        rec["updated_at"] = now()
-        write_json_atomic(self._host_path(host), rec)
+    def _persist_host(self, host: str) -> None:
+        super()._persist_host(host)
+        write_json_atomic(self._host_path(host), self._hosts[host])
 
-    def _write_meta(self) -> None:
-        self.meta["updated_at"] = now()
+    def _persist_meta(self) -> None:
+        super()._persist_meta()
+        assert self.path is not None
         write_json_atomic(self.path / "run.json", self.meta)
-
-
-def _check_host_name(host: str) -> None:
-    # The name becomes a file name; refuse anything that could leave the run directory.
-    if not _HOST_NAME.match(host) or host in (".", "..", "run"):
-        raise InvalidInput(f"host name {host!r} cannot be journaled (unexpected characters)")
 
 
 def list_runs() -> list[str]:
     """Run ids, oldest first (ids start with a UTC timestamp)."""
-    return sorted(p.name for p in runs_dir().iterdir() if p.is_dir() and _RUN_ID.match(p.name))
+    return sorted(p.name for p in runs_dir().iterdir() if p.is_dir() and _RUN_ID.fullmatch(p.name))
 
 
 # -- resume state machine ---------------------------------------------------------------------
@@ -357,7 +396,8 @@ def next_action(rec: dict[str, Any]) -> tuple[str, int]:
     Returns (action, step index): ("skip", -1) finished well; ("step", i) run steps from i
     (a step that was started and not finished is run again: the playbooks are idempotent);
     ("reboot", -1) steps done, reboot not yet started; ("verify", -1) wait for the host and
-    probe it; ("refuse", -1) the host failed or a rollback was cut short: a person decides.
+    probe it; ("retry", -1) rolled back cleanly: a new run may try again; ("refuse", -1) the
+    host failed without a rollback, or a rollback was cut short: a person decides.
     """
     state = rec.get("state", "pending")
     steps = rec.get("steps") or []
@@ -365,7 +405,9 @@ def next_action(rec: dict[str, Any]) -> tuple[str, int]:
     if state in FINAL_OK or state == "skipped":
         # reboot-pending stays pending until the user allows a reboot; see apply.
         return ("skip", -1)
-    if state in ("failed", "rolling-back", "rolled-back"):
+    if state == "rolled-back":
+        return ("retry", -1)
+    if state in ("failed", "rolling-back"):
         return ("refuse", -1)
     if state in ("rebooting", "verifying"):
         return ("verify", -1)

@@ -7,12 +7,14 @@ command that silently disappears.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from typing import Any
 
 import click
 
 from gpufix import __version__
-from gpufix.cli.apply import apply_cmd, rollback_cmd, status_cmd
+from gpufix.cli.apply import apply_cmd, rollback_cmd, status_cmd, uninstall_cmd
 from gpufix.cli.hosts import diff, facts, plan, probe
 from gpufix.cli.tools import lint_cmd, preflight_cmd
 from gpufix.errors import EXIT_ERROR, EXIT_INVALID, EXIT_OK, GpufixError
@@ -34,14 +36,22 @@ for _name, _cmd in (
     ("apply", apply_cmd),
     ("status", status_cmd),
     ("rollback", rollback_cmd),
+    ("uninstall", uninstall_cmd),
     ("lint", lint_cmd),
     ("preflight", preflight_cmd),
 ):
     main_group.add_command(_cmd, _name)
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM is an interruption like Ctrl-C: the same path, the same exit code (130)."""
+    raise KeyboardInterrupt("interrupted (SIGTERM)")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one-line errors, stable exit codes, no tracebacks for user errors."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         rv = main_group.main(args=argv, prog_name="gpufix", standalone_mode=False)
     except GpufixError as exc:
@@ -54,11 +64,15 @@ def main(argv: list[str] | None = None) -> None:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
         click.echo(f"gpufix: error: {msg}{hint}", err=True)
         sys.exit(EXIT_INVALID)
-    except click.Abort:
-        click.echo("gpufix: aborted", err=True)
+    except click.Abort as exc:
+        # click turns KeyboardInterrupt into Abort; keep what the interrupted command said
+        cause = exc.__cause__
+        said = cause.args[0] if isinstance(cause, KeyboardInterrupt) and cause.args else None
+        click.echo(f"gpufix: {said or 'aborted'}", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
-        click.echo("gpufix: interrupted", err=True)
+    except KeyboardInterrupt as exc:
+        # apply's journal says where each host stands; the message says how to resume
+        click.echo(f"gpufix: {exc.args[0] if exc.args else 'interrupted'}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
         click.echo(f"gpufix: error: {exc.format_message()}", err=True)

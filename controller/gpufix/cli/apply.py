@@ -1,5 +1,5 @@
-"""`gpufix apply`, `gpufix status` and `gpufix rollback`: parse, call gpufix.apply.rollout, print.
-Registered by gpufix.cli. Exit codes: docs/apply.md."""
+"""`gpufix apply`, `status`, `rollback` and `uninstall`: parse, call gpufix.apply, print.
+Registered by gpufix.cli. Exit codes: docs/exit-codes.md and docs/apply.md."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from gpufix.apply import rollout as applymod
-from gpufix.apply.journal import Journal, list_runs
+from gpufix.apply.diffs import diff_lines
+from gpufix.apply.journal import FileJournal, list_runs
 from gpufix.cli.common import (
     changes_exit,
     detailed_exitcode_option,
@@ -19,9 +20,12 @@ from gpufix.cli.common import (
     json_option,
     progress,
 )
-from gpufix.engine.plan import Plan, load_plans
+from gpufix.engine.plan import Plan
 from gpufix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, GpufixError, InvalidInput
+from gpufix.inputs import one_line
 from gpufix.strategies import NAMES as STRATEGIES
+
+HOST_COLUMNS = ["host", "strategy", "state", "steps", "rebooted", "verdict", "updated", "note"]
 
 
 def _console(stderr: bool = False) -> Any:
@@ -32,12 +36,13 @@ def _console(stderr: bool = False) -> Any:
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(title=title, title_justify="left")
+    t = Table(title=Text(title), title_justify="left")
     for c in columns:
         t.add_column(c)
     for r in rows:
-        t.add_row(*r)
+        t.add_row(*(Text(one_line(x, 400)) for x in r))  # host data: never markup
     return t
 
 
@@ -57,16 +62,20 @@ def _replan(target: str, strategy: str, inventory: Path) -> list[Plan]:
     return got.plans
 
 
-def _confirm(plans: list[Plan], yes: bool, as_json: bool) -> None:
+def _confirm(plans: list[Plan], yes: bool, as_json: bool, *, required: bool) -> None:
+    """Show the plans and ask on a terminal. required: off a terminal --yes is needed
+    (re-planned on the spot); a saved plan file off a terminal runs as `terraform apply
+    PLANFILE` does."""
     from gpufix.cli import render
 
+    tty = sys.stdin.isatty()
+    if yes or (not tty and not required):
+        return
+    if not tty:
+        raise InvalidInput("stdin is not a terminal: add --yes to apply without a prompt")
     c = _console(stderr=as_json)
     for p in plans:
         render.plan(c, p)
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise InvalidInput("stdin is not a terminal: add --yes to apply without a prompt")
     if not click.confirm(f"Apply to {len(plans)} host(s)?", default=False, err=True):
         click.echo("gpufix: not applied", err=True)
         sys.exit(EXIT_OK)
@@ -74,7 +83,7 @@ def _confirm(plans: list[Plan], yes: bool, as_json: bool) -> None:
 
 def _print_result(res: applymod.Result, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(res.to_dict(), indent=2))
+        click.echo(json.dumps(res.to_dict(), indent=2, default=str))
         return
     rows = [
         [
@@ -89,14 +98,35 @@ def _print_result(res: applymod.Result, as_json: bool) -> None:
         ]
         for o in res.outcomes
     ]
-    what = "check" if res.check else ("resumed run" if res.resumed else "run")
-    title = f"gpufix apply: {what} {res.run_id or '(no journal in check mode)'}"
+    if res.check:
+        title = "gpufix apply --check: nothing was changed"
+    else:
+        what = "resumed run" if res.resumed else "run"
+        title = f"gpufix apply: {what} {res.run_id}"
+        if res.retry_of:
+            title += f" (retrying what run {res.retry_of} rolled back)"
     if res.noop:
         title += ": already applied, nothing to do"
     if res.stopped:
         title += ": rollout stopped (--max-fail)"
     cols = ["host", "strategy", "state", "changed", "rebooted", "verdict", "time", "note"]
-    _console().print(_table(title, cols, rows))
+    c = _console()
+    c.print(_table(title, cols, rows))
+    for o in res.outcomes:
+        lines = diff_lines(o.diffs)
+        if lines:
+            c.print(f"--- {o.host}: what would change", markup=False, highlight=False)
+            for line in lines:
+                c.print(line, markup=False, highlight=False)
+
+
+def _probe_vars(probe_deadline: int, probe_cpu: bool, probe_python: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"gpufix_probe_deadline": probe_deadline}
+    if probe_cpu:
+        out["gpufix_probe_cpu"] = True
+    if probe_python:
+        out["gpufix_probe_python"] = probe_python
+    return out
 
 
 @click.command("apply")
@@ -107,7 +137,8 @@ def _print_result(res: applymod.Result, as_json: bool) -> None:
     type=click.Choice([s for s in STRATEGIES if s != "none"]),
     help="Re-plan TARGET (host or group) with this strategy, show it and ask to confirm.",
 )
-@click.option("--check", is_flag=True, help="Run the playbooks in check mode with diffs.")
+@click.option("--interim", is_flag=True, help="Run the plan's interim (no-reboot) steps.")
+@click.option("--check", is_flag=True, help="Show per host what would change; change nothing.")
 @click.option(
     "--allow-reboot/--no-reboot",
     "allow_reboot",
@@ -139,15 +170,20 @@ def _print_result(res: applymod.Result, as_json: bool) -> None:
 @click.option("--reboot-timeout", type=click.IntRange(30, 7200), default=600, show_default=True)
 @click.option("--no-verify", is_flag=True, help="Do not run the probe after the change.")
 @click.option("--probe-cpu", is_flag=True, help="Probe with gloo on CPU (hosts without a GPU).")
-@click.option("--probe-python", metavar="PATH", help="Interpreter with torch on the hosts.")
+@click.option(
+    "--probe-python",
+    metavar="PATH",
+    help="Interpreter with torch on the hosts (default: the plan's).",
+)
 @click.option("--probe-deadline", type=click.IntRange(10, 3600), default=120, show_default=True)
-@click.option("-y", "--yes", is_flag=True, help="Do not ask (required when stdin is not a TTY).")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask (required off a TTY with --strategy).")
 @detailed_exitcode_option
 @json_option
 def apply_cmd(
     target: str,
     inventory: str | None,
     strategy: str | None,
+    interim: bool,
     check: bool,
     allow_reboot: bool,
     rollback_on_failure: bool | None,
@@ -165,18 +201,16 @@ def apply_cmd(
     detailed_exitcode: bool,
     as_json: bool,
 ) -> None:
-    """Apply PLANFILE exactly (refused when stale), or --strategy S on a HOST|GROUP.
+    """Apply PLANFILE (refused when edited or stale), or --strategy S on a HOST|GROUP.
 
     Exit 0 applied or nothing to do (2 when something changed, with --detailed-exitcode),
-    5 a probe after the change was not healthy, 4 a host unreachable, 3 invalid input, 1 error.
+    5 a probe after the change was not healthy, 4 a host unreachable, 3 invalid input, 1 error,
+    130 interrupted.
     """
+    if strategy and interim:
+        raise InvalidInput("--interim applies a saved plan's interim steps: give a PLANFILE")
     inv = inventory_path(inventory)
     applymod.parse_batch(batch, 1)
-    probe_vars: dict[str, Any] = {"gpufix_probe_deadline": probe_deadline}
-    if probe_cpu:
-        probe_vars["gpufix_probe_cpu"] = True
-    if probe_python:
-        probe_vars["gpufix_probe_python"] = probe_python
     opts = applymod.Options(
         inventory=inv,
         check=check,
@@ -189,40 +223,68 @@ def apply_cmd(
         dpkg_wait=dpkg_wait,
         reboot_timeout=reboot_timeout,
         verify=not no_verify,
-        probe_vars=probe_vars,
+        probe_vars=_probe_vars(probe_deadline, probe_cpu, probe_python),
+        interim=interim,
     )
     if strategy:
         plans = _replan(target, strategy, inv)
-        _confirm(plans, yes, as_json)
+        _confirm(plans, yes, as_json, required=True)
         res = applymod.apply(plans, opts, report=progress, fresh_facts=True)
     else:
-        path = Path(target)
-        if not path.is_file():
-            raise InvalidInput(
-                f"no plan file {target!r}: give a PLANFILE from `gpufix plan -o`, "
-                "or --strategy S HOST|GROUP"
-            )
-        plans = load_plans(path)
-        res = applymod.apply(plans, opts, plan_file=str(path.resolve()), report=progress)
+        res = _apply_file(Path(target), opts, yes=yes or check, as_json=as_json)
     _print_result(res, as_json)
     code = res.exit_code
     sys.exit(changes_exit(True, detailed_exitcode) if code == EXIT_CHANGES else code)
+
+
+def _apply_file(path: Path, opts: applymod.Options, *, yes: bool, as_json: bool) -> Any:
+    from gpufix.apply import request
+    from gpufix.engine.kb import load as load_kb
+    from gpufix.engine.plan import load_plans
+    from gpufix.engine.rules import load as load_rules
+
+    if not path.exists():
+        raise InvalidInput(
+            f"no plan file {one_line(repr(str(path)))}: give a PLANFILE from `gpufix plan -o`, "
+            "or --strategy S HOST|GROUP"
+        )
+    plans = load_plans(path)
+    # the engine is the only author of steps: refuse an edited file before showing or asking
+    request.check_plans(plans, load_kb(), load_rules(), f"plan file {path}")
+    if opts.interim and not any(p.interim for p in plans):
+        raise InvalidInput(f"plan file {path} has no interim steps (plan with a probe verdict)")
+    _confirm(plans, yes, as_json, required=False)
+    return applymod.apply(plans, opts, plan_file=str(path.resolve()), report=progress)
 
 
 def _host_row(rec: dict[str, Any]) -> list[str]:
     steps = rec.get("steps") or []
     done = sum(1 for s in steps if s.get("state") == "done")
     verdicts = rec.get("verdicts") or []
+    verdict = (verdicts[-1].get("verdict") or "none") if verdicts else "-"
+    if rec.get("state") == "rolled-back":
+        verdict = "- (rolled back)"  # an earlier verdict no longer describes the host
     return [
-        rec.get("host", "?"),
-        rec.get("strategy", "?"),
-        rec.get("state", "?"),
+        str(rec.get("host", "?")),
+        str(rec.get("strategy", "?")),
+        str(rec.get("state", "?")),
         f"{done}/{len(steps)}",
         "yes" if rec.get("rebooted") else "no",
-        (verdicts[-1].get("verdict") or "none") if verdicts else "-",
-        rec.get("updated_at", ""),
-        rec.get("reason", ""),
+        str(verdict),
+        str(rec.get("updated_at", "")),
+        str(rec.get("reason", "")),
     ]
+
+
+def _runs() -> list[tuple[str, FileJournal | None, str]]:
+    """Every run, readable or not: one corrupt run does not hide the others."""
+    out: list[tuple[str, FileJournal | None, str]] = []
+    for run_id in list_runs():
+        try:
+            out.append((run_id, FileJournal.open(run_id), ""))
+        except InvalidInput as exc:
+            out.append((run_id, None, str(exc)))
+    return out
 
 
 @click.command("status")
@@ -231,40 +293,52 @@ def _host_row(rec: dict[str, Any]) -> list[str]:
 def status_cmd(run: str | None, as_json: bool) -> None:
     """List apply runs, or show where each host of RUN stands ('latest' for the newest)."""
     if run is None:
-        runs = [Journal.open(r) for r in list_runs()]
+        runs = _runs()
         if as_json:
-            click.echo(
-                json.dumps(
-                    [{**j.meta, "state": j.state, "run": j.run_id} for j in runs],
-                    indent=2,
-                    default=str,
-                )
-            )
+            docs = [
+                {**j.meta, "state": j.state, "run": r}
+                if j
+                else {"run": r, "state": "unreadable", "error": e}
+                for r, j, e in runs
+            ]
+            click.echo(json.dumps(docs, indent=2, default=str))
             return
         rows = []
-        for j in runs:
-            states = [r.get("state", "?") for r in j.records()]
+        for r, j, e in runs:
+            if j is None:
+                rows.append([r, "unreadable", "-", e])
+                continue
+            states = [str(x.get("state", "?")) for x in j.records()]
             counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))
-            rows.append([j.run_id, j.state, str(j.meta.get("plan_file") or "-"), counts])
+            rows.append([r, j.state, str(j.meta.get("plan_file") or "-"), counts])
         _console().print(_table("gpufix apply runs", ["run", "state", "plan", "hosts"], rows))
         return
-    j = Journal.open(run)
+    j = FileJournal.open(run)
     if as_json:
-        click.echo(
-            json.dumps(
-                {"run": {**j.meta, "state": j.state}, "hosts": j.records()}, indent=2, default=str
-            )
-        )
+        doc = {"run": {**j.meta, "state": j.state}, "hosts": j.records()}
+        click.echo(json.dumps(doc, indent=2, default=str))
         return
-    cols = ["host", "strategy", "state", "steps", "rebooted", "verdict", "updated", "note"]
     title = f"run {j.run_id} ({j.state}), plan {j.meta.get('plan_file') or '-'}"
-    _console().print(_table(title, cols, [_host_row(r) for r in j.records()]))
+    _console().print(_table(title, HOST_COLUMNS, [_host_row(r) for r in j.records()]))
 
 
 @click.command("rollback")
 @click.argument("run")
 @click.argument("host")
 @click.option("-i", "--inventory", metavar="PATH", help="Inventory (default: the run's).")
+@click.option(
+    "--allow-reboot/--no-reboot",
+    "allow_reboot",
+    default=False,
+    show_default=True,
+    help="Allow the reboot a rollback of a rebooted host needs.",
+)
+@click.option(
+    "--force",
+    type=click.Choice(["gpu-processes"]),
+    multiple=True,
+    help="Reboot even though GPU processes run.",
+)
 @click.option("--reboot-timeout", type=click.IntRange(30, 7200), default=600, show_default=True)
 @detailed_exitcode_option
 @json_option
@@ -272,33 +346,80 @@ def rollback_cmd(
     run: str,
     host: str,
     inventory: str | None,
+    allow_reboot: bool,
+    force: tuple[str, ...],
     reboot_timeout: int,
     detailed_exitcode: bool,
     as_json: bool,
 ) -> None:
     """Replay HOST's journal of RUN backwards: packages, holds, files, boot entry.
 
-    Exit 0 rolled back (2 with --detailed-exitcode), 1 the rollback failed, 3 nothing to roll back.
+    Exit 0 rolled back (2 with --detailed-exitcode), 1 the rollback failed, 3 nothing to roll
+    back or a reboot needed without --allow-reboot.
     """
-    j = Journal.open(run)
+    from gpufix.apply.locks import HostLocks
+    from gpufix.apply.rollback import rollback
+
+    j = FileJournal.open(run)
     if j.state == "running":
         raise GpufixError(f"run {j.run_id} is still running (pid {j.meta.get('pid')})")
-    rec = j.host(host)
-    if rec["state"] == "rolled-back":
-        raise InvalidInput(f"{host} was already rolled back in run {j.run_id}")
-    inv = Path(inventory) if inventory else Path(j.meta.get("options", {}).get("inventory", ""))
+    j.host(host)
+    inv = (
+        inventory_path(inventory)
+        if inventory
+        else Path(str(j.meta.get("options", {}).get("inventory", "")))
+    )
     if not inv.is_file() and not inv.is_dir():
         raise InvalidInput(f"inventory {inv} of run {j.run_id} not found: give -i PATH")
-    state = applymod.rollback(j, host, inv, report=progress, reboot_timeout=reboot_timeout)
+    with HostLocks([host]):
+        state = rollback(
+            j,
+            host,
+            inv,
+            allow_reboot=allow_reboot,
+            force=force,
+            report=progress,
+            reboot_timeout=reboot_timeout,
+        )
     rec = j.host(host)
     if as_json:
         click.echo(json.dumps({"run": j.run_id, "host": host, **rec}, indent=2, default=str))
     else:
-        _console().print(
-            _table(
-                f"rollback of {host} in run {j.run_id}",
-                ["host", "strategy", "state", "steps", "rebooted", "verdict", "updated", "note"],
-                [_host_row(rec)],
-            )
-        )
+        title = f"rollback of {host} in run {j.run_id}"
+        _console().print(_table(title, HOST_COLUMNS, [_host_row(rec)]))
     sys.exit(changes_exit(True, detailed_exitcode) if state == "rolled-back" else EXIT_ERROR)
+
+
+@click.command("uninstall")
+@click.argument("target")
+@click.option("-i", "--inventory", metavar="PATH", help="Ansible inventory.")
+@click.option("--check", is_flag=True, help="Say what would be removed; remove nothing.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask (required when stdin is not a TTY).")
+@json_option
+def uninstall_cmd(
+    target: str, inventory: str | None, check: bool, yes: bool, as_json: bool
+) -> None:
+    """Remove gpufix's own files (the probe program and its verdict) from HOST|GROUP.
+
+    A plan's changes stay: `gpufix rollback RUN HOST` undoes those. Exit 0 done, 1 failed,
+    4 unreachable, 3 invalid input.
+    """
+    from gpufix.apply.uninstall import live_hosts, uninstall
+
+    inv = inventory_path(inventory)
+    hosts = live_hosts(target, inv)
+    if not (yes or check):
+        if not sys.stdin.isatty():
+            raise InvalidInput("stdin is not a terminal: add --yes to uninstall without a prompt")
+        if not click.confirm(
+            f"Remove gpufix's files from {', '.join(hosts)}?", default=False, err=True
+        ):
+            sys.exit(EXIT_OK)
+    got = uninstall(hosts, inv, check=check, report=progress)
+    if as_json:
+        click.echo(json.dumps([r.__dict__ for r in got], indent=2))
+    else:
+        rows = [[r.host, r.state, str(r.changed), r.message] for r in got]
+        _console().print(_table("gpufix uninstall", ["host", "state", "changed", "note"], rows))
+    states = {r.state for r in got}
+    sys.exit(4 if "unreachable" in states else (EXIT_ERROR if "failed" in states else EXIT_OK))

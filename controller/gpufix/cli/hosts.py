@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping
@@ -59,17 +58,18 @@ def facts(
 
 
 def _load_verdict(path: str | None) -> dict[str, Any] | None:
-    if not path:
-        return None
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InvalidInput(f"cannot read probe verdict {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"probe verdict {path} is not JSON: {exc.msg}") from None
-    if not isinstance(doc, dict) or doc.get("format") != "gpufix-probe":
-        raise InvalidInput(f"{path} is not a gpufix probe verdict")
-    return doc
+    """Through the input layer: regular file, size cap, the probe's schema."""
+    from gpufix.inputs import load_probe_verdict
+
+    return load_probe_verdict(path) if path else None
+
+
+def _conflicts(**given: object) -> None:
+    """Refuse options that contradict each other instead of ignoring one silently."""
+    named = [k for k, v in given.items() if v]
+    if len(named) > 1:
+        flags = " and ".join("--" + k.replace("_", "-") for k in named)
+        raise InvalidInput(f"{flags} cannot be used together")
 
 
 @click.command("plan")
@@ -141,6 +141,8 @@ def plan(
     from gpufix.engine.plan import save_plans
     from gpufix.planning import make_plans
 
+    _conflicts(facts=facts_file, probe=run_probe)  # a snapshot cannot be probed
+    _conflicts(probe=run_probe, probe_verdict=probe_verdict)
     if image and "@sha256:" not in image:
         raise InvalidInput(f"--image {image!r} is not pinned by digest (REF@sha256:DIGEST)")
     constraints = Constraints(

@@ -1,17 +1,25 @@
-"""The plan: what the decision engine proposes for one host, and its JSON form (gpufix-plan v1)."""
+"""The plan: what the decision engine proposes for one host, and its JSON form (gpufix-plan v2).
+
+A plan file is a request, not a program (docs/security.md): besides what the engine decided it
+records what the engine was given (`inputs`: facts, probe verdict, constraints, interpreters),
+so `apply` can run the engine again and refuse a file that says anything else.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufix.errors import InvalidInput
+from gpufix.errors import GpufixError, InvalidInput
 
 FORMAT = "gpufix-plan"
-VERSION = 1
+FILE_FORMAT = FORMAT + "-file"
+VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,10 @@ class Plan:
     probe_verdict: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     interim: Interim | None = None
+    # What the engine was given; set by gpufix.planning. {} only for plans made in tests.
+    inputs: dict[str, Any] = field(default_factory=dict)
+    # The interpreter the post-change probe runs with, and why that one.
+    verify: dict[str, str] = field(default_factory=dict)
 
     @property
     def changes(self) -> bool:
@@ -92,63 +104,104 @@ def digest(obj: Any) -> str:
     return "sha256:" + hashlib.sha256(blob).hexdigest()
 
 
-def from_dict(d: dict[str, Any]) -> Plan:
-    if d.get("format") != FORMAT:
-        raise InvalidInput(f"not a gpufix plan (format {d.get('format')!r})")
-    if d.get("version") != VERSION:
-        raise InvalidInput(f"plan version {d.get('version')!r} is not supported (want {VERSION})")
-    try:
-        return Plan(
-            host=d["host"],
-            strategy=d["strategy"],
-            findings=[Finding(**f) for f in d["findings"]],
-            options=[Option(**o) for o in d["options"]],
-            steps=[Step(**s) for s in d["steps"]],
-            reboot_required=d["reboot_required"],
-            outcome=d["outcome"],
-            risks=list(d["risks"]),
-            path=list(d["path"]),
-            facts_digest=d["facts_digest"],
-            kb_digest=d["kb_digest"],
-            probe_verdict=d.get("probe_verdict"),
-            extra=d.get("extra") or {},
-            interim=_interim(d.get("interim")),
-        )
-    except (KeyError, TypeError) as exc:
-        raise InvalidInput(f"malformed plan: {exc}") from None
-
-
-def _interim(d: object) -> Interim | None:
-    if d is None:
-        return None
-    if not isinstance(d, dict):
-        raise InvalidInput(f"malformed plan: interim must be an object, got {type(d).__name__}")
-    if d.get("reboot_required") is not False:
-        raise InvalidInput("malformed plan: an interim mitigation never reboots")
-    return Interim(
-        strategy=str(d["strategy"]),
-        steps=[Step(**s) for s in d["steps"]],
-        outcome=str(d["outcome"]),
-        reboot_required=False,
+def _step(s: dict[str, Any]) -> Step:
+    return Step(
+        s["playbook"],
+        s["description"],
+        dict(s["vars"]),
+        bool(s.get("reboot", False)),
+        str(s.get("target", "host")),
     )
 
 
+def _interim(d: dict[str, Any] | None) -> Interim | None:
+    if not d:
+        return None
+    if d.get("reboot_required", False) is not False:
+        raise InvalidInput("malformed plan: an interim mitigation never reboots")
+    return Interim(
+        d["strategy"],
+        [_step(s) for s in d["steps"]],
+        d["outcome"],
+        bool(d.get("reboot_required", False)),
+    )
+
+
+def from_dict(d: dict[str, Any], where: str = "plan") -> Plan:
+    """A plan from its JSON form, validated against schemas/plan.schema.json first."""
+    from gpufix import inputs
+
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        fmt = d.get("format") if isinstance(d, dict) else None
+        raise InvalidInput(f"{where}: not a gpufix plan (format {inputs.one_line(repr(fmt))})")
+    if d.get("version") != VERSION:
+        raise InvalidInput(
+            f"{where}: plan version {inputs.one_line(repr(d.get('version')))} is not supported "
+            f"(want {VERSION}): re-plan with `gpufix plan`"
+        )
+    inputs.validate(d, "plan", where)
+    return Plan(
+        host=d["host"],
+        strategy=d["strategy"],
+        findings=[Finding(**f) for f in d["findings"]],
+        options=[Option(**o) for o in d["options"]],
+        steps=[_step(s) for s in d["steps"]],
+        reboot_required=d["reboot_required"],
+        outcome=d["outcome"],
+        risks=list(d["risks"]),
+        path=list(d["path"]),
+        facts_digest=d["facts_digest"],
+        kb_digest=d["kb_digest"],
+        probe_verdict=d.get("probe_verdict"),
+        extra=dict(d.get("extra") or {}),
+        interim=_interim(d.get("interim")),
+        inputs=dict(d.get("inputs") or {}),
+        verify=dict(d.get("verify") or {}),
+    )
+
+
+def plan_file_doc(plans: list[Plan]) -> dict[str, Any]:
+    return {"format": FILE_FORMAT, "version": VERSION, "plans": [p.to_dict() for p in plans]}
+
+
 def save_plans(plans: list[Plan], path: Path) -> None:
-    doc = {"format": FORMAT + "-file", "version": VERSION, "plans": [p.to_dict() for p in plans]}
-    path.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    """Write atomically: a failed write leaves the previous plan file whole, and no temp file."""
+    text = json.dumps(plan_file_doc(plans), indent=2, sort_keys=False) + "\n"
+    write_atomic(path, text, what="plan file")
+
+
+def write_atomic(path: Path, text: str, *, what: str, mode: int = 0o644) -> None:
+    """Temp file in the same directory, fsync, rename; the temp file is removed on any error."""
+    directory = path.parent if str(path.parent) else Path(".")
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise GpufixError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def load_plans(path: Path) -> list[Plan]:
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise InvalidInput(f"cannot read plan file {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(
-            f"plan file {path} is not JSON: {exc.msg} at line {exc.lineno}"
-        ) from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT + "-file":
-        raise InvalidInput(f"{path} is not a gpufix plan file")
+    """Read a plan file through the input layer; every failure is one line naming the field."""
+    from gpufix import inputs
+
+    where = f"plan file {inputs.one_line(str(path))}"
+    doc = inputs.load_json(path, "plan")
+    if not isinstance(doc, dict) or doc.get("format") != FILE_FORMAT:
+        raise InvalidInput(f"{where} is not a gpufix plan file")
     if doc.get("version") != VERSION:
-        raise InvalidInput(f"plan file {path} has version {doc.get('version')!r}, want {VERSION}")
-    return [from_dict(p) for p in doc.get("plans", [])]
+        raise InvalidInput(
+            f"{where} has version {inputs.one_line(repr(doc.get('version')))}, this gpufix reads "
+            f"version {VERSION}: re-plan with `gpufix plan`"
+        )
+    inputs.validate(doc, "plan-file", where)
+    return [from_dict(p, f"{where}: plans/{i}") for i, p in enumerate(doc["plans"])]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpufix import runner
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
-from gpufix.facts.snapshot import Snapshot, load_snapshot
+from gpufix.facts.snapshot import Snapshot, from_module_result, load_snapshot
 from gpufix.inventory import resolve
 
 
@@ -57,7 +57,12 @@ def gather(
                     msg = f"target Python cannot be managed by ansible-core 2.16 (needs 2.7 or 3.6+): {msg}"
                 out[name] = Gathered(name, None, msg, runner.python_unmanageable(msg))
             else:
-                out[name] = Gathered(name, Snapshot(host=name, gathered_at=now, facts=hr.facts))
+                try:  # a host's report is data from outside: validated like a file
+                    snap = from_module_result(name, {"gpufix": hr.facts})
+                except InvalidInput as exc:
+                    out[name] = Gathered(name, None, f"facts refused: {exc}", False)
+                else:
+                    out[name] = Gathered(name, replace(snap, gathered_at=now))
     return [out[t.name] for t in targets]
 
 

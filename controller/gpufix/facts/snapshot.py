@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -16,7 +15,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
-from gpufix.errors import GpufixError, InvalidInput
+from gpufix.errors import InvalidInput
 
 FORMAT = "gpufix-facts"
 VERSION = 1
@@ -90,39 +89,26 @@ def validate(doc: object) -> None:
 
 
 def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
-    """Read and validate a snapshot file; every failure is one InvalidInput line naming the file."""
+    """Read and validate a snapshot file through the input layer (regular file, size cap, depth
+    and number limits); every failure is one InvalidInput line naming the file and the field."""
+    from gpufix import inputs
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise InvalidInput(f"cannot read facts file {p}: {_one_line(reason)}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(
-            f"facts file {p} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from None
+    doc = inputs.load_json(p, "facts")
     try:
         validate(doc)
     except InvalidInput as exc:
-        raise InvalidInput(f"facts file {p}: {exc}") from None
+        raise InvalidInput(f"facts file {inputs.one_line(str(p))}: {exc}") from None
     return Snapshot(host=doc["host"], gathered_at=doc["gathered_at"], facts=doc["facts"])
 
 
 def save_snapshot(snap: Snapshot, path: str | os.PathLike[str]) -> None:
-    """Validate and write atomically (a reader never sees half a file)."""
+    """Validate and write atomically (a reader never sees half a file; no temp file is left)."""
+    from gpufix.engine.plan import write_atomic
+
     doc = snap.to_doc()
     validate(doc)
-    p = Path(path)
-    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent or Path("."))
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, p)
-    except OSError as exc:
-        raise GpufixError(f"cannot write facts file {p}: {exc.strerror or exc}") from None
+    write_atomic(Path(path), json.dumps(doc, indent=2, sort_keys=True) + "\n", what="facts file")
 
 
 def now_utc() -> str:
@@ -130,12 +116,16 @@ def now_utc() -> str:
 
 
 def from_module_result(host: str, ansible_facts: Mapping[str, Any]) -> Snapshot:
-    """Snapshot from a module result's ansible_facts (or its `gpufix` dict itself)."""
+    """Snapshot from a module result's ansible_facts (or its `gpufix` dict itself). What a host
+    reports is data from outside: bounded in depth and size, then validated like a file."""
+    from gpufix import inputs
+
     facts = (
         ansible_facts.get("gpufix", ansible_facts) if isinstance(ansible_facts, Mapping) else None
     )
     if not isinstance(facts, Mapping):
         raise InvalidInput(f"host {host}: the facts module returned no gpufix facts")
+    inputs.check_tree(facts, f"facts from host {host}")
     snap = Snapshot(host=host, gathered_at=now_utc(), facts=dict(facts))
     try:
         validate(snap.to_doc())

@@ -60,12 +60,15 @@ def validate(verdict: object) -> dict[str, Any]:
 
 
 def load_verdict(path: Path) -> dict[str, Any]:
-    """Read and validate a verdict file (--json-out of the probe)."""
+    """Read and validate a verdict file (--json-out of the probe), through the input layer
+    (regular file, size cap, bounded JSON)."""
+    from gpufix import inputs
+
+    if not path.exists():
+        raise InvalidInput(f"no probe verdict at {path}")
     try:
-        data = json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
-        raise InvalidInput(f"no probe verdict at {path}") from None
-    except (OSError, ValueError) as exc:
+        data = inputs.parse_json(inputs.read_text(path, "verdict"), "it")
+    except InvalidInput as exc:
         raise InvalidInput(f"cannot read probe verdict {path}: {exc}") from None
     return validate(data)
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from gpufix import inputs
 from gpufix.errors import InvalidInput
 
 from .checks import CheckContext
@@ -87,10 +88,8 @@ def lint_paths(
     config = config if config is not None else load_config(paths, config_file)
     files = []
     for path, rel in iter_python_files(paths, config):
-        try:
-            files.append((path, rel, Path(path).read_bytes()))
-        except OSError as e:
-            raise InvalidInput(f"cannot read {path}: {e.strerror}") from None
+        # the input layer: a regular file of bounded size (not a FIFO or /dev/zero behind a link)
+        files.append((path, rel, inputs.read_bytes(path, "source")))
     return lint_files(files, config)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from gpufix import inputs
 from gpufix.errors import InvalidInput
 
 from .rules import LEVELS, RULES_BY_ID
@@ -77,11 +78,9 @@ def _load_toml(path: Path) -> dict[str, Any]:
             import tomli as tomllib
         except ImportError:
             raise InvalidInput("reading pyproject.toml needs Python 3.11+ or tomli") from None
+    text = inputs.read_text(path, "text")
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except OSError as e:
-        raise InvalidInput(f"cannot read {path}: {e.strerror}") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InvalidInput(f"{path}: not valid TOML: {e}") from None
 

@@ -1,0 +1,183 @@
+"""After a host's steps: the reboot (when the change needs one and it is allowed), the probe in
+the training environment, and a failure's rollback. The base of gpufix.apply.phases.Phases,
+which holds the run's journal, plans and options."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufix import inputs, runner
+from gpufix.apply.journal import Journal
+from gpufix.apply.result import HEALTHY, Options
+from gpufix.apply.rollback import rollback
+from gpufix.engine.plan import Plan
+from gpufix.errors import GpufixError
+
+Report = Callable[[str, str], None]
+KERNEL_PLAYBOOK = "kernel_upgrade.yml"
+
+
+def kernel_step(plan: Plan) -> bool:
+    return plan.strategy == "kernel-upgrade" or any(
+        s.playbook == KERNEL_PLAYBOOK for s in plan.steps
+    )
+
+
+def needs_reboot(plan: Plan) -> bool:
+    return plan.reboot_required or any(s.reboot for s in plan.steps)
+
+
+def role_reboots(plan: Plan) -> bool:
+    """Roles that take a *_reboot_allowed variable reboot themselves (the kernel role boots
+    the new kernel once, checks it and only then makes it the default)."""
+    return any(k.endswith("_reboot_allowed") for s in plan.steps for k in s.vars)
+
+
+def verdict_summary(verdict: Any, hr: runner.HostResult | None) -> dict[str, Any]:
+    if not isinstance(verdict, dict) or not verdict:
+        return {"verdict": None, "error": hr.message if hr else "no result"}
+    keep = ("verdict", "backend", "world_size", "stalled", "error", "causes", "deadline_s")
+    return {k: verdict.get(k) for k in keep if k in verdict}
+
+
+@dataclass
+class After:
+    journal: Journal
+    plans: dict[str, Plan]
+    opts: Options
+    report: Report
+    t0: dict[str, float] = field(default_factory=dict)
+
+    def reboot(self, hosts: list[str]) -> list[str]:
+        need = [
+            h
+            for h in hosts
+            if needs_reboot(self.plans[h])
+            and self.journal.changed_any(h)
+            # the role rebooted (or found nothing to reboot for) by itself
+            and not (role_reboots(self.plans[h]) and self.opts.allow_reboot)
+        ]
+        if not self.opts.allow_reboot:
+            for h in need:
+                self.set(
+                    h, "reboot-pending", "the change needs a reboot: re-run with --allow-reboot"
+                )
+            return [h for h in hosts if h not in need]
+        if not need:
+            return hosts
+        for h in need:
+            self.journal.update(h, changed_any=True)
+            self.set(h, "rebooting")
+        res = runner.run_playbook(
+            "reboot.yml",
+            self.opts.inventory,
+            limit=",".join(need),
+            extravars={"gpufix_reboot_timeout": self.opts.reboot_timeout},
+            timeout=self.opts.reboot_timeout + 300,
+            progress=self.report,
+        )
+        back = [h for h in hosts if h not in need]
+        for h in need:
+            hr = res.hosts.get(h)
+            if hr is not None and hr.status == "ok":
+                self.journal.update(h, rebooted=True)
+                back.append(h)
+                continue
+            msg = hr.message if hr else f"no result ({res.status})"
+            if hr is not None and "not rebooting" in msg:
+                # the playbook refused before rebooting (no NVIDIA module for the new kernel)
+                self.fail(h, msg, verdict=None)
+            elif hr is None or hr.status == "unreachable" or "Timed out" in msg:
+                self.journal.update(h, rebooted=True)
+                self.set(
+                    h,
+                    "unreachable",
+                    f"did not come back within {self.opts.reboot_timeout} s of the reboot: {msg}",
+                )
+            else:
+                self.fail(h, f"reboot failed: {msg}", verdict=None)
+        return back
+
+    def verify(self, hosts: list[str]) -> None:
+        todo: dict[str, list[str]] = {}  # interpreter -> hosts
+        for h in hosts:
+            if self.state(h) in ("reboot-pending", "failed", "unreachable"):
+                continue
+            if not self.opts.verify:
+                self.set(h, "applied", "")
+                continue
+            self.set(h, "verifying")
+            py = self.opts.probe_vars.get("gpufix_probe_python") or self.plans[h].verify.get(
+                "python"
+            )
+            todo.setdefault(py or "", []).append(h)
+        for py, group in todo.items():
+            extra = {"gpufix_probe_python": py} if py else {}
+            res = runner.run_playbook(
+                "probe.yml",
+                self.opts.inventory,
+                limit=",".join(group),
+                extravars={**self.opts.probe_vars, **extra},
+                timeout=self.opts.reboot_timeout + 600,
+                progress=self.report,
+            )
+            for h in group:
+                self._verdict(h, res.hosts.get(h))
+
+    def _verdict(self, h: str, hr: runner.HostResult | None) -> None:
+        if hr is not None and hr.status == "unreachable":
+            self.set(h, "unreachable", f"lost before the probe: {hr.message}")
+            return
+        verdict = (hr.data.get("gpufix_probe_verdict") if hr else None) or {}
+        if verdict:
+            try:  # what the host reports is data: checked like a verdict file
+                inputs.check_tree(verdict, f"probe verdict from {h}")
+                inputs.check_probe_verdict(verdict, f"probe verdict from {h}")
+            except GpufixError as exc:
+                verdict = {"verdict": "failed", "error": f"unusable verdict: {exc}"}
+        v = verdict.get("verdict") if isinstance(verdict, dict) else None
+        self.journal.add_verdict(h, "after-apply", verdict_summary(verdict, hr))
+        if v in HEALTHY:
+            self.set(h, "healthy", "probe: healthy")
+            return
+        stalled = verdict.get("stalled") if isinstance(verdict, dict) else None
+        why = (
+            (verdict.get("error") if isinstance(verdict, dict) else None)
+            or (f"stalled in {stalled.get('phase')}" if isinstance(stalled, dict) else None)
+            or (hr.message if hr else "no result")
+        )
+        self.fail(h, f"probe verdict {v or 'none'}: {why}", verdict=v or "none")
+
+    # -- failure and rollback -----------------------------------------------------------------
+    def fail(self, h: str, reason: str, verdict: str | None) -> None:
+        self.set(h, "failed", reason)
+        if verdict is not None:
+            self.journal.update(h, failed_verdict=verdict)
+        on = self.opts.rollback_on_failure
+        if on is None:
+            on = kernel_step(self.plans[h])
+        if on and not self.opts.check and self.journal.persistent:
+            self.report(h, "rolling back")
+            try:
+                rollback(
+                    self.journal,
+                    h,
+                    self.opts.inventory,
+                    allow_reboot=self.opts.allow_reboot,
+                    force=self.opts.force,
+                    report=self.report,
+                    reboot_timeout=self.opts.reboot_timeout,
+                )
+            except GpufixError as exc:
+                self.set(h, "failed", f"{reason}; not rolled back: {exc}")
+
+    # -- journal helpers ------------------------------------------------------------------
+    def set(self, h: str, state: str, reason: str = "") -> None:
+        if reason:
+            self.report(h, f"{state}: {reason}")
+        self.journal.set_state(h, state, reason)
+
+    def state(self, h: str) -> str:
+        return str(self.journal.host(h)["state"])

@@ -1,0 +1,116 @@
+"""A plan file is a request, not a program (docs/security.md).
+
+`apply PLANFILE` runs the engine again on what the plan says it was given (facts, probe verdict,
+constraints, interpreters) and refuses the file unless the result is the same plan, field for
+field. Steps, variables, strategy, reboot flags: the engine is their only author. Freshness
+(gpufix.apply.freshness) then ties the recorded facts to the live host.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpufix import inputs as inp
+from gpufix.engine.kb import KnowledgeBase
+from gpufix.engine.plan import Plan
+from gpufix.engine.rules import Rules
+from gpufix.errors import InvalidInput
+from gpufix.facts.snapshot import FORMAT as FACTS_FORMAT
+from gpufix.facts.snapshot import VERSION as FACTS_VERSION
+from gpufix.planning import constraints_from_dict, plan_host
+
+REPLAN = "re-plan with `gpufix plan ... -o PLANFILE`"
+
+
+def check_facts(facts: Any, host: str, where: str) -> None:
+    doc = {
+        "format": FACTS_FORMAT,
+        "version": FACTS_VERSION,
+        "host": host,
+        "gathered_at": "1970-01-01T00:00:00Z",
+        "facts": facts,
+    }
+    inp.validate(doc, "facts", where)
+
+
+def rederive(plan: Plan, kb: KnowledgeBase, rules: Rules, where: str) -> Plan:
+    """The plan the engine makes from this plan's recorded inputs (validated first)."""
+    got = plan.inputs
+    if not got:
+        raise InvalidInput(
+            f"{where}: the plan records no inputs, so it cannot be checked: {REPLAN}"
+        )
+    check_facts(got["facts"], plan.host, f"{where}: inputs/facts")
+    if got["verdict"] is not None:
+        inp.check_probe_verdict(got["verdict"], f"{where}: inputs/verdict")
+    envs = list(got["python_envs"])
+    gathered = got["facts"].get("python_envs")
+    named = (
+        [e.get("python") for e in gathered if isinstance(e, dict)]
+        if isinstance(gathered, list)
+        else []
+    )
+    if envs and named != envs:
+        # freshness runs these interpreters on the host: only the ones the facts came from
+        raise InvalidInput(
+            f"{where}: inputs/python_envs: not the interpreters the recorded facts were "
+            f"gathered with: {REPLAN}"
+        )
+    constraints = constraints_from_dict(got["constraints"], where)
+    return plan_host(
+        got["facts"],
+        got["verdict"],
+        constraints,
+        host=plan.host,
+        python_envs=envs,
+        kb=kb,
+        rules=rules,
+    )
+
+
+def _normal(plan: Plan) -> Any:
+    return json.loads(json.dumps(plan.to_dict(), sort_keys=True, default=str))
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """The first path (a/b/0/c) where two JSON values differ, or None when they are equal."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b:
+                return f"{path}/{k}".lstrip("/")
+            d = first_difference(a[k], b[k], f"{path}/{k}")
+            if d is not None:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            d = first_difference(x, y, f"{path}/{i}")
+            if d is not None:
+                return d
+        return None if len(a) == len(b) else f"{path}/{min(len(a), len(b))}".lstrip("/")
+    if type(a) is not type(b) or a != b:
+        return path.lstrip("/") or "(plan)"
+    return None
+
+
+def check_plans(plans: list[Plan], kb: KnowledgeBase, rules: Rules, where: str) -> None:
+    """Refuse (exit 3, nothing run) unless every plan is what the engine derives from its inputs."""
+    edited: list[str] = []
+    for i, p in enumerate(plans):
+        here = f"{where}: {p.host}"
+        if p.kb_digest != str(kb.digest):
+            raise InvalidInput(
+                f"stale plan, refusing to apply ({p.host}: the knowledge base changed since the "
+                f"plan was made): {REPLAN}"
+            )
+        derived = rederive(p, kb, rules, here)
+        diff = first_difference(_normal(p), _normal(derived))
+        if diff is not None:
+            edited.append(f"{p.host} (plans/{i}/{diff})")
+    if edited:
+        raise InvalidInput(
+            "the plan file is not what gpufix derives from its recorded inputs, refusing to apply "
+            f"(differs at {', '.join(edited[:5])}{' ...' if len(edited) > 5 else ''}): "
+            f"a plan file is a request, not a program; {REPLAN}"
+        )

@@ -1,0 +1,143 @@
+"""Put a host back from its journal (playbooks/rollback.yml), as carefully as apply changes it:
+a rollback that reboots needs --allow-reboot and a host with no GPU work running; what the
+journal says is data, so every value is checked before the playbook sees it."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from gpufix import runner, strategies
+from gpufix.apply import hostcheck
+from gpufix.apply.journal import Journal, now
+from gpufix.errors import GpufixError, InvalidInput
+
+Report = Callable[[str, str], None]
+
+
+def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
+    """Extravars for playbooks/rollback.yml from a host's journal record (pure). Only the
+    strategy's watched files are restored: a journal cannot make rollback write anywhere else."""
+    before = rec.get("before") or {}
+    after = rec.get("after") or {}
+    pkgs_before: dict[str, str] = before.get("packages") or {}
+    pkgs_after: dict[str, str] = after.get("packages") or {}
+    install = {n: v for n, v in pkgs_before.items() if pkgs_after and pkgs_after.get(n) != v}
+    remove = sorted(n for n in pkgs_after if n not in pkgs_before)
+    holds_before = set(before.get("holds") or [])
+    holds_after = set(after["holds"]) if "holds" in after else holds_before
+    strategy = strategies.REGISTRY.get(str(rec.get("strategy")))
+    watched = set(strategy.watched_files) if strategy else set()
+    files = {}
+    written = {f for s in rec.get("steps") or [] for f in s.get("files") or []}
+    for path, saved in (before.get("files") or {}).items():
+        if not isinstance(saved, dict) or path not in watched:
+            continue
+        after_saved = (after.get("files") or {}).get(path)
+        if path in written or (after_saved is not None and after_saved != saved):
+            files[path] = saved
+    kernel_before = (before.get("kernel") or {}).get("running")
+    return {
+        "gpufix_rollback_install": install,
+        "gpufix_rollback_remove": remove,
+        "gpufix_rollback_unhold": sorted(holds_after - holds_before),
+        "gpufix_rollback_hold": sorted(holds_before - holds_after),
+        "gpufix_rollback_files": files,
+        "gpufix_rollback_kernel": kernel_before or "",
+        "gpufix_rollback_reboot": bool(rec.get("rebooted")),
+        # a restored kernel command line takes effect only at the next boot
+        "gpufix_rollback_reboot_after": bool(rec.get("rebooted"))
+        and bool(strategy and strategy.reboot_after_restore),
+    }
+
+
+def reboots(ev: dict[str, Any]) -> bool:
+    return bool(ev["gpufix_rollback_reboot"] or ev["gpufix_rollback_reboot_after"])
+
+
+def check_can_roll_back(journal: Journal, host: str) -> dict[str, Any]:
+    rec = journal.host(host)
+    if rec["state"] == "rolled-back":
+        raise InvalidInput(f"{host} was already rolled back in run {journal.run_id}")
+    if rec["state"] == "pending" or not any(s.get("state") != "pending" for s in rec["steps"]):
+        raise InvalidInput(f"{host} had no step run in {journal.run_id}: nothing to roll back")
+    if not rec.get("before"):
+        raise GpufixError(
+            f"{host}: the journal of {journal.run_id} has no 'before' state (preflight did not "
+            "finish), so there is nothing to restore from"
+        )
+    return rec
+
+
+def _gpu_work(host: str, inventory: Path, force: Iterable[str], report: Report | None) -> None:
+    """Refuse to reboot a host that runs GPU work (unless --force gpu-processes)."""
+    strategy = "none"
+    got = hostcheck.run_preflight(
+        {host: {"strategy": strategy, "files": []}},
+        inventory,
+        force=force,
+        dpkg_wait=0,
+        progress=report,
+    )[host]
+    gpu = [b for b in got.blockers if b.check in ("gpu-processes", "unreachable", "python")]
+    if gpu:
+        raise GpufixError(f"{host}: not rolling back with a reboot: {gpu[0].message}")
+
+
+def rollback(
+    journal: Journal,
+    host: str,
+    inventory: Path,
+    *,
+    allow_reboot: bool,
+    force: Iterable[str] = (),
+    report: Report | None = None,
+    reboot_timeout: int = 600,
+) -> str:
+    """Replay a host's journal backwards. Returns the host's new state."""
+    from gpufix.apply.rolevars import check_vars
+
+    rec = check_can_roll_back(journal, host)
+    ev = rollback_vars(rec)
+    # the journal is data: refuse a value that breaks rollback.yml's spec before any change
+    check_vars("rollback.yml", ev, f"the journal of {host} in run {journal.run_id}")
+    if reboots(ev):
+        if not allow_reboot:
+            raise InvalidInput(
+                f"rolling {host} back needs a reboot (it was rebooted into the change): "
+                "add --allow-reboot"
+            )
+        _gpu_work(host, inventory, force, report)
+    journal.set_state(host, "rolling-back", "restoring packages, holds and files")
+    res = runner.run_playbook(
+        "rollback.yml",
+        inventory,
+        limit=host,
+        extravars={**ev, "gpufix_reboot_timeout": reboot_timeout},
+        timeout=reboot_timeout + 1800,
+        progress=report,
+    )
+    hr = res.hosts.get(host)
+    done = {
+        "at": now(),
+        "install": ev["gpufix_rollback_install"],
+        "remove": ev["gpufix_rollback_remove"],
+        "files": sorted(ev["gpufix_rollback_files"]),
+        "rebooted": reboots(ev),
+    }
+    if hr is not None and hr.status == "ok":
+        journal.update(host, rollback={**done, "ok": True})
+        # the verdict before the rollback no longer describes the host
+        journal.add_verdict(host, "rolled-back", {"verdict": None})
+        journal.set_state(host, "rolled-back", "restored from the journal")
+        return "rolled-back"
+    msg = hr.message if hr else f"no result ({res.status})"
+    journal.update(host, rollback={**done, "ok": False, "message": msg})
+    journal.set_state(host, "failed", f"rollback failed: {msg}")
+    return "failed"
+
+
+def file_content(saved: dict[str, Any]) -> bytes:
+    return base64.b64decode(saved.get("content_b64") or "")

@@ -1,0 +1,60 @@
+"""Remove what gpufix itself left on hosts (playbooks/uninstall.yml): the probe program and its
+verdict. A plan's changes stay; `gpufix rollback` undoes those from the journal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufix import runner
+from gpufix.apply.locks import HostLocks
+from gpufix.errors import InvalidInput
+
+Report = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class Removed:
+    host: str
+    state: str  # removed | nothing-to-remove | would-remove | failed | unreachable
+    changed: int
+    message: str
+
+
+def live_hosts(target: str, inventory: Path) -> list[str]:
+    from gpufix.inventory import resolve
+
+    targets = resolve(target, inventory)
+    recorded = [t.name for t in targets if t.snapshot is not None]
+    if recorded:
+        raise InvalidInput(f"{', '.join(recorded)}: recorded from a snapshot, not a live host")
+    return [t.name for t in targets]
+
+
+def uninstall(
+    hosts: list[str], inventory: Path, *, check: bool, report: Report | None = None
+) -> list[Removed]:
+    with HostLocks(hosts):
+        res = runner.run_playbook(
+            "uninstall.yml",
+            inventory,
+            limit=",".join(hosts),
+            check=check,
+            timeout=600,
+            progress=report,
+        )
+    out = []
+    for h in hosts:
+        hr = res.hosts.get(h)
+        if hr is None:
+            out.append(Removed(h, "failed", 0, f"no result ({res.status})"))
+        elif hr.status == "unreachable":
+            out.append(Removed(h, "unreachable", 0, hr.message))
+        elif hr.status != "ok":
+            out.append(Removed(h, "failed", hr.changed, hr.message))
+        elif hr.changed:
+            out.append(Removed(h, "would-remove" if check else "removed", hr.changed, ""))
+        else:
+            out.append(Removed(h, "nothing-to-remove", 0, ""))
+    return out

@@ -1,0 +1,208 @@
+"""A plan file is a request, not a program: an edited plan is refused (exit 3) before any host
+is touched, in check mode too, and no payload in it ever runs (the marker file stays absent).
+
+Every case applies a plan the engine really made, then edited by hand as an attacker would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpufix.apply.journal import list_runs
+
+from .conftest import CliRun, deep_copy, facts, make_plan, payloads, plan_doc, write
+
+BASE = facts("bionic-ga-2x3090")["facts"]  # the engine picks kernel-upgrade here
+
+
+def _leaves(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:
+    if isinstance(node, dict):
+        return [x for k, v in node.items() for x in _leaves(v, (*path, k))]
+    if isinstance(node, list):
+        return [x for i, v in enumerate(node) for x in _leaves(v, (*path, i))]
+    return [(path, node)]
+
+
+def _set(doc: Any, path: tuple[Any, ...], value: Any) -> None:
+    for p in path[:-1]:
+        doc = doc[p]
+    doc[path[-1]] = value
+
+
+def _mutated(value: Any, marker: Path) -> Any:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if value is None:
+        return payloads(marker)[0]
+    return payloads(marker)[0] if value != payloads(marker)[0] else "x"
+
+
+def _apply(cli: CliRun, plan: Path, inv: Path, *extra: str) -> tuple[int, str]:
+    code, _out, err = cli("apply", str(plan), "-i", str(inv), "--yes", *extra)
+    return code, err
+
+
+def _sampled_leaves() -> list[tuple[Any, ...]]:
+    doc = plan_doc(make_plan(BASE))["plans"][0]
+    out = []
+    for n, (path, _) in enumerate(_leaves(doc)):
+        in_facts = path[:2] in (("inputs", "facts"), ("extra", "facts"))
+        if not in_facts or n % 10 == 0:
+            out.append(path)
+    return out
+
+
+@pytest.mark.parametrize("path", _sampled_leaves(), ids=lambda p: "/".join(map(str, p)))
+def test_any_edit_is_refused_before_a_host_is_touched(
+    path: tuple[Any, ...], cli: CliRun, marker: Path, dead_inventory: Path, tmp_path: Path
+) -> None:
+    doc = plan_doc(make_plan(BASE))
+    leaf = doc["plans"][0]
+    for p in path[:-1]:
+        leaf = leaf[p]
+    _set(doc["plans"][0], path, _mutated(leaf[path[-1]], marker))
+    code, err = _apply(cli, write(tmp_path / "plan.json", doc), dead_inventory)
+    volatile = path[:2] == ("inputs", "facts") and path[2] in (
+        "gpu_processes",
+        "kernel_log",
+        "module_version",
+        "python",
+    )
+    if volatile:
+        # facts that change between two gatherings are not the plan's evidence; a change there
+        # may derive the same plan, which then meets the host (which fails at once here)
+        assert code in (1, 3, 4), err
+    else:
+        assert code == 3, err
+        assert list_runs() == [], "a refused plan left a run behind"
+
+
+STEP_EDITS: list[tuple[str, Any]] = [
+    ("playbook", "reboot.yml"),
+    ("playbook", "rollback.yml"),
+    ("playbook", "../../../tmp/evil.yml"),
+    ("reboot", False),
+    ("vars", {"gpufix_kernel_reboot_allowed": True, "gpufix_kernel_reboot_command": "touch M"}),
+    ("vars", {"gpufix_kernel_reboot_allowed": True, "gpufix_kernel_target": "{{ 7*7 }}"}),
+    (
+        "vars",
+        {
+            "gpufix_rollback_files": {
+                "/etc/shadow": {"exists": True, "mode": "644", "content_b64": "eA=="}
+            }
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["apply", "check"])
+@pytest.mark.parametrize(("field", "value"), STEP_EDITS, ids=lambda x: str(x)[:30])
+def test_edited_steps_are_refused_in_check_mode_too(
+    field: str,
+    value: Any,
+    check: bool,
+    cli: CliRun,
+    marker: Path,
+    dead_inventory: Path,
+    tmp_path: Path,
+) -> None:
+    doc = plan_doc(make_plan(BASE))
+    doc["plans"][0]["steps"][0][field] = deep_copy(value)
+    code, err = _apply(
+        cli, write(tmp_path / "p.json", doc), dead_inventory, *(["--check"] if check else [])
+    )
+    assert code == 3, err
+    assert "request, not a program" in err or "plans/0" in err
+    assert list_runs() == []
+
+
+@pytest.mark.parametrize("payload_index", range(7))
+@pytest.mark.parametrize("field", ["description", "var-value", "var-name", "strategy", "host"])
+def test_payloads_in_step_fields_never_run(
+    field: str,
+    payload_index: int,
+    cli: CliRun,
+    marker: Path,
+    dead_inventory: Path,
+    tmp_path: Path,
+) -> None:
+    payload = payloads(marker)[payload_index]
+    doc = plan_doc(make_plan(BASE))
+    plan = doc["plans"][0]
+    step = plan["steps"][0]
+    if field == "description":
+        step["description"] = payload
+    elif field == "var-value":
+        step["vars"]["gpufix_kernel_target"] = payload
+    elif field == "var-name":
+        step["vars"][payload] = True
+    elif field == "strategy":
+        plan["strategy"] = payload
+    else:
+        plan["host"] = payload
+    for check in ([], ["--check"]):
+        code, err = _apply(cli, write(tmp_path / "p.json", doc), dead_inventory, *check)
+        assert code == 3, err
+    assert list_runs() == []
+
+
+@pytest.mark.parametrize("payload_index", range(7))
+def test_payloads_in_python_envs_never_reach_a_host(
+    payload_index: int, cli: CliRun, marker: Path, dead_inventory: Path, tmp_path: Path
+) -> None:
+    """python_envs becomes the facts module's arguments: refused by pattern before gathering."""
+    doc = plan_doc(make_plan(BASE))
+    doc["plans"][0]["inputs"]["python_envs"] = [payloads(marker)[payload_index]]
+    code, err = _apply(cli, write(tmp_path / "p.json", doc), dead_inventory)
+    assert code == 3 and "python_envs" in err, err
+
+
+def test_python_envs_must_be_the_interpreters_the_facts_came_from(
+    cli: CliRun, marker: Path, dead_inventory: Path, tmp_path: Path
+) -> None:
+    doc = plan_doc(make_plan(BASE))
+    doc["plans"][0]["inputs"]["python_envs"] = ["/tmp/python3"]  # a valid path, not the facts'
+    code, err = _apply(cli, write(tmp_path / "p.json", doc), dead_inventory)
+    assert code == 3 and "interpreters the recorded facts" in err, err
+
+
+def test_a_self_consistent_plan_with_a_hostile_fact_is_refused_by_the_role_spec(
+    cli: CliRun, marker: Path, dead_inventory: Path, tmp_path: Path
+) -> None:
+    """The engine itself copies a host's python path into gpufix_ml_stack_python: the plan is
+    genuine, but the value breaks the role's spec, so apply refuses it before Ansible sees it."""
+    from gpufix.engine.plan import save_plans
+
+    hostile = deep_copy(facts("bionic-ga-2x3090")["facts"])
+    hostile["python_envs"] = []
+    hostile["pythons"] = [
+        {
+            "path": "/usr/bin/python3.8{{ lookup('pipe','touch " + str(marker) + "') }}",
+            "version": "3.8.0",
+        }
+    ]
+    plan = make_plan(hostile, strategy="cuda-downgrade")
+    assert "lookup" in str(plan.steps[0].vars.get("gpufix_ml_stack_python")), plan.steps[0].vars
+    path = tmp_path / "p.json"
+    save_plans([plan], path)
+    for check in ([], ["--check"]):
+        code, err = _apply(cli, path, dead_inventory, *check)
+        assert code == 3 and "gpufix_ml_stack_python" in err, err
+    assert list_runs() == []
+
+
+def test_plans_of_an_older_format_or_without_inputs_are_refused(
+    cli: CliRun, dead_inventory: Path, tmp_path: Path
+) -> None:
+    doc = plan_doc(make_plan(BASE))
+    old = deep_copy(doc)
+    old["version"] = 1
+    code, err = _apply(cli, write(tmp_path / "old.json", old), dead_inventory)
+    assert code == 3 and "re-plan" in err
+    bare = deep_copy(doc)
+    bare["plans"][0]["inputs"] = {}
+    code, err = _apply(cli, write(tmp_path / "bare.json", bare), dead_inventory)
+    assert code == 3 and "records no inputs" in err

@@ -1,0 +1,62 @@
+"""An empty or odd target never widens to the whole inventory: `gpufix apply --strategy S
+"$UNSET" --yes` must not touch the fleet. Every command that takes a target refuses it (exit 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import CliRun
+
+BAD = [
+    "",
+    ",",
+    ",,",
+    "~[",
+    "~.*",
+    " host01",
+    "host01 ",
+    "host01,",
+    ",host01",
+    "host01:",
+    "!",
+    "host01\n",
+    "h1;id",
+    "$(id)",
+    "{{ x }}",
+]
+
+
+@pytest.mark.parametrize("target", BAD, ids=repr)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan"],
+        ["facts"],
+        ["probe"],
+        ["apply", "--strategy", "nccl-profile", "--yes"],
+        ["uninstall", "--yes"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_bad_targets_are_refused(
+    argv: list[str], target: str, cli: CliRun, marker: Path, dead_inventory: Path
+) -> None:
+    code, out, err = cli(*argv, target, "-i", str(dead_inventory))
+    assert code == 3, err
+    assert out == "" and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("target", ["host01", "gpu_fleet", "host01,host02", "all:!host02"])
+def test_ordinary_targets_still_work(target: str, cli: CliRun) -> None:
+    code, _, err = cli("plan", target, "--json")
+    assert code == 0, err
+
+
+def test_a_malformed_inventory_names_its_cause_in_one_line(cli: CliRun, tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    h1: {ansible_host: x\n  bad: [\n")
+    code, _, err = cli("plan", "h1", "-i", str(inv))
+    assert code == 3 and err.count("\n") == 1
+    assert "cannot parse inventory" in err and "line 4" in err and "WARNING" not in err

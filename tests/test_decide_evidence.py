@@ -53,6 +53,11 @@ def p2p_capable(f: dict[str, Any]) -> dict[str, Any]:
     return f
 
 
+def _v(text: str) -> tuple[int, ...]:
+    """A release number as numbers: 2.12.0 > 2.3.0 (strings sort the other way)."""
+    return tuple(int(p) for p in text.split(".")[:3])
+
+
 def needs(plan: Plan) -> set[str]:
     return {n["id"] for n in plan.extra["needs"]}
 
@@ -182,8 +187,8 @@ def test_no_knob_helps_and_this_nccl_has_a_fixed_hang_moves_the_stack_up() -> No
     assert plan.extra["stack_direction"] == "up"
     issue = plan.extra["decision"]["nccl_issue"]
     target = plan.extra["stack"]
-    assert target["nccl"] is None or target["nccl"] >= issue["fixed_in"]
-    assert plan.steps[0].vars["gpufix_ml_stack_torch_version"] > "2.3.0"
+    assert target["nccl"] is None or _v(target["nccl"]) >= _v(issue["fixed_in"])
+    assert _v(plan.steps[0].vars["gpufix_ml_stack_torch_version"]) > _v("2.3.0")
 
 
 def test_stack_moves_down_when_the_evidence_asks() -> None:

@@ -127,8 +127,12 @@ def test_host_strings_the_engine_copies_are_refused_by_the_role_spec(
         verdict = json.loads(Path("docs/device/h200-probe-healthy.json").read_text())
         verdict.update(
             verdict="hung",
-            stalled={"phase": "allreduce", "ranks": [1]},
-            causes=[{"id": "nccl-transport", "strategy": "nccl-profile", "why": "stalled"}],
+            stalled={"phase": "pg_init", "ranks": [1]},
+            causes=[],
+            scope="multi-node",
+            failed_layer="interface",
+            hosts=["a", "b"],
+            failed_hosts=["b"],
         )
         plan = _with_verdict(hostile, verdict, strategy)
     else:

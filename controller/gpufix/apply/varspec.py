@@ -27,6 +27,7 @@ PATTERNS: dict[str, str] = {
     "driver_branch": r"^[0-9]{3,4}$",
     "driver_version": r"^[0-9]{3,4}(\.[0-9]{1,3}){1,2}$",
     "cuda_version": r"^[0-9]{1,2}\.[0-9]{1,2}$",
+    "cuda_major": r"^[0-9]{1,2}$",
     "torch_variant": r"^(cpu|cu[0-9]{2,4}|rocm[0-9.]{1,8})$",
     "https_url": r"^https://[A-Za-z0-9._~:/?&=+%@-]{1,2000}$",
     # repo[:tag]@sha256:<64 hex>
@@ -63,10 +64,8 @@ VAR_PATTERNS: dict[str, str] = {
     "gpufix_ml_stack_pip_minimum": "py_version",
     "gpufix_driver_branch": "driver_branch",
     "gpufix_driver_version": "driver_version",
-    "gpufix_driver_fabricmanager_package": "package",
-    "gpufix_cuda_version": "cuda_version",
-    "gpufix_cuda_package": "package",
-    "gpufix_cuda_package_version": "deb_version",
+    "gpufix_driver_kernel_release": "kernel_release",
+    "gpufix_ml_stack_driver_version": "driver_version",
     "gpufix_container_runtime_image": "image_digest",
     "gpufix_container_runtime_default_shm_size": "size",
     "gpufix_container_runtime_shm_size": "size",
@@ -89,8 +88,7 @@ VAR_PATTERNS: dict[str, str] = {
 # (key pattern, value pattern) of dict variables
 DICT_PATTERNS: dict[str, tuple[str, str]] = {
     "gpufix_nccl_profile_extra": ("nccl_key", "nccl_value"),
-    "gpufix_cuda_min_driver": ("cuda_version", "driver_version"),
-    "gpufix_cuda_minor_compat_floor": ("driver_branch", "driver_version"),
+    "gpufix_ml_stack_cuda_driver_floor": ("cuda_major", "driver_version"),
     "gpufix_rollback_install": ("package", "deb_version"),
     "gpufix_rollback_files": ("abspath", "saved_file"),
 }
@@ -105,7 +103,7 @@ ALLOW_EMPTY = frozenset(
         "gpufix_container_runtime_default_shm_size",
         "gpufix_nccl_profile_socket_ifname",
         "gpufix_driver_version",
-        "gpufix_cuda_package_version",
+        "gpufix_ml_stack_driver_version",
         "gpufix_container_runtime_docker_version",
         "gpufix_container_runtime_toolkit_version",
         "gpufix_ml_stack_torch_variant",

@@ -95,7 +95,12 @@ def evaluate(ctx: Ctx) -> Candidate:
         f"training runs from {ctx.c.venv_path} with torch {best['torch']}+{best['tag']}; "
         "driver and kernel unchanged, no reboot"
     )
-    if best["minor_compat"]:
+    if h.driver is None:
+        outcome += (
+            f" (driver unknown: the ml_stack role refuses CUDA {best['cuda']} if the installed"
+            " driver cannot run it)"
+        )
+    elif best["minor_compat"]:
         outcome += (
             f" (driver {h.driver} runs CUDA {best['cuda']} through minor-version compatibility)"
         )

@@ -89,7 +89,7 @@ STRATEGY = Strategy(
     name="kernel-upgrade",
     evaluate=evaluate,
     playbook=PLAYBOOK,
-    watched_files=("/etc/default/grub",),
+    watched_files=("/etc/default/grub", "/etc/default/grub.d/99-gpufix-kernel.cfg"),
     disk_need_mib=(200, 1024),
     reboot_after_restore=False,
 )

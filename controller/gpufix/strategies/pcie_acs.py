@@ -84,6 +84,7 @@ STRATEGY = Strategy(
     playbook=PLAYBOOK,
     watched_files=(
         "/etc/default/grub",
+        "/etc/default/grub.d/99-gpufix-iommu.cfg",
         "/etc/systemd/system/gpufix-pcie-acs.service",
         "/usr/local/sbin/gpufix-pcie-acs",
         "/usr/local/sbin/gpufix-acs-bridges",

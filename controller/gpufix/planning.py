@@ -8,12 +8,13 @@ Every plan records what the engine was given (`inputs`) and which interpreter ve
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
 
+from gpufix import runner
 from gpufix.apply.varspec import PATTERNS
 from gpufix.engine.context import Constraints
 from gpufix.engine.decide import decide
@@ -24,8 +25,6 @@ from gpufix.engine.rules import Rules
 from gpufix.engine.rules import load as load_rules
 from gpufix.errors import InvalidInput
 from gpufix.strategies import NAMES
-
-Progress = Callable[[str, str], None]
 
 # An interpreter gpufix runs on a host (facts' python_envs, the probe): an absolute path, no
 # spaces, quotes or braces, whose last part is python[X[.Y]] (gpufix.apply.varspec "python").
@@ -135,7 +134,7 @@ def make_plans(
     verdict: dict[str, Any] | None = None,
     run_probe: bool = False,
     python_envs: list[str] | None = None,
-    progress: Progress | None = None,
+    progress: runner.Progress | None = None,
 ) -> Planned:
     """Plans for TARGET (a host or group of the inventory), or for one snapshot file."""
     from gpufix.facts.snapshot import load_snapshot

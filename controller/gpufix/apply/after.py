@@ -4,7 +4,6 @@ which holds the run's journal, plans and options."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +14,6 @@ from gpufix.apply.rollback import rollback
 from gpufix.engine.plan import Plan
 from gpufix.errors import GpufixError
 
-Report = Callable[[str, str], None]
 KERNEL_PLAYBOOK = "kernel_upgrade.yml"
 FINALIZE_PLAYBOOK = "kernel_finalize.yml"
 
@@ -55,7 +53,7 @@ class After:
     journal: Journal
     plans: dict[str, Plan]
     opts: Options
-    report: Report
+    report: runner.Progress
     t0: dict[str, float] = field(default_factory=dict)
 
     def reboot(self, hosts: list[str]) -> list[str]:

@@ -3,14 +3,12 @@ facts or knowledge base changed since (Terraform's stale plan)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpufix import runner
 from gpufix.engine.plan import Plan, digest
 from gpufix.errors import InvalidInput
-
-Report = Callable[[str, str], None]
 
 
 def _facts_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -40,7 +38,7 @@ def python_envs(plans: list[Plan]) -> list[str]:
 
 
 def check_fresh(
-    plans: list[Plan], inventory: Path, progress: Report | None = None
+    plans: list[Plan], inventory: Path, progress: runner.Progress | None = None
 ) -> dict[str, str]:
     """Re-gather facts and refuse a stale plan. Returns {host: unreachable message}."""
     from gpufix.engine import kb

@@ -5,7 +5,7 @@ journal says is data, so every value is checked before the playbook sees it."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,6 @@ from gpufix import runner, strategies
 from gpufix.apply import hostcheck
 from gpufix.apply.journal import Journal, now
 from gpufix.errors import GpufixError, InvalidInput
-
-Report = Callable[[str, str], None]
 
 
 def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +69,9 @@ def check_can_roll_back(journal: Journal, host: str) -> dict[str, Any]:
     return rec
 
 
-def _gpu_work(host: str, inventory: Path, force: Iterable[str], report: Report | None) -> None:
+def _gpu_work(
+    host: str, inventory: Path, force: Iterable[str], report: runner.Progress | None
+) -> None:
     """Refuse to reboot a host that runs GPU work (unless --force gpu-processes)."""
     strategy = "none"
     got = hostcheck.run_preflight(
@@ -93,7 +93,7 @@ def rollback(
     *,
     allow_reboot: bool,
     force: Iterable[str] = (),
-    report: Report | None = None,
+    report: runner.Progress | None = None,
     reboot_timeout: int = 600,
 ) -> str:
     """Replay a host's journal backwards. Returns the host's new state."""

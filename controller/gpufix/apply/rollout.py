@@ -8,12 +8,11 @@ new run. Ctrl-C or SIGTERM ends the run `interrupted` (exit 130): nothing starts
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpufix import strategies
+from gpufix import runner, strategies
 from gpufix.apply import freshness, request
 from gpufix.apply.batches import batches, parse_batch
 from gpufix.apply.journal import FileJournal, Journal, next_action
@@ -23,8 +22,6 @@ from gpufix.apply.result import Options, Outcome, Result
 from gpufix.apply.rolevars import check_vars
 from gpufix.engine.plan import Plan, digest
 from gpufix.errors import GpufixError, InvalidInput
-
-Report = Callable[[str, str], None]
 
 __all__ = ["Options", "Result", "apply", "batches", "parse_batch", "validate"]
 
@@ -101,7 +98,12 @@ class Applier:
     """One apply run over a list of plans (one per host)."""
 
     def __init__(
-        self, plans: list[Plan], opts: Options, report: Report | None = None, *, fresh_facts: bool
+        self,
+        plans: list[Plan],
+        opts: Options,
+        report: runner.Progress | None = None,
+        *,
+        fresh_facts: bool,
     ) -> None:
         self.fresh_facts = fresh_facts  # plans were made from facts gathered just now
         self.opts = opts
@@ -321,7 +323,7 @@ def apply(
     opts: Options,
     *,
     plan_file: str | None = None,
-    report: Report | None = None,
+    report: runner.Progress | None = None,
     fresh_facts: bool = False,
 ) -> Result:
     """Apply plans (one per host). Raises GpufixError for refusals (edited or stale plan, busy

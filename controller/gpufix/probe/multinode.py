@@ -14,7 +14,7 @@ from gpufix import runner
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
 from gpufix.inventory import Target, resolve
 from gpufix.probe import merge, multiverdict, nodes
-from gpufix.probe.merge import Outcome, Part
+from gpufix.probe.merge import MergedOutcome, Part
 from gpufix.probe.options import ProbeOptions
 
 # Ansible's own share of one run: connecting, copying the program, the preflight tasks.
@@ -23,7 +23,7 @@ _ANSIBLE_S = 120
 _COLLECTIVE_KNOBS = ["proto-simple", "algo-ring", "p2p-off", "shm-off", "cumem-off"]
 
 
-def plan(outcome: Outcome, candidates: list[str], infiniband: bool) -> list[str]:
+def plan(outcome: MergedOutcome, candidates: list[str], infiniband: bool) -> list[str]:
     """Experiments for a run that is not healthy: the network path first, then NCCL's knobs."""
     ifs = [f"ifname-{name}" for name in candidates]
     ib = ["ib-off"] if infiniband else []
@@ -197,7 +197,7 @@ def _env(exp_id: str) -> dict[str, str]:
     return dict(env)
 
 
-def _record(exp_id: str, out: Outcome, elapsed: float) -> dict[str, Any]:
+def _record(exp_id: str, out: MergedOutcome, elapsed: float) -> dict[str, Any]:
     stalled = {"phase": out.phase, "ranks": out.ranks} if out.verdict == "hung" else None
     return {
         "id": exp_id,

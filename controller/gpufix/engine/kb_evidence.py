@@ -17,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 from gpufix import versions
 from gpufix.engine import kbcheck as c
 
-# The plan's strategy names (the contract; tests/test_kb.py checks them against the registry).
+# The plan's strategy names (the contract; tests/test_decide_evidence.py checks them against the registry).
 STRATEGIES = (
     "none",
     "kernel-upgrade",

@@ -33,7 +33,13 @@ def prog() -> types.ModuleType:
 
 
 def verdict_of(prog: types.ModuleType, **fields: Any) -> dict[str, Any]:
-    ns = argparse.Namespace(run_id="abc", deadline=60.0, phase_deadline=30.0)
+    ns = argparse.Namespace(
+        run_id="abc",
+        deadline=60.0,
+        phase_deadline=30.0,
+        no_experiments=False,
+        experiment_budget=180,
+    )
     v: dict[str, Any] = prog.base_verdict(ns, "host01", 2, "nccl")
     v.update(fields)
     return v
@@ -301,6 +307,7 @@ def test_atomic_write_replaces(prog: types.ModuleType, tmp_path: Any) -> None:
 def test_validate_accepts_program_verdicts_and_rejects_bad_ones(prog: types.ModuleType) -> None:
     good = verdict_of(prog, verdict="healthy")
     assert validate(good) is good
+    assert good["experiment_budget_s"] == 180.0  # recorded: "budget spent" vs "not tried"
     bad = copy.deepcopy(good)
     bad["verdict"] = "fine"
     with pytest.raises(GpufixError, match=r"^probe verdict is invalid at verdict: "):

@@ -1463,6 +1463,9 @@ def base_verdict(ns: argparse.Namespace, host: str, world: int, backend: str) ->
         "world_size": world,
         "deadline_s": ns.deadline,
         "phase_deadline_s": ns.phase_deadline,
+        # the total the experiments may take (0 when none run), so a reader can tell
+        # "skipped: budget spent" from "not tried"
+        "experiment_budget_s": 0.0 if ns.no_experiments else float(ns.experiment_budget),
         "duration_s": 0.0,
         "stalled": None,
         "failed_in": None,

@@ -33,7 +33,12 @@ def live_hosts(target: str, inventory: Path) -> list[str]:
 
 
 def uninstall(
-    hosts: list[str], inventory: Path, *, check: bool, report: Report | None = None
+    hosts: list[str],
+    inventory: Path,
+    *,
+    check: bool,
+    report: Report | None = None,
+    forks: int = runner.FORKS,
 ) -> list[Removed]:
     with HostLocks(hosts):
         res = runner.run_playbook(
@@ -42,6 +47,7 @@ def uninstall(
             limit=",".join(hosts),
             check=check,
             timeout=600,
+            forks=forks,
             progress=report,
         )
     out = []

@@ -52,9 +52,12 @@ def counting(tmp_path: Path) -> tuple[Path, Path]:
     return _inventory(tmp_path, wrapper), log
 
 
-def gpufix(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
+def gpufix(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full = {
         **os.environ,
+        **(env or {}),
         "GPUFIX_STATE_DIR": str(tmp_path / "state"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
@@ -65,7 +68,7 @@ def gpufix(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=300,
         check=False,
         stdin=subprocess.DEVNULL,
-        env=env,
+        env=full,
     )
 
 
@@ -78,7 +81,9 @@ def in_flight(log: Path) -> list[int]:
 @pytest.mark.slow  # Ansible runs on this machine under three names
 def test_plan_gathers_forks_hosts_at_once(counting: tuple[Path, Path], tmp_path: Path) -> None:
     inv, log = counting
-    r = gpufix(tmp_path, "plan", "grp", "-i", str(inv), "--forks", "1", "--json")
+    # the flag wins over Ansible's own setting
+    flag = ("--forks", "1", "--json")
+    r = gpufix(tmp_path, "plan", "grp", "-i", str(inv), *flag, env={"ANSIBLE_FORKS": "3"})
     assert r.returncode == 0, r.stderr
     assert sorted(p["host"] for p in json.loads(r.stdout)["plans"]) == list(HOSTS)
     seen = in_flight(log)

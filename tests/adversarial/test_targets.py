@@ -60,3 +60,19 @@ def test_a_malformed_inventory_names_its_cause_in_one_line(cli: CliRun, tmp_path
     code, _, err = cli("plan", "h1", "-i", str(inv))
     assert code == 3 and err.count("\n") == 1
     assert "cannot parse inventory" in err and "line 4" in err and "WARNING" not in err
+
+
+def test_a_plan_made_inside_a_container_does_not_change_the_container(
+    cli: CliRun, dead_inventory: Path, tmp_path: Path
+) -> None:
+    """Facts gathered inside a container make host-level steps aimed at the container's host;
+    apply against the container (the inventory host) refuses them before any run."""
+    from gpufix.engine.plan import save_plans
+
+    from .conftest import facts, make_plan
+
+    plan = make_plan(facts("container-acs-4xada")["facts"])
+    assert plan.steps and {s.target for s in plan.steps} == {"container-host"}, plan.steps
+    save_plans([plan], tmp_path / "p.json")
+    code, _, err = cli("apply", str(tmp_path / "p.json"), "-i", str(dead_inventory), "--yes")
+    assert code == 3 and "container's host" in err, err

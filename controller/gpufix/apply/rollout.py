@@ -77,6 +77,16 @@ def validate(plans: list[Plan], inventory: Path) -> None:
                     f"{p.host}: the plan's playbook {s.playbook!r} is not a strategy's"
                 )
             check_vars(s.playbook, s.vars, f"{p.host}: steps/{i}/vars", plan_step=True)
+        interim = p.interim.steps if p.interim else []
+        aimed = [s for s in [*p.steps, *interim] if s.target != "host"]
+        if aimed:
+            # facts gathered inside a container: the change belongs on the machine that runs it,
+            # which is not the inventory host the plan names
+            raise InvalidInput(
+                f"{p.host}: the plan's step {aimed[0].description!r} is for the container's host "
+                f"({aimed[0].target}), and {p.host} is the container: gather facts on the host "
+                "that runs the container and plan there"
+            )
 
 
 class Applier:

@@ -82,6 +82,7 @@ class After:
             limit=",".join(need),
             extravars={"gpufix_reboot_timeout": self.opts.reboot_timeout},
             timeout=self.opts.reboot_timeout + 300,
+            forks=self.opts.forks,
             progress=self.report,
         )
         back = [h for h in hosts if h not in need]
@@ -127,6 +128,7 @@ class After:
                 limit=",".join(group),
                 extravars={**self.opts.probe_vars, **extra},
                 timeout=self.opts.reboot_timeout + 600,
+                forks=self.opts.forks,
                 progress=self.report,
             )
             for h in group:

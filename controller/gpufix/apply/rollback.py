@@ -95,8 +95,10 @@ def rollback(
     force: Iterable[str] = (),
     report: runner.Progress | None = None,
     reboot_timeout: int = 600,
+    playbook_timeout: int = runner.PLAYBOOK_TIMEOUT_S,
 ) -> str:
-    """Replay a host's journal backwards. Returns the host's new state."""
+    """Replay a host's journal backwards. Returns the host's new state. `playbook_timeout`
+    limits rollback.yml's run; one that reboots gets `reboot_timeout` on top."""
     from gpufix.apply.rolevars import check_vars
 
     rec = check_can_roll_back(journal, host)
@@ -116,7 +118,7 @@ def rollback(
         inventory,
         limit=host,
         extravars={**ev, "gpufix_reboot_timeout": reboot_timeout},
-        timeout=reboot_timeout + 1800,
+        timeout=playbook_timeout + (reboot_timeout if reboots(ev) else 0),
         progress=report,
     )
     hr = res.hosts.get(host)

@@ -200,7 +200,11 @@ class Applier:
         ]
         try:
             return freshness.check_fresh(
-                [self.source[h] for h in untouched], self.opts.inventory, self.report
+                [self.source[h] for h in untouched],
+                self.opts.inventory,
+                self.report,
+                forks=self.opts.forks,
+                timeout=self.opts.facts_timeout,
             )
         except KeyboardInterrupt:
             raise KeyboardInterrupt("interrupted before any host was changed") from None

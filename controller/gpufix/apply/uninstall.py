@@ -30,7 +30,12 @@ def live_hosts(target: str, inventory: Path) -> list[str]:
 
 
 def uninstall(
-    hosts: list[str], inventory: Path, *, check: bool, report: runner.Progress | None = None
+    hosts: list[str],
+    inventory: Path,
+    *,
+    check: bool,
+    report: runner.Progress | None = None,
+    forks: int = runner.FORKS,
 ) -> list[Removed]:
     with HostLocks(hosts):
         res = runner.run_playbook(
@@ -39,6 +44,7 @@ def uninstall(
             limit=",".join(hosts),
             check=check,
             timeout=600,
+            forks=forks,
             progress=report,
         )
     out = []

@@ -107,10 +107,12 @@ def _targets(pattern: str, inventory: Path) -> list[Target]:
     return targets
 
 
-def _facts(pattern: str, inventory: Path, progress: runner.Progress | None) -> dict[str, Any]:
+def _facts(
+    pattern: str, inventory: Path, progress: runner.Progress | None, forks: int
+) -> dict[str, Any]:
     from gpufix.facts.collect import gather
 
-    got = gather(pattern, inventory, progress=progress)
+    got = gather(pattern, inventory, progress=progress, forks=forks)
     missing = [g for g in got if g.snapshot is None]
     if missing:
         text = "no facts, so no multi-node probe: " + "; ".join(
@@ -121,7 +123,11 @@ def _facts(pattern: str, inventory: Path, progress: runner.Progress | None) -> d
 
 
 def probe_group(
-    pattern: str, inventory: Path, opts: ProbeOptions, progress: runner.Progress | None = None
+    pattern: str,
+    inventory: Path,
+    opts: ProbeOptions,
+    progress: runner.Progress | None = None,
+    forks: int = runner.FORKS,
 ) -> dict[str, Any]:
     """Probe the hosts of `pattern` as one multi-node job; the merged, validated verdict."""
     from gpufix.probe.local import validate
@@ -130,7 +136,7 @@ def probe_group(
     t0 = time.monotonic()
     targets = _targets(pattern, inventory)
     hosts = [t.name for t in targets]
-    facts = _facts(pattern, inventory, progress)
+    facts = _facts(pattern, inventory, progress, forks)
     addr = opts.master_addr or nodes.master_addr(
         hosts[0], targets[0].vars, facts.get(hosts[0]), opts.ifname
     )

@@ -16,8 +16,9 @@ container restart; a boot simulation (GRUB stand-ins) decides which fixture kern
   host02  the same, but its torch import never returns: the probe says `hung` after the
           reboot and apply rolls the host back.
 
-The containers share the machine's kernel; so that facts see the simulated boot, each host's
-Python reports the booted fixture kernel as its release (a `.pth` hook, lab only).
+The containers share the machine's kernel; so that facts see the simulated boot and a bare
+host, each host's Python reports the booted fixture kernel as its release and does not see the
+container's marks (`.pth` hooks from tests/e2e/lab.py, lab only).
 The building blocks (image, repository, container start, host preparation) are the end-to-end
 tests' (tests/e2e/lab.py), so the lab is what those tests exercise.
 """
@@ -60,36 +61,6 @@ gpufix-bootsim-boot >/dev/null
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
   linux-modules-nvidia-535-5.4.0-150-generic >/dev/null
 apt-mark auto linux-modules-nvidia-535-5.4.0-150-generic linux-image-5.4.0-150-generic >/dev/null
-"""
-
-# Python's os.uname() release = the kernel the boot simulation booted (lab containers only).
-UNAME_HOOK = '''"""gpufix lab only: report the simulated boot's kernel (gpufix-bootsim-uname) as the
-release, because a container shares the machine's real kernel."""
-import os
-
-_real_uname = os.uname
-
-
-def _lab_uname():
-    u = _real_uname()
-    try:
-        with open("/run/gpufix-bootsim/kernel") as fh:
-            release = fh.read().strip()
-    except OSError:
-        return u
-    if not release or release == "unknown":
-        return u
-    return os.uname_result((u.sysname, u.nodename, release, u.version, u.machine))
-
-
-os.uname = _lab_uname
-'''
-INSTALL_HOOK = """set -e
-site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-mkdir -p "$site"
-cat > "$site/gpufix_lab_uname.py"
-echo 'import gpufix_lab_uname' > "$site/gpufix-lab-uname.pth"
-test "$(python3 -c 'import platform; print(platform.release())')" = "$(gpufix-bootsim-uname)"
 """
 
 
@@ -139,18 +110,10 @@ def up(directory: Path, name: str) -> None:
         for host, cname in hosts.items():
             say(f"starting {host} ({cname})")
             E2E.start(cname, prereqs)
-        for host, cname in hosts.items():
+        for host in hosts:
             say(f"preparing {host}: fixture repository, GA kernel, driver 535, HWE module")
+            # KERNEL_HOST installs the lab's python hooks (booted kernel, no container marks)
             lab.sh(host, PREPARE + KERNEL_HOST + LAB_HOST)
-            hook = subprocess.run(
-                ["podman", "exec", "-i", cname, "sh", "-c", INSTALL_HOOK],
-                input=UNAME_HOOK,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            if hook.returncode != 0:
-                raise SystemExit(f"lab: {host}: uname hook: {hook.stderr.strip()[-300:]}")
     except BaseException:
         remove(name)
         raise

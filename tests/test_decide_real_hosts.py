@@ -141,12 +141,64 @@ def test_keeping_a_driver_keeps_its_package_flavour() -> None:
     assert plain.steps[0].vars["gpufix_driver_flavour"] == ""
 
 
-def test_fabric_manager_fix_needs_no_reboot() -> None:
-    plan = decide(facts("a100-fm-mismatch"), constraints=Constraints(plan_date=TODAY))
+def fm_host(installable: bool | None) -> dict[str, Any]:
+    f = copy.deepcopy(facts("a100-fm-mismatch"))
+    if installable is not None:
+        f["packages"]["driver_rollback"] = {
+            "package": "nvidia-driver-535",
+            "version": "535.154.05-0ubuntu0.22.04.1",
+            "installable": installable,
+        }
+    return f
+
+
+def test_fabric_manager_fix_needs_no_reboot_when_the_driver_version_is_installable() -> None:
+    plan = decide(fm_host(True), constraints=Constraints(plan_date=TODAY))
     assert plan.strategy == "driver-pin"
     assert not plan.reboot_required and not plan.steps[0].reboot
     assert plan.steps[0].vars["gpufix_driver_version"] == "535.154.05"
     assert plan.steps[0].vars["gpufix_driver_fabricmanager"] is True
+
+
+@pytest.mark.parametrize("installable", [False, None])
+def test_fabric_manager_moves_with_the_driver_when_apt_may_not_offer_its_version(
+    installable: bool | None,
+) -> None:
+    """The Ubuntu archive keeps one version per package per pocket: 535.154.05 (and its fabric
+    manager) is gone once 535.288.01 is published, and resolve.yml refuses an exact superseded
+    version. Driver and fabric manager move to the pocket's current R535 together, with a reboot."""
+    plan = decide(fm_host(installable), constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "driver-pin"
+    (step,) = plan.steps
+    assert step.reboot and plan.reboot_required
+    assert "gpufix_driver_version" not in step.vars
+    assert step.vars["gpufix_driver_branch"] == "535"
+    assert step.vars["gpufix_driver_fabricmanager"] is True
+    assert step.vars["gpufix_driver_flavour"] == ""
+    assert "fabric manager" in plan.outcome and "reboot" in plan.outcome
+
+
+@pytest.mark.parametrize("installable", [True, False, None])
+def test_table_and_facts_agree_on_the_fabric_manager_reboot(installable: bool | None) -> None:
+    """The probe's 'system not yet initialized' (decision table) and the facts' fabric manager
+    mismatch are the same repair: the same reboot flag."""
+    by_facts = decide(fm_host(installable), constraints=Constraints(plan_date=TODAY))
+    f = fm_host(installable)
+    f["fabricmanager"] = {"unknown": "not read"}
+    by_table = decide(
+        f,
+        {
+            "format": "gpufix-probe",
+            "version": 1,
+            "verdict": "failed",
+            "causes": [],
+            "failed_in": {"phase": "cuda_init", "ranks": [0, 1]},
+            "error": "cudaErrorSystemNotReady: system not yet initialized",
+        },
+        constraints=Constraints(plan_date=TODAY),
+    )
+    assert by_table.strategy == by_facts.strategy == "driver-pin"
+    assert by_table.steps[0].reboot == by_facts.steps[0].reboot == (installable is not True)
 
 
 # --- finding 8: is the old version still installable -------------------------------------------

@@ -118,10 +118,21 @@ def test_a_reported_good_branch_that_ended_is_not_chosen() -> None:
     assert plan.steps[0].vars["gpufix_driver_branch"] == "580"
 
 
-def test_a_release_without_a_supported_branch_is_not_offered_one() -> None:
-    f = copy.deepcopy(facts("bionic-ga-2x3090"))  # bionic's archive stops at 525
+def test_bionic_gets_the_lts_branch_canonical_packages_for_it() -> None:
+    """Canonical's packaging carries 580-server for bionic (580.126.20-0ubuntu0.18.04.1)."""
+    f = copy.deepcopy(facts("bionic-ga-2x3090"))
     f["python_envs"][0]["packages"]["torch"] = "2.1.2+cu121"
     plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    pin_ = option(plan, "driver-pin")
+    assert pin_.feasible and "R580" in pin_.reason and "Ubuntu archive" in pin_.reason
+
+
+def test_a_release_without_a_supported_branch_is_not_offered_one() -> None:
+    """After R580's end (June 2028) bionic's archive and NVIDIA's frozen ubuntu1804 repository
+    carry no branch NVIDIA still supports."""
+    f = copy.deepcopy(facts("bionic-ga-2x3090"))
+    f["python_envs"][0]["packages"]["torch"] = "2.1.2+cu121"
+    plan = decide(f, constraints=Constraints(plan_date=date(2028, 7, 1)))
     pin_ = option(plan, "driver-pin")
     assert not pin_.feasible and "bionic" in pin_.reason
 

@@ -381,7 +381,10 @@ def test_container_fix_without_an_image_promises_no_wrapper() -> None:
     assert "gpufix_container_runtime_ipc_host" not in step.vars
     assert "gpufix_container_runtime_image" not in step.vars
     assert "no gpufix-run wrapper" in plan.outcome
-    assert "restart Docker" in plan.outcome  # default-shm-size needs a dockerd restart
+    # dockerd applies default-shm-size on reload (moby reloadPlatform); the role reloads it.
+    assert "reloads dockerd" in plan.outcome and "restart Docker" not in plan.outcome
+    assert "running containers keep their /dev/shm" in plan.outcome
+    assert "with your consent" in plan.outcome
     assert "the next container start gets host IPC" not in plan.outcome
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufix.engine import branches
 from gpufix.engine import decide as engine
 from gpufix.engine.context import Constraints
 from gpufix.engine.kb import load
@@ -465,3 +466,54 @@ def test_debug_knobs_come_from_the_knowledge_bases_debug_profile() -> None:
     plan = decide(f, constraints=Constraints(plan_date=TODAY))
     found = next(x for x in plan.findings if x.id == "nccl-debug-knobs")
     assert found.evidence == {"nccl": ["NCCL_DEBUG_FILE"]}
+
+
+# --- finding 2: Grace Hopper needs the open kernel modules --------------------------------------
+
+
+def test_grace_hopper_needs_the_open_modules_h100_does_not() -> None:
+    """GH200 and H100 are both compute capability 9.0; NVIDIA supports only the open modules on
+    Grace Hopper (NVIDIA blog, 'transitions fully towards open-source GPU kernel modules')."""
+    kb_ = load()
+    gh = branches.gpu_needs(kb_, ("9.0",), ("NVIDIA GH200 480GB",))
+    h100 = branches.gpu_needs(kb_, ("9.0",), ("NVIDIA H100 80GB HBM3",))
+    assert gh.open and "Grace Hopper" in gh.archs
+    assert not h100.open
+    gh_plan = decide(
+        with_gpus(facts("jammy-470-torch23"), "NVIDIA GH200 480GB", "9.0"),
+        constraints=Constraints(plan_date=TODAY),
+    )
+    h100_plan = decide(
+        with_gpus(facts("jammy-470-torch23"), "NVIDIA H100 80GB HBM3", "9.0"),
+        constraints=Constraints(plan_date=TODAY),
+    )
+    assert gh_plan.strategy == h100_plan.strategy == "driver-pin"
+    assert gh_plan.steps[0].vars["gpufix_driver_flavour"].endswith("open")
+    assert not h100_plan.steps[0].vars["gpufix_driver_flavour"].endswith("open")
+
+
+# --- finding 7: Secure Boot is a risk whether or not DKMS is installed ---------------------------
+
+
+@pytest.mark.parametrize(
+    "dkms",
+    [
+        [],
+        [{"module": "nvidia", "version": "470.182.03", "kernel": "5.15.0-91-generic",
+          "arch": "x86_64", "status": "installed"}],
+    ],
+    ids=["no-dkms", "dkms-nvidia"],
+)  # fmt: skip
+def test_host04_secure_boot_is_a_plan_risk_with_and_without_dkms(dkms: list[Any]) -> None:
+    f = copy.deepcopy(facts("jammy-470-torch23"))
+    assert f["secure_boot"]["enabled"] is True
+    f["dkms"] = dkms
+    assert from_facts(f).dkms_nvidia is bool(dkms)
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "driver-pin"
+    assert any("Secure Boot is on" in r for r in plan.risks), plan.risks
+    off = copy.deepcopy(f)
+    off["secure_boot"]["enabled"] = False
+    assert not any(
+        "Secure Boot" in r for r in decide(off, constraints=Constraints(plan_date=TODAY)).risks
+    )

@@ -137,7 +137,7 @@ def _target(ctx: Ctx) -> Target | str:
         return table
     # Inside a container, os-release is the image's: the host's release is unknown.
     release = None if h.from_container else h.codename
-    want = branches.Wanted(ctx.day, release, h.compute_caps)
+    want = branches.Wanted(ctx.day, release, h.compute_caps, names=h.gpu_names)
     issues = known_driver_issues(h, ctx.kb)
     if issues:
         issue = issues[0]
@@ -150,20 +150,25 @@ def _target(ctx: Ctx) -> Target | str:
                 ctx.stack.toolkit_driver,
                 issue,
                 issue.good_branches,
+                want.names,
             ),
             f"leave {h.driver} ({issue.id})",
         )
     if ctx.has("driver-cannot-drive-gpus"):
         return _move(
             ctx,
-            branches.Wanted(want.day, want.codename, want.caps, ctx.stack.toolkit_driver),
+            branches.Wanted(
+                want.day, want.codename, want.caps, ctx.stack.toolkit_driver, names=want.names
+            ),
             f"{h.driver} cannot drive these GPUs",
         )
     if ctx.stack.driver_ok is False and ctx.stack.toolkit_driver:
         cuda = ".".join(map(str, ctx.stack.cuda or ()))
         return _move(
             ctx,
-            branches.Wanted(want.day, want.codename, want.caps, ctx.stack.toolkit_driver),
+            branches.Wanted(
+                want.day, want.codename, want.caps, ctx.stack.toolkit_driver, names=want.names
+            ),
             f"raise the driver so torch's CUDA {cuda} runs natively",
         )
     if ctx.has("driver-branch-unsupported"):

@@ -6,7 +6,9 @@ Reads bench/lint_repos.txt (owner/name@commit) and lints each tree under ROOT/ow
 once with bench/lint_extract.py; nothing is fetched here) with default settings, as a user would
 run it in that repository. Each finding is matched to bench/lint_judgements.tsv (rule, repo,
 path, line, TP|FP, reason); the table prints findings, TP, FP, unjudged and precision per rule.
-A finding nobody judged is listed and counted as unjudged, never as right.
+A finding nobody judged is listed and counted as unjudged, never as right. A judged row that
+no finding matches any more (the rule went quiet there, or the line moved) is counted apart and
+listed with --show gone: a judged TP that is gone is a loss of recall on real code.
 """
 
 from __future__ import annotations
@@ -50,24 +52,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=os.environ.get("GPUFIX_LINT_REPOS", "/tmp/lintrepos"))
     ap.add_argument("--repos", type=Path, default=HERE / "lint_repos.txt")
     ap.add_argument("--judgements", type=Path, default=HERE / "lint_judgements.tsv")
-    ap.add_argument("--show", choices=("unjudged", "fp", "all"), default="unjudged")
+    ap.add_argument("--show", choices=("unjudged", "fp", "gone", "all"), default="unjudged")
     args = ap.parse_args(argv)
     judged = read_judgements(args.judgements)
     counts: dict[str, Counter[str]] = {r.id: Counter() for r in RULES}
     rows = []
-    files = 0
-    for repo, commit in read_repos(args.repos):
+    files = unchecked = 0
+    seen: set[tuple[str, str, str, int]] = set()
+    repos = read_repos(args.repos)
+    for repo, commit in repos:
         tree = Path(args.root) / repo.replace("/", "+")
         if not tree.is_dir():
             sys.exit(f"missing {tree}: extract {repo}@{commit} with bench/lint_extract.py")
         result = lint_paths([str(tree)], load_config([str(tree)]))
         files += result.files
+        unchecked += result.unchecked
         for f in result.findings:
             rel = os.path.relpath(f.path, tree)
+            seen.add((f.rule, repo, rel, f.line))
             verdict, reason = judged.get((f.rule, repo, rel, f.line), ("unjudged", ""))
             counts[f.rule][verdict] += 1
             rows.append((verdict, f.rule, repo, rel, f.line, f.effective_level, reason, f.message))
-    print(f"{len(read_repos(args.repos))} repositories, {files} files")
+    print(
+        f"{len(repos)} repositories, {files} files, of which {unchecked} not checked "
+        "(tests or library: off by default)"
+    )
     print(f"{'rule':7} {'findings':>8} {'TP':>4} {'FP':>4} {'unjudged':>8} {'precision':>9}  goal")
     for rule, c in counts.items():
         n = sum(c.values())
@@ -79,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     for verdict, rule, repo, rel, line, level, reason, msg in rows:
         if args.show == "all" or verdict.lower() == args.show:
             print(f"{verdict}\t{rule}\t{repo}\t{rel}\t{line}\t{level}\t{reason or msg[:100]}")
+    listed = {repo for repo, _ in repos}
+    gone = sorted(k for k in judged if k[1] in listed and k not in seen)
+    tally = Counter(judged[k][0] for k in gone)
+    print(f"judged rows no finding matches now: {len(gone)} (TP {tally['TP']}, FP {tally['FP']})")
+    if args.show in ("gone", "all"):
+        for key in gone:
+            rule, repo, rel, line = key
+            print(f"gone {judged[key][0]}\t{rule}\t{repo}\t{rel}\t{line}\t{judged[key][1]}")
     return 0
 
 

@@ -94,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
             n, k = totals[(cls, s)], hits[(cls, s)]
             cells.append(f"{f'{k}/{n}':>18} {f'{k / n:.0%}' if n else '-':>6}")
         print(f"{cls:7} " + " ".join(cells))
+    cells = []
+    for s in splits:
+        n = sum(v for (_, sp), v in totals.items() if sp == s)
+        k = sum(v for (_, sp), v in hits.items() if sp == s)
+        cells.append(f"{f'{k}/{n}':>18} {f'{k / n:.0%}' if n else '-':>6}")
+    print(f"{'all':7} " + " ".join(cells))
     for line in notes:
         print(line)
     return 0

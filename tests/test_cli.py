@@ -88,6 +88,24 @@ def test_offline_plan_from_snapshot() -> None:
     assert json.loads(r.stdout)["plans"][0]["strategy"] == "driver-pin"
 
 
+def test_text_plan_says_what_is_missing_and_where_the_decision_comes_from(tmp_path: Path) -> None:
+    """An interface stall between nodes with the interfaces unread: the text plan names the
+    decision's source and, since a step parameter is missing, says the plan is incomplete."""
+    snap = json.loads((HOSTS / "bionic-ga-2x3090.json").read_text())
+    snap["facts"]["network"] = {"unknown": "not read"}
+    verdict = json.loads((ROOT / "docs" / "device" / "h200-probe-healthy.json").read_text())
+    verdict.update(verdict="hung", causes=[], stalled={"phase": "pg_init", "ranks": [1]},
+                   scope="multi-node", failed_layer="interface", hosts=["a", "b"],
+                   failed_hosts=["b"])  # fmt: skip
+    (tmp_path / "f.json").write_text(json.dumps(snap))
+    (tmp_path / "v.json").write_text(json.dumps(verdict))
+    r = gpufix("plan", "x", "--facts", str(tmp_path / "f.json"), "--probe-verdict",
+               str(tmp_path / "v.json"))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "INCOMPLETE" in r.stdout and "interfaces:" in r.stdout, r.stdout
+    assert "decided by: layer-interface" in r.stdout and "troubleshooting" in r.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -337,3 +339,13 @@ def test_a_suspect_gpu_behind_acs_is_pcie_acs() -> None:
     v = verdict(experiments=pairs, decided_by=None, suspects={"gpus": [0], "links": []})
     plan = decide(f, v, Constraints(plan_date=KB.checked()))
     assert plan.strategy == "pcie-acs" and plan.extra["decision"]["row"] == "gpu-pair-acs"
+
+
+def test_the_documented_decision_table_is_the_knowledge_base_s() -> None:
+    """docs/decision.md shows the table the engine reads (regenerate with corpus_report.py)."""
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, str(root / "bench" / "corpus_report.py"), "--decision-table"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout.strip()  # fmt: skip
+    assert out.startswith("| row |") and out in (root / "docs" / "decision.md").read_text()

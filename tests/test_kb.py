@@ -623,6 +623,14 @@ def test_torch_wheels_pin_their_nccl(k: kb.KnowledgeBase) -> None:
     assert k.torch_nccl_version("2.11.0").package == "nvidia-nccl-cu13"  # type: ignore[union-attr]
 
 
+def test_every_torch_2_release_the_engine_may_choose_knows_its_nccl(k: kb.KnowledgeBase) -> None:
+    """A stack move up for an NCCL fix must know the NCCL it lands on (1.x wheels are older
+    than the NCCL table and are never chosen for a fix)."""
+    for row in k.torch_releases:
+        if int(row.version.split(".")[0]) >= 2:
+            assert k.torch_nccl_version(row.version) is not None, row.version
+
+
 def test_nccl_issues_name_their_fixed_release(k: kb.KnowledgeBase) -> None:
     # NVIDIA/nccl release commits: 2.21.5-1 "Fix hang when crossNic is inconsistent between ranks".
     crossnic = next(i for i in k.nccl_issues if i.id == "crossnic-hang")

@@ -20,9 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MON = ROOT / "monitoring"
 PROBE = ROOT / "roles" / "probe" / "files" / "gpufix_probe.py"
 VERDICT = ROOT / "docs" / "device" / "h200-probe-healthy.json"  # a real H200 verdict
-# Metrics the rules use that the probe's textfile does not carry (yet): README.md names the
-# writer of each. DCGM_FI_DEV_XID_ERRORS: dcgm-exporter's etc/default-counters.csv.
-ELSEWHERE = {"DCGM_FI_DEV_XID_ERRORS", "gpufix_probe_cause", "gpufix_kernel_log_lines"}
+TOOL_OUTPUTS = ROOT / "tests" / "fixtures" / "tool_outputs"
+# Metrics the rules use that the probe's textfile does not carry: README.md names the writer of
+# each. DCGM_FI_DEV_XID_ERRORS: dcgm-exporter's etc/default-counters.csv.
+ELSEWHERE = {"DCGM_FI_DEV_XID_ERRORS"}
+# Alerts on metrics of other exporters: their firing cases are in the hand-written tests only.
+NOT_FROM_THE_PROBE = {"GpuXidErrorDcgm"}
 TESTS = ("alerts_test.yml", "alerts_stale_test.yml")
 METRIC = re.compile(r"\b(gpufix_[a-z_]+|DCGM_FI_[A-Z_]+)\b")
 
@@ -43,12 +46,25 @@ def run(*cmd: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]
     )
 
 
-def probe_textfile() -> str:
+def probe_program() -> Any:
     spec = importlib.util.spec_from_file_location("gpufix_probe_for_metrics", PROBE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    text: str = module.prometheus(json.loads(VERDICT.read_text()))
+    return module
+
+
+def recorded_verdict(prog: Any, dmesg_lines: int | None = None) -> dict[str, Any]:
+    """The real H200 verdict; with the kernel-log counts of a recorded dmesg's first lines."""
+    v: dict[str, Any] = json.loads(VERDICT.read_text())
+    lines = (TOOL_OUTPUTS / "dmesg_xid_aer.txt").read_text().splitlines()[:dmesg_lines]
+    v["facts"]["kernel_log"] = dict(prog.parse_kernel_log("\n".join(lines)), source="dmesg")
+    return v
+
+
+def probe_textfile() -> str:
+    prog = probe_program()
+    text: str = prog.prometheus(recorded_verdict(prog))
     return text
 
 
@@ -126,3 +142,168 @@ def test_dashboard_is_grafana_json_with_a_datasource_variable() -> None:
     for p in doc["panels"]:
         assert p["datasource"]["uid"] == "${datasource}" and p["description"]
         assert all('instance=~"$instance"' in t["expr"] for t in p["targets"])
+
+
+# ------------------------------------------------ firing cases from the probe's own textfile
+SAMPLE = re.compile(r"^(\w+)(\{.*\})? (\S+)$")
+HOUR = 3600.0
+
+
+def series_of(text: str, instance: str) -> dict[str, float]:
+    """A textfile's samples as promtool series names, with the label a scrape adds."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"not a sample line: {line!r}"
+        name, labels, value = m.groups()
+        inner = "," + labels[1:-1] if labels else ""
+        out[f'{name}{{instance="{instance}"{inner}}}'] = float(value)
+    return out
+
+
+def scraped(instance: str, steps: list[tuple[str, int]]) -> list[dict[str, str]]:
+    """input_series for a host whose textfile was each text for so many hourly scrapes."""
+    values: dict[str, list[str]] = {}
+    done = 0
+    for text, n in steps:
+        now = series_of(text, instance)
+        for key in now:
+            values.setdefault(key, ["_"] * done)  # "_": no sample (the series did not exist)
+        for key, vals in values.items():
+            vals += [repr(now[key]) if key in now else "_"] * n
+        done += n
+    return [{"series": k, "values": " ".join(v)} for k, v in values.items()]
+
+
+def firing(alert: str, at: str, *labels: dict[str, str]) -> dict[str, Any]:
+    exp = [{"exp_labels": dict(lab, severity=SEVERITY[alert])} for lab in labels]
+    return {"eval_time": at, "alertname": alert, "exp_alerts": exp}
+
+
+SEVERITY = {
+    r["alert"]: r["labels"]["severity"]
+    for g in yaml.safe_load((MON / "alerts.yml").read_text())["groups"]
+    for r in g["rules"]
+}
+
+
+def verdict_cases(prog: Any) -> dict[str, Any]:
+    """Hosts whose probe said healthy, hung, degraded, or failed on a driver/library mismatch:
+    the real H200 verdict with its outcome changed as the probe would write it."""
+    healthy = recorded_verdict(prog)
+    hung = dict(healthy, verdict="hung", stalled={"phase": "pg_init", "ranks": [1]})
+    degraded = dict(healthy, verdict="degraded")
+    # nvidia-smi's words after a driver upgrade without reboot, through the probe's own rules
+    nvml = prog.nvml_error_line((TOOL_OUTPUTS / "nvml_mismatch.txt").read_text())
+    main = {"verdict": "failed", "stalled": None, "failed_in": {"phase": "cuda_init"}}
+    causes = prog.find_causes({"texts": [nvml], "main": main})
+    mismatch = dict(healthy, verdict="failed", causes=causes)
+    hosts = {"ok": healthy, "hung": hung, "slow": degraded, "mismatch": mismatch}
+    series = [s for h, v in hosts.items() for s in scraped(h, [(prog.prometheus(v, 0.0), 12)])]
+    return {
+        "name": "probe verdicts and causes, as the probe writes them",
+        "interval": "1h",
+        "input_series": series,
+        "alert_rule_test": [
+            firing("GpufixProbeHung", "2h", {"instance": "hung"}, {"instance": "mismatch"}),
+            firing("GpufixProbeDegraded", "2h", {"instance": "slow"}),
+            firing("GpufixDriverLibraryMismatch", "2h", {"instance": "mismatch"}),
+            firing("GpufixXidErrorsRising", "2h"),  # steady counts: silent
+            firing("GpufixProbeStale", "2h"),
+        ],
+    }
+
+
+def kernel_log_cases(prog: Any) -> dict[str, Any]:
+    """Two probe runs four hours apart: between them the recorded dmesg gained its Xid and AER
+    lines (on one host), or lost them to a reboot (on the other)."""
+    before = prog.prometheus(recorded_verdict(prog, dmesg_lines=3), 0.0)
+    after = prog.prometheus(recorded_verdict(prog), 4 * HOUR)
+    series = scraped("rising", [(before, 4), (after, 8)])
+    series += scraped("rebooted", [(after, 4), (before, 8)])
+    return {
+        "name": "kernel-log counts rising between probe runs; a reboot is silent",
+        "interval": "1h",
+        "input_series": series,
+        "alert_rule_test": [
+            firing("GpufixXidErrorsRising", "6h", {"instance": "rising", "kind": "xid"}),
+            firing("GpufixAerErrorsRising", "6h", {"instance": "rising", "kind": "aer"}),
+            firing("GpufixXidErrorsRising", "11h"),  # six hours after the rise: both runs agree
+            firing("GpufixAerErrorsRising", "11h"),
+        ],
+    }
+
+
+def stale_cases(prog: Any) -> dict[str, Any]:
+    """One host probed at t=0 only, one again at 100 h."""
+    first = prog.prometheus(recorded_verdict(prog), 0.0)
+    again = prog.prometheus(recorded_verdict(prog), 100 * HOUR)
+    series = scraped("old", [(first, 200)]) + scraped("fresh", [(first, 100), (again, 100)])
+    return {
+        "name": "a textfile older than eight days is stale",
+        "interval": "1h",
+        "input_series": series,
+        "alert_rule_test": [
+            firing("GpufixProbeStale", "190h"),
+            firing("GpufixProbeStale", "194h", {"instance": "old"}),
+        ],
+    }
+
+
+def write_generated(tmp_path: Path, rules: str) -> dict[str, Any]:
+    """alerts.yml without annotations (the hand-written tests check those) and the tests."""
+    doc = yaml.safe_load(rules)
+    for g in doc["groups"]:
+        for r in g["rules"]:
+            r.pop("annotations", None)
+    (tmp_path / "alerts.yml").write_text(yaml.safe_dump(doc))
+    prog = probe_program()
+    tests = {
+        "rule_files": ["alerts.yml"],
+        "evaluation_interval": "1h",
+        "tests": [verdict_cases(prog), kernel_log_cases(prog), stale_cases(prog)],
+    }
+    (tmp_path / "generated_test.yml").write_text(yaml.safe_dump(tests, width=1 << 20))
+    return tests
+
+
+def promtool_test(promtool: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [promtool, "test", "rules", "generated_test.yml"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_every_probe_alert_fires_on_what_the_probe_writes(promtool: str, tmp_path: Path) -> None:
+    tests = write_generated(tmp_path, (MON / "alerts.yml").read_text())
+    fired = {
+        case["alertname"]
+        for t in tests["tests"]
+        for case in t["alert_rule_test"]
+        if case["exp_alerts"]
+    }
+    assert fired == set(SEVERITY) - NOT_FROM_THE_PROBE
+    r = promtool_test(promtool, tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_generated_cases_catch_a_rule_on_a_metric_the_probe_does_not_write(
+    promtool: str, tmp_path: Path
+) -> None:
+    rules = (MON / "alerts.yml").read_text()
+    rules = rules.replace("gpufix_probe_cause{", "gpufix_probe_causes{")
+    rules = rules.replace(
+        'gpufix_kernel_log_lines{kind="aer"}', 'gpufix_kernel_aer_lines{kind="aer"}'
+    )
+    write_generated(tmp_path, rules)
+    r = promtool_test(promtool, tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert "GpufixDriverLibraryMismatch" in out and "GpufixAerErrorsRising" in out
+    assert "GpufixXidErrorsRising" not in out

@@ -137,6 +137,10 @@ def test_healthy_run_times_every_phase(tmp_path: Path) -> None:
     assert samples[("gpufix_probe_verdict", frozenset({("verdict", "hung")}))] == 0.0
     key = ("gpufix_probe_phase_seconds", frozenset({("phase", "pg_init"), ("rank", "2")}))
     assert samples[key] >= 0
+    assert samples[("gpufix_probe_cause", frozenset({("cause", "driver-mismatch")}))] == 0.0
+    klog = verdict["facts"]["kernel_log"]  # None where neither dmesg nor journalctl -k reads
+    kinds = {dict(labels)["kind"]: v for (n, labels), v in samples.items() if "kernel_log" in n}
+    assert kinds == ({} if klog is None else {k: klog[k] for k in ("xid", "nvrm", "aer")})
     assert not list(tmp_path.glob(".gpufix-probe.*")), "atomic-write temp file left behind"
 
 

@@ -8,14 +8,19 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.util
+import json
 import re
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
 from gpufix.errors import GpufixError
+from gpufix.facts.local import load_module as load_facts_module
 from gpufix.probe import load_verdict, program_path, summarize, validate
 from gpufix.probe.local import schema
+
+TOOL_OUTPUTS = Path(__file__).parent / "fixtures" / "tool_outputs"
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +33,13 @@ def prog() -> types.ModuleType:
 
 
 def verdict_of(prog: types.ModuleType, **fields: Any) -> dict[str, Any]:
-    ns = argparse.Namespace(run_id="abc", deadline=60.0, phase_deadline=30.0)
+    ns = argparse.Namespace(
+        run_id="abc",
+        deadline=60.0,
+        phase_deadline=30.0,
+        no_experiments=False,
+        experiment_budget=180,
+    )
     v: dict[str, Any] = prog.base_verdict(ns, "host01", 2, "nccl")
     v.update(fields)
     return v
@@ -226,8 +237,63 @@ def test_prometheus_text(prog: types.ModuleType) -> None:
     assert 'gpufix_probe_phase_seconds{phase="pg_init",rank="1"} 2.5' in text
     assert 'phase="barrier"' not in text  # unfinished phases have no duration
     assert 'gpufix_probe_p2p_copy_gbps{pair="0-1"} 0.4' in text
+    assert 'gpufix_probe_cause{cause="driver-mismatch"} 0.0' in text  # every known cause: 0
+    assert "gpufix_kernel_log_lines" not in text  # kernel log unknown: no series, not 0
     for line in text.splitlines():
         assert re.fullmatch(r"# (HELP|TYPE) \w+ .+|\w+(\{[^}]*\})? [-0-9.e+]+", line), line
+
+
+def test_prometheus_causes_and_kernel_log(prog: types.ModuleType) -> None:
+    v = verdict_of(
+        prog,
+        verdict="failed",
+        causes=prog.cause_records(["driver-mismatch", "gpu-init"]),
+        facts={"kernel_log": {"xid": 2, "nvrm": 5, "aer": 0, "source": "dmesg"}},
+    )
+    text = prog.prometheus(v, now=1700000000.0)
+    assert 'gpufix_probe_cause{cause="driver-mismatch"} 1.0' in text
+    assert 'gpufix_probe_cause{cause="gpu-init"} 1.0' in text
+    assert 'gpufix_probe_cause{cause="shm"} 0.0' in text
+    assert text.count("gpufix_probe_cause{") == len(prog.CAUSES)
+    assert 'gpufix_kernel_log_lines{kind="xid"} 2.0' in text
+    assert 'gpufix_kernel_log_lines{kind="nvrm"} 5.0' in text
+    assert 'gpufix_kernel_log_lines{kind="aer"} 0.0' in text
+    assert text.count("gpufix_kernel_log_lines{") == 3  # the source is no kind
+    assert "gpufix_probe_last_run_timestamp_seconds 1700000000.0" in text
+
+
+def test_kernel_log_counts_agree_with_the_facts_module(prog: types.ModuleType) -> None:
+    text = (TOOL_OUTPUTS / "dmesg_xid_aer.txt").read_text()  # a recorded bionic dmesg
+    assert prog.parse_kernel_log(text) == {"xid": 1, "nvrm": 3, "aer": 2}
+    assert prog.parse_kernel_log(text) == load_facts_module().parse_kernel_log(text)
+
+
+def test_nvml_mismatch_is_the_first_cause(prog: types.ModuleType) -> None:
+    smi = (TOOL_OUTPUTS / "nvml_mismatch.txt").read_text()  # nvidia-smi after an upgrade
+    line = prog.nvml_error_line(smi)
+    assert line == "Failed to initialize NVML: Driver/library version mismatch"
+    assert prog.nvml_error_line("GPU 0: NVIDIA H200 (UUID: GPU-1)\n") is None
+    failed_init = {"verdict": "failed", "stalled": None, "failed_in": {"phase": "cuda_init"}}
+    causes = prog.find_causes({"texts": [line], "main": failed_init})
+    assert [c["id"] for c in causes] == ["driver-mismatch"]  # not gpu-init: the words decide
+
+
+def test_prom_from_writes_a_made_verdicts_textfile(
+    prog: types.ModuleType, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    made = verdict_of(prog, verdict="failed", error="killed by the hard timeout")
+    src, out = tmp_path / "probe.json", tmp_path / "gpufix_probe.prom"
+    src.write_text(json.dumps(made))
+    assert prog.main(["--prom-from", str(src), "--prom-out", str(out)]) == 0
+    assert 'gpufix_probe_verdict{verdict="failed"} 1.0' in out.read_text()
+    assert capsys.readouterr().out == ""  # no verdict printed: this mode only writes the file
+
+    src.write_text('{"verdict": "rm -rf /"}')
+    assert prog.main(["--prom-from", str(src), "--prom-out", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a gpufix-probe verdict" in err
+    assert prog.main(["--prom-from", str(src)]) == 3
+    assert "needs --prom-out" in capsys.readouterr().err
 
 
 def test_atomic_write_replaces(prog: types.ModuleType, tmp_path: Any) -> None:
@@ -241,6 +307,7 @@ def test_atomic_write_replaces(prog: types.ModuleType, tmp_path: Any) -> None:
 def test_validate_accepts_program_verdicts_and_rejects_bad_ones(prog: types.ModuleType) -> None:
     good = verdict_of(prog, verdict="healthy")
     assert validate(good) is good
+    assert good["experiment_budget_s"] == 180.0  # recorded: "budget spent" vs "not tried"
     bad = copy.deepcopy(good)
     bad["verdict"] = "fine"
     with pytest.raises(GpufixError, match=r"^probe verdict is invalid at verdict: "):

@@ -8,12 +8,13 @@ Every plan records what the engine was given (`inputs`) and which interpreter ve
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
 
+from gpufix import runner
 from gpufix.apply.varspec import PATTERNS
 from gpufix.engine.context import Constraints
 from gpufix.engine.decide import decide
@@ -23,9 +24,8 @@ from gpufix.engine.plan import Plan
 from gpufix.engine.rules import Rules
 from gpufix.engine.rules import load as load_rules
 from gpufix.errors import InvalidInput
+from gpufix.runner import FACTS_TIMEOUT_S, FORKS
 from gpufix.strategies import NAMES
-
-Progress = Callable[[str, str], None]
 
 # An interpreter gpufix runs on a host (facts' python_envs, the probe): an absolute path, no
 # spaces, quotes or braces, whose last part is python[X[.Y]] (gpufix.apply.varspec "python").
@@ -135,9 +135,12 @@ def make_plans(
     verdict: dict[str, Any] | None = None,
     run_probe: bool = False,
     python_envs: list[str] | None = None,
-    progress: Progress | None = None,
+    progress: runner.Progress | None = None,
+    forks: int = FORKS,
+    facts_timeout: int = FACTS_TIMEOUT_S,
 ) -> Planned:
-    """Plans for TARGET (a host or group of the inventory), or for one snapshot file."""
+    """Plans for TARGET (a host or group of the inventory), or for one snapshot file. `forks`
+    goes to every Ansible run (facts, probe), `facts_timeout` to the fact-gathering run."""
     from gpufix.facts.snapshot import load_snapshot
 
     for py in python_envs or []:
@@ -158,14 +161,23 @@ def make_plans(
     else:
         from gpufix.facts.collect import gather
 
-        got = gather(target, inventory, python_envs=python_envs, progress=progress)
+        got = gather(
+            target,
+            inventory,
+            python_envs=python_envs,
+            progress=progress,
+            forks=forks,
+            timeout=facts_timeout,
+        )
         snaps = [g.snapshot for g in got if g.snapshot is not None]
         out.failures = [Failure(g.host, g.error, g.unreachable) for g in got if g.snapshot is None]
     verdicts: dict[str, dict[str, Any] | None] = {s.host: verdict for s in snaps}
     if run_probe and facts_file is None:
         from gpufix.probe.remote import probe_hosts
 
-        verdicts.update(probe_hosts([s.host for s in snaps], inventory, progress=progress))
+        verdicts.update(
+            probe_hosts([s.host for s in snaps], inventory, progress=progress, forks=forks)
+        )
     for s in snaps:
         out.plans.append(
             plan_host(

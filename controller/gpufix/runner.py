@@ -37,6 +37,11 @@ _PYTHON_TOO_OLD = ("SyntaxError", "requires Python", "No module named 'json'", "
 _WORD = re.compile(r"^[A-Za-z0-9._+/=:,-]{1,4096}$")
 _TAIL = 300  # characters of a failing module's stderr shown with its message
 
+# Defaults of the --forks, --timeout and --playbook-timeout flags (gpufix.cli.common).
+FORKS = 10  # hosts Ansible works on at once
+FACTS_TIMEOUT_S = 120  # one fact-gathering run, all hosts together
+PLAYBOOK_TIMEOUT_S = 3600  # one playbook run that changes hosts (apply's steps, rollback)
+
 
 @dataclass
 class HostResult:
@@ -240,8 +245,8 @@ def gather_facts(
     inventory: Path,
     *,
     python_envs: list[str] | None = None,
-    timeout: int = 120,
-    forks: int = 10,
+    timeout: int = FACTS_TIMEOUT_S,
+    forks: int = FORKS,
     progress: Progress | None = None,
 ) -> RunResult:
     """Run our facts module ad hoc on the hosts matching `pattern`. Its arguments go as JSON
@@ -271,7 +276,7 @@ def run_script(
     *,
     executable: str = "python3",
     timeout: int = 600,
-    forks: int = 10,
+    forks: int = FORKS,
     progress: Progress | None = None,
 ) -> RunResult:
     """Copy a local script to the hosts and run it there (ansible.builtin.script)."""
@@ -302,8 +307,8 @@ def run_playbook(
     limit: str,
     extravars: dict[str, Any] | None = None,
     check: bool = False,
-    timeout: int = 3600,
-    forks: int = 10,
+    timeout: int = PLAYBOOK_TIMEOUT_S,
+    forks: int = FORKS,
     ident: str | None = None,
     progress: Progress | None = None,
     keep_artifacts: Path | None = None,

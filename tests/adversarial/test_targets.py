@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,42 @@ def test_a_malformed_inventory_names_its_cause_in_one_line(cli: CliRun, tmp_path
     code, _, err = cli("plan", "h1", "-i", str(inv))
     assert code == 3 and err.count("\n") == 1
     assert "cannot parse inventory" in err and "line 4" in err and "WARNING" not in err
+
+
+def test_a_plan_made_inside_a_container_does_not_change_the_container(
+    cli: CliRun, dead_inventory: Path, tmp_path: Path
+) -> None:
+    """Facts gathered inside a container make host-level steps aimed at the container's host;
+    apply against the container (the inventory host) refuses them before any run."""
+    from gpufix.engine.plan import save_plans
+
+    from .conftest import facts, make_plan
+
+    plan = make_plan(facts("container-acs-4xada")["facts"])
+    assert plan.steps and {s.target for s in plan.steps} == {"container-host"}, plan.steps
+    save_plans([plan], tmp_path / "p.json")
+    code, _, err = cli("apply", str(tmp_path / "p.json"), "-i", str(dead_inventory), "--yes")
+    assert code == 3 and "container's host" in err, err
+
+
+def test_an_incomplete_plan_is_refused_with_its_needs(
+    cli: CliRun, dead_inventory: Path, tmp_path: Path
+) -> None:
+    """A multi-node interface stall without interface facts: the socket-ifname step has no
+    interface, the plan says so (complete: false), and apply will not guess one."""
+    from gpufix.engine.plan import save_plans
+
+    from .conftest import ROOT, Constraints, facts, load_kb, load_rules, plan_host
+
+    f = facts("bionic-ga-2x3090")["facts"]
+    f["network"] = {"unknown": "not read"}
+    verdict = json.loads((ROOT / "docs/device/h200-probe-healthy.json").read_text())
+    verdict.update(verdict="hung", causes=[], stalled={"phase": "pg_init", "ranks": [1]},
+                   scope="multi-node", failed_layer="interface", hosts=["a", "b"],
+                   failed_hosts=["b"])  # fmt: skip
+    plan = plan_host(f, verdict, Constraints(), host="h1", python_envs=[], kb=load_kb(),
+                     rules=load_rules())  # fmt: skip
+    assert plan.steps and plan.extra["complete"] is False, plan.extra
+    save_plans([plan], tmp_path / "p.json")
+    code, _, err = cli("apply", str(tmp_path / "p.json"), "-i", str(dead_inventory), "--yes")
+    assert code == 3 and "incomplete" in err and "interfaces" in err, err

@@ -72,6 +72,10 @@ def test_kernel_upgrade_fleet_probe_hung_rolls_back_then_retries(make_lab) -> No
     assert hosts["h2"]["state"] == "rolled-back" and hosts["h2"]["verdict"] == "hung", err
     assert code == 5
     assert _uname(lab, "h1") == "5.4.0-150-generic"
+    # healthy: finalized, so GRUB's own order (not the one-shot drop-in) picks the next boot
+    assert "default" in hosts["h1"]["message"], hosts["h1"]
+    dropin = "/etc/default/grub.d/99-gpufix-kernel.cfg"
+    assert lab.sh("h1", f"test -e {dropin}", check=False).returncode != 0
     assert _uname(lab, "h2") == "4.15.0-213-generic"
     assert "with Linux 4.15.0-213-generic" in lab.sh("h2", "grub-editenv list").stdout
     rec = _journal(lab, doc["run"], "h2")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from gpufix.errors import InvalidInput
 from gpufix.probe import merge, multiverdict, nodes, summarize, validate
-from gpufix.probe.merge import Outcome, Part
+from gpufix.probe.merge import MergedOutcome, Part
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
 
@@ -46,7 +46,7 @@ def test_the_host_that_never_reached_the_store_is_named() -> None:
             part("h2", "hung", "rendezvous", ranks=[1], called=[], error="no progress"),
         ]
     )
-    assert out == Outcome("hung", "rendezvous", ["h2"], [1], "h2: no progress")
+    assert out == MergedOutcome("hung", "rendezvous", ["h2"], [1], "h2: no progress")
 
 
 def test_a_hang_where_every_rank_waits_is_on_every_host() -> None:
@@ -78,7 +78,7 @@ def test_the_earliest_phase_and_a_failure_win() -> None:
 
 def test_a_host_without_a_verdict_fails_the_run() -> None:
     out = merge.combine([part("h1", "healthy"), Part("h2", None, "unreachable: ssh timeout")])
-    assert out == Outcome("failed", None, ["h2"], [], "h2: unreachable: ssh timeout")
+    assert out == MergedOutcome("failed", None, ["h2"], [], "h2: unreachable: ssh timeout")
 
 
 def test_healthy_and_degraded() -> None:
@@ -102,12 +102,12 @@ def test_healthy_and_degraded() -> None:
     ],
 )
 def test_the_failing_layer(phase: str, decided: str | None, private: bool, expected: str) -> None:
-    assert merge.layer(Outcome("hung", phase, ["h2"], [1]), decided, private) == expected
+    assert merge.layer(MergedOutcome("hung", phase, ["h2"], [1]), decided, private) == expected
 
 
 def test_no_layer_when_healthy_or_without_a_verdict() -> None:
-    assert merge.layer(Outcome("healthy"), None, True) is None
-    assert merge.layer(Outcome("failed", None, ["h2"]), None, False) is None
+    assert merge.layer(MergedOutcome("healthy"), None, True) is None
+    assert merge.layer(MergedOutcome("failed", None, ["h2"]), None, False) is None
 
 
 def test_master_address_from_inventory_then_facts_then_ansible_host() -> None:
@@ -142,7 +142,7 @@ def test_containers_on_private_networks() -> None:
     assert not nodes.private_container_network([facts("focal-4x4090.json")])
 
 
-def run(outcome: Outcome, layer: str | None, **kw: Any) -> multiverdict.MultiRun:
+def run(outcome: MergedOutcome, layer: str | None, **kw: Any) -> multiverdict.MultiRun:
     parts = [
         part("h1", "hung", "rendezvous", ranks=[0], called=[0], error="waiting", backend="gloo"),
         part("h2", "hung", "rendezvous", ranks=[1], called=[], error="stuck", backend="gloo"),
@@ -161,7 +161,7 @@ def run(outcome: Outcome, layer: str | None, **kw: Any) -> multiverdict.MultiRun
 
 
 def test_the_verdict_validates_and_names_layer_hosts_and_cause(prog: types.ModuleType) -> None:
-    out = Outcome("hung", "rendezvous", ["h2"], [1], "h2: stuck")
+    out = MergedOutcome("hung", "rendezvous", ["h2"], [1], "h2: stuck")
     v = validate(multiverdict.build(run(out, "rendezvous"), prog))
 
     assert (v["scope"], v["hosts"], v["failed_layer"], v["failed_hosts"]) == (
@@ -177,7 +177,7 @@ def test_the_verdict_validates_and_names_layer_hosts_and_cause(prog: types.Modul
 
 
 def test_an_interface_experiment_that_decides_is_the_cause(prog: types.ModuleType) -> None:
-    out = Outcome("hung", "pg_init", ["h1", "h2"], [0, 1], "h1: x; h2: y")
+    out = MergedOutcome("hung", "pg_init", ["h1", "h2"], [0, 1], "h1: x; h2: y")
     exp = {
         "id": "ifname-eth0",
         "env": {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"},
@@ -196,7 +196,7 @@ def test_an_interface_experiment_that_decides_is_the_cause(prog: types.ModuleTyp
 
 def test_the_soak_is_the_worst_hosts(prog: types.ModuleType) -> None:
     sweep = {"sizes": [1024, 4096], "iters": 5}
-    r = run(Outcome("hung", "soak", ["h2"], [1], "h2: stuck"), "collective")
+    r = run(MergedOutcome("hung", "soak", ["h2"], [1], "h2: stuck"), "collective")
     r.parts[0].verdict["soak"] = {**sweep, "verdict": "hung", "stalled_at_bytes": 4096}  # type: ignore[index]
     r.parts[1].verdict["soak"] = {**sweep, "verdict": "skipped", "stalled_at_bytes": None}  # type: ignore[index]
     v = validate(multiverdict.build(r, prog))

@@ -16,7 +16,13 @@ NEW_FIELDS = ("scope", "experiments", "decided_by", "suspects", "soak")
 
 
 def verdict(prog: types.ModuleType, **fields: Any) -> dict[str, Any]:
-    args = argparse.Namespace(run_id="abc", deadline=60.0, phase_deadline=30.0)
+    args = argparse.Namespace(
+        run_id="abc",
+        deadline=60.0,
+        phase_deadline=30.0,
+        no_experiments=False,
+        experiment_budget=180,
+    )
     v: dict[str, Any] = prog.base_verdict(args, "host01", 2, "nccl")
     v.update(fields)
     return v

@@ -4,7 +4,6 @@ which holds the run's journal, plans and options."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,14 +14,21 @@ from gpufix.apply.rollback import rollback
 from gpufix.engine.plan import Plan
 from gpufix.errors import GpufixError
 
-Report = Callable[[str, str], None]
 KERNEL_PLAYBOOK = "kernel_upgrade.yml"
+FINALIZE_PLAYBOOK = "kernel_finalize.yml"
 
 
 def kernel_step(plan: Plan) -> bool:
     return plan.strategy == "kernel-upgrade" or any(
         s.playbook == KERNEL_PLAYBOOK for s in plan.steps
     )
+
+
+def kernel_target(plan: Plan) -> str | None:
+    for s in plan.steps:
+        if s.playbook == KERNEL_PLAYBOOK and s.vars.get("gpufix_kernel_target"):
+            return str(s.vars["gpufix_kernel_target"])
+    return None
 
 
 def needs_reboot(plan: Plan) -> bool:
@@ -47,7 +53,7 @@ class After:
     journal: Journal
     plans: dict[str, Plan]
     opts: Options
-    report: Report
+    report: runner.Progress
     t0: dict[str, float] = field(default_factory=dict)
 
     def reboot(self, hosts: list[str]) -> list[str]:
@@ -76,6 +82,7 @@ class After:
             limit=",".join(need),
             extravars={"gpufix_reboot_timeout": self.opts.reboot_timeout},
             timeout=self.opts.reboot_timeout + 300,
+            forks=self.opts.forks,
             progress=self.report,
         )
         back = [h for h in hosts if h not in need]
@@ -121,6 +128,7 @@ class After:
                 limit=",".join(group),
                 extravars={**self.opts.probe_vars, **extra},
                 timeout=self.opts.reboot_timeout + 600,
+                forks=self.opts.forks,
                 progress=self.report,
             )
             for h in group:
@@ -140,6 +148,9 @@ class After:
         v = verdict.get("verdict") if isinstance(verdict, dict) else None
         self.journal.add_verdict(h, "after-apply", verdict_summary(verdict, hr))
         if v in HEALTHY:
+            if kernel_step(self.plans[h]) and self.journal.changed_any(h) and not self.opts.check:
+                self.finalize(h)
+                return
             self.set(h, "healthy", "probe: healthy")
             return
         stalled = verdict.get("stalled") if isinstance(verdict, dict) else None
@@ -149,6 +160,31 @@ class After:
             or (hr.message if hr else "no result")
         )
         self.fail(h, f"probe verdict {v or 'none'}: {why}", verdict=v or "none")
+
+    def finalize(self, h: str) -> None:
+        """The new kernel passed the probe: give GRUB back the host's own order, so the next
+        reboot (and later security kernels) do not fall back to the previous kernel."""
+        target = kernel_target(self.plans[h])
+        res = runner.run_playbook(
+            FINALIZE_PLAYBOOK,
+            self.opts.inventory,
+            limit=h,
+            extravars={"gpufix_kernel_target": target} if target else {},
+            timeout=600,
+            progress=self.report,
+        )
+        hr = res.hosts.get(h)
+        if hr is not None and hr.status == "ok":
+            self.set(h, "healthy", "probe: healthy; the new kernel is GRUB's default now")
+            return
+        msg = hr.message if hr else f"no result ({res.status})"
+        # healthy but not the default yet: the next reboot would return to the old kernel
+        self.set(
+            h,
+            "healthy",
+            f"probe: healthy, but GRUB's default order was not restored ({inputs.one_line(msg)}):"
+            f" run playbooks/{FINALIZE_PLAYBOOK} on {h} before the next reboot",
+        )
 
     # -- failure and rollback -----------------------------------------------------------------
     def fail(self, h: str, reason: str, verdict: str | None) -> None:

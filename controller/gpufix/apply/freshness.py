@@ -3,14 +3,13 @@ facts or knowledge base changed since (Terraform's stale plan)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpufix import runner
 from gpufix.engine.plan import Plan, digest
 from gpufix.errors import InvalidInput
-
-Report = Callable[[str, str], None]
+from gpufix.runner import FACTS_TIMEOUT_S, FORKS
 
 
 def _facts_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -40,9 +39,15 @@ def python_envs(plans: list[Plan]) -> list[str]:
 
 
 def check_fresh(
-    plans: list[Plan], inventory: Path, progress: Report | None = None
+    plans: list[Plan],
+    inventory: Path,
+    progress: runner.Progress | None = None,
+    *,
+    forks: int = FORKS,
+    timeout: int = FACTS_TIMEOUT_S,
 ) -> dict[str, str]:
-    """Re-gather facts and refuse a stale plan. Returns {host: unreachable message}."""
+    """Re-gather facts (`forks`, `timeout` as for `gpufix facts`) and refuse a stale plan.
+    Returns {host: unreachable message}."""
     from gpufix.engine import kb
     from gpufix.facts import collect
 
@@ -54,6 +59,8 @@ def check_fresh(
         inventory,
         python_envs=python_envs(plans) or None,
         progress=progress,
+        forks=forks,
+        timeout=timeout,
     )
     unreachable: dict[str, str] = {}
     stale: list[str] = []

@@ -141,6 +141,7 @@ def run_preflight(
     dpkg_wait: int = 120,
     progress: runner.Progress | None = None,
     keep_artifacts: Path | None = None,
+    forks: int = runner.FORKS,
 ) -> dict[str, Preflight]:
     """Run the preflight playbook once for all `hosts` (name -> {strategy, kernel_step, files}).
 
@@ -154,6 +155,7 @@ def run_preflight(
         limit=",".join(hosts),
         extravars={"gpufix_preflight_dpkg_wait": dpkg_wait, "gpufix_preflight_files": files},
         timeout=dpkg_wait + 300,
+        forks=forks,
         progress=progress,
         keep_artifacts=keep_artifacts,
     )

@@ -82,6 +82,7 @@ class Phases(After):
             force=self.opts.force,
             dpkg_wait=self.opts.dpkg_wait,
             progress=self.report,
+            forks=self.opts.forks,
         )
         ok = []
         for h in hosts:
@@ -117,6 +118,7 @@ class Phases(After):
                 ),
                 check=self.opts.check,
                 timeout=self.opts.step_timeout,
+                forks=self.opts.forks,
                 progress=self.report,
             )
             ok = [h for h in ok if self._step_result(h, i, step, res)]
@@ -163,6 +165,7 @@ class Phases(After):
             self.opts.inventory,
             dpkg_wait=0,
             force=hostcheck.FORCEABLE,
+            forks=self.opts.forks,
         )
         for h in hosts:
             if not res[h].unreachable:

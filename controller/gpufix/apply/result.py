@@ -14,6 +14,7 @@ from gpufix.errors import (
     EXIT_UNREACHABLE,
     EXIT_VERIFY_FAILED,
 )
+from gpufix.runner import FACTS_TIMEOUT_S, FORKS, PLAYBOOK_TIMEOUT_S
 
 # The probe verdicts that count as verified; every other verdict fails the host.
 HEALTHY = ("healthy",)
@@ -33,7 +34,9 @@ class Options:
     reboot_timeout: int = 600
     verify: bool = True
     probe_vars: dict[str, Any] = field(default_factory=dict)
-    step_timeout: int = 3600
+    step_timeout: int = PLAYBOOK_TIMEOUT_S  # one step's playbook run (--playbook-timeout)
+    forks: int = FORKS  # every Ansible run of the apply (--forks)
+    facts_timeout: int = FACTS_TIMEOUT_S  # the stale-plan check's gathering (--timeout)
     interim: bool = False  # run the plans' interim steps instead of the permanent ones
 
     def public(self) -> dict[str, Any]:
@@ -48,6 +51,9 @@ class Options:
             "max_fail": self.max_fail,
             "force": sorted(self.force),
             "reboot_timeout": self.reboot_timeout,
+            "forks": self.forks,
+            "facts_timeout": self.facts_timeout,
+            "playbook_timeout": self.step_timeout,
             "verify": self.verify,
             "interim": self.interim,
         }

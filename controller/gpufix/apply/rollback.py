@@ -5,7 +5,7 @@ journal says is data, so every value is checked before the playbook sees it."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,6 @@ from gpufix import runner, strategies
 from gpufix.apply import hostcheck
 from gpufix.apply.journal import Journal, now
 from gpufix.errors import GpufixError, InvalidInput
-
-Report = Callable[[str, str], None]
 
 
 def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +69,9 @@ def check_can_roll_back(journal: Journal, host: str) -> dict[str, Any]:
     return rec
 
 
-def _gpu_work(host: str, inventory: Path, force: Iterable[str], report: Report | None) -> None:
+def _gpu_work(
+    host: str, inventory: Path, force: Iterable[str], report: runner.Progress | None
+) -> None:
     """Refuse to reboot a host that runs GPU work (unless --force gpu-processes)."""
     strategy = "none"
     got = hostcheck.run_preflight(
@@ -93,10 +93,12 @@ def rollback(
     *,
     allow_reboot: bool,
     force: Iterable[str] = (),
-    report: Report | None = None,
+    report: runner.Progress | None = None,
     reboot_timeout: int = 600,
+    playbook_timeout: int = runner.PLAYBOOK_TIMEOUT_S,
 ) -> str:
-    """Replay a host's journal backwards. Returns the host's new state."""
+    """Replay a host's journal backwards. Returns the host's new state. `playbook_timeout`
+    limits rollback.yml's run; one that reboots gets `reboot_timeout` on top."""
     from gpufix.apply.rolevars import check_vars
 
     rec = check_can_roll_back(journal, host)
@@ -116,7 +118,7 @@ def rollback(
         inventory,
         limit=host,
         extravars={**ev, "gpufix_reboot_timeout": reboot_timeout},
-        timeout=reboot_timeout + 1800,
+        timeout=playbook_timeout + (reboot_timeout if reboots(ev) else 0),
         progress=report,
     )
     hr = res.hosts.get(host)

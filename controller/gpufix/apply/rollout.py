@@ -8,12 +8,11 @@ new run. Ctrl-C or SIGTERM ends the run `interrupted` (exit 130): nothing starts
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpufix import strategies
+from gpufix import runner, strategies
 from gpufix.apply import freshness, request
 from gpufix.apply.batches import batches, parse_batch
 from gpufix.apply.journal import FileJournal, Journal, next_action
@@ -23,8 +22,6 @@ from gpufix.apply.result import Options, Outcome, Result
 from gpufix.apply.rolevars import check_vars
 from gpufix.engine.plan import Plan, digest
 from gpufix.errors import GpufixError, InvalidInput
-
-Report = Callable[[str, str], None]
 
 __all__ = ["Options", "Result", "apply", "batches", "parse_batch", "validate"]
 
@@ -77,13 +74,36 @@ def validate(plans: list[Plan], inventory: Path) -> None:
                     f"{p.host}: the plan's playbook {s.playbook!r} is not a strategy's"
                 )
             check_vars(s.playbook, s.vars, f"{p.host}: steps/{i}/vars", plan_step=True)
+        if p.extra.get("complete") is False and p.steps:
+            # a step parameter the facts did not give (interface, driver version, Python):
+            # the plan says what to gather; apply does not guess it
+            ids = [str(n.get("id")) for n in p.extra.get("needs") or [] if isinstance(n, dict)]
+            raise InvalidInput(
+                f"{p.host}: the plan is incomplete (needs: {', '.join(ids) or 'facts'}): "
+                "gather them (see `gpufix plan` for how) and plan again"
+            )
+        interim = p.interim.steps if p.interim else []
+        aimed = [s for s in [*p.steps, *interim] if s.target != "host"]
+        if aimed:
+            # facts gathered inside a container: the change belongs on the machine that runs it,
+            # which is not the inventory host the plan names
+            raise InvalidInput(
+                f"{p.host}: the plan's step {aimed[0].description!r} is for the container's host "
+                f"({aimed[0].target}), and {p.host} is the container: gather facts on the host "
+                "that runs the container and plan there"
+            )
 
 
 class Applier:
     """One apply run over a list of plans (one per host)."""
 
     def __init__(
-        self, plans: list[Plan], opts: Options, report: Report | None = None, *, fresh_facts: bool
+        self,
+        plans: list[Plan],
+        opts: Options,
+        report: runner.Progress | None = None,
+        *,
+        fresh_facts: bool,
     ) -> None:
         self.fresh_facts = fresh_facts  # plans were made from facts gathered just now
         self.opts = opts
@@ -180,7 +200,11 @@ class Applier:
         ]
         try:
             return freshness.check_fresh(
-                [self.source[h] for h in untouched], self.opts.inventory, self.report
+                [self.source[h] for h in untouched],
+                self.opts.inventory,
+                self.report,
+                forks=self.opts.forks,
+                timeout=self.opts.facts_timeout,
             )
         except KeyboardInterrupt:
             raise KeyboardInterrupt("interrupted before any host was changed") from None
@@ -303,7 +327,7 @@ def apply(
     opts: Options,
     *,
     plan_file: str | None = None,
-    report: Report | None = None,
+    report: runner.Progress | None = None,
     fresh_facts: bool = False,
 ) -> Result:
     """Apply plans (one per host). Raises GpufixError for refusals (edited or stale plan, busy

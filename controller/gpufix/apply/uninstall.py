@@ -3,15 +3,12 @@ verdict. A plan's changes stay; `gpufix rollback` undoes those from the journal.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpufix import runner
 from gpufix.apply.locks import HostLocks
 from gpufix.errors import InvalidInput
-
-Report = Callable[[str, str], None]
 
 
 @dataclass(frozen=True)
@@ -33,7 +30,12 @@ def live_hosts(target: str, inventory: Path) -> list[str]:
 
 
 def uninstall(
-    hosts: list[str], inventory: Path, *, check: bool, report: Report | None = None
+    hosts: list[str],
+    inventory: Path,
+    *,
+    check: bool,
+    report: runner.Progress | None = None,
+    forks: int = runner.FORKS,
 ) -> list[Removed]:
     with HostLocks(hosts):
         res = runner.run_playbook(
@@ -42,6 +44,7 @@ def uninstall(
             limit=",".join(hosts),
             check=check,
             timeout=600,
+            forks=forks,
             progress=report,
         )
     out = []

@@ -16,9 +16,12 @@ from gpufix.apply.journal import FileJournal, list_runs
 from gpufix.cli.common import (
     changes_exit,
     detailed_exitcode_option,
+    forks_option,
     inventory_path,
     json_option,
+    playbook_timeout_option,
     progress,
+    timeout_option,
 )
 from gpufix.engine.plan import Plan
 from gpufix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, GpufixError, InvalidInput
@@ -46,13 +49,18 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> Any:
     return t
 
 
-def _replan(target: str, strategy: str, inventory: Path) -> list[Plan]:
+def _replan(target: str, strategy: str, opts: applymod.Options) -> list[Plan]:
     from gpufix.engine.context import Constraints
     from gpufix.planning import make_plans
 
     # reboots are gated by apply's --allow-reboot, not by the plan
     got = make_plans(
-        target, inventory, Constraints(strategy=strategy, reboot_allowed=True), progress=progress
+        target,
+        opts.inventory,
+        Constraints(strategy=strategy, reboot_allowed=True),
+        progress=progress,
+        forks=opts.forks,
+        facts_timeout=opts.facts_timeout,
     )
     if got.failures:
         raise GpufixError(
@@ -177,6 +185,9 @@ def _probe_vars(probe_deadline: int, probe_cpu: bool, probe_python: str | None) 
 )
 @click.option("--probe-deadline", type=click.IntRange(10, 3600), default=120, show_default=True)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (required off a TTY with --strategy).")
+@forks_option
+@timeout_option
+@playbook_timeout_option
 @detailed_exitcode_option
 @json_option
 def apply_cmd(
@@ -198,6 +209,9 @@ def apply_cmd(
     probe_python: str | None,
     probe_deadline: int,
     yes: bool,
+    forks: int,
+    facts_timeout: int,
+    playbook_timeout: int,
     detailed_exitcode: bool,
     as_json: bool,
 ) -> None:
@@ -225,9 +239,12 @@ def apply_cmd(
         verify=not no_verify,
         probe_vars=_probe_vars(probe_deadline, probe_cpu, probe_python),
         interim=interim,
+        step_timeout=playbook_timeout,
+        forks=forks,
+        facts_timeout=facts_timeout,
     )
     if strategy:
-        plans = _replan(target, strategy, inv)
+        plans = _replan(target, strategy, opts)
         _confirm(plans, yes, as_json, required=True)
         res = applymod.apply(plans, opts, report=progress, fresh_facts=True)
     else:
@@ -340,6 +357,7 @@ def status_cmd(run: str | None, as_json: bool) -> None:
     help="Reboot even though GPU processes run.",
 )
 @click.option("--reboot-timeout", type=click.IntRange(30, 7200), default=600, show_default=True)
+@playbook_timeout_option
 @detailed_exitcode_option
 @json_option
 def rollback_cmd(
@@ -349,6 +367,7 @@ def rollback_cmd(
     allow_reboot: bool,
     force: tuple[str, ...],
     reboot_timeout: int,
+    playbook_timeout: int,
     detailed_exitcode: bool,
     as_json: bool,
 ) -> None:
@@ -380,6 +399,7 @@ def rollback_cmd(
             force=force,
             report=progress,
             reboot_timeout=reboot_timeout,
+            playbook_timeout=playbook_timeout,
         )
     rec = j.host(host)
     if as_json:
@@ -395,9 +415,10 @@ def rollback_cmd(
 @click.option("-i", "--inventory", metavar="PATH", help="Ansible inventory.")
 @click.option("--check", is_flag=True, help="Say what would be removed; remove nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (required when stdin is not a TTY).")
+@forks_option
 @json_option
 def uninstall_cmd(
-    target: str, inventory: str | None, check: bool, yes: bool, as_json: bool
+    target: str, inventory: str | None, check: bool, yes: bool, forks: int, as_json: bool
 ) -> None:
     """Remove gpufix's own files (the probe program and its verdict) from HOST|GROUP.
 
@@ -415,7 +436,7 @@ def uninstall_cmd(
             f"Remove gpufix's files from {', '.join(hosts)}?", default=False, err=True
         ):
             sys.exit(EXIT_OK)
-    got = uninstall(hosts, inv, check=check, report=progress)
+    got = uninstall(hosts, inv, check=check, report=progress, forks=forks)
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in got], indent=2))
     else:

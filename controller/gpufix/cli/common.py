@@ -1,4 +1,5 @@
-"""What every command shares: the inventory and JSON options, progress lines, JSON output."""
+"""What every command shares: the inventory, JSON, forks and timeout options, progress lines,
+JSON output."""
 
 from __future__ import annotations
 
@@ -10,12 +11,41 @@ from typing import Any
 
 import click
 
+from gpufix.runner import FACTS_TIMEOUT_S, FORKS, PLAYBOOK_TIMEOUT_S
+
 inventory_option = click.option(
     "-i",
     "--inventory",
     "inventory",
     metavar="PATH",
     help="Ansible inventory (default: the example inventory shipped with gpufix).",
+)
+# Passed to every Ansible run of the command as its --forks, so it wins over ANSIBLE_FORKS and
+# ansible.cfg (docs/operations.md).
+forks_option = click.option(
+    "--forks",
+    type=click.IntRange(1, 500),
+    default=FORKS,
+    show_default=True,
+    metavar="N",
+    help="Hosts Ansible works on at once.",
+)
+timeout_option = click.option(
+    "--timeout",
+    "facts_timeout",
+    type=click.IntRange(1, 86400),
+    default=FACTS_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Limit on one fact-gathering run, all hosts together; hosts not done by then fail.",
+)
+playbook_timeout_option = click.option(
+    "--playbook-timeout",
+    type=click.IntRange(60, 86400),
+    default=PLAYBOOK_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Limit on one playbook run that changes hosts (one step of a batch; a rollback).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON alone on stdout.")
 detailed_exitcode_option = click.option(

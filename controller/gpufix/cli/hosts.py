@@ -14,10 +14,12 @@ from gpufix.cli.common import (
     changes_exit,
     detailed_exitcode_option,
     emit_json,
+    forks_option,
     inventory_option,
     inventory_path,
     json_option,
     progress,
+    timeout_option,
 )
 from gpufix.errors import EXIT_ERROR, EXIT_UNREACHABLE, GpufixError, InvalidInput
 from gpufix.strategies import NAMES as STRATEGIES
@@ -34,12 +36,14 @@ from gpufix.strategies import NAMES as STRATEGIES
     metavar="PYTHON",
     help="Interpreter whose packages to read (repeatable).",
 )
+@timeout_option
 @json_option
 def facts(
     host: str,
     inventory: str | None,
     output: str | None,
     python_envs: tuple[str, ...],
+    facts_timeout: int,
     as_json: bool,
 ) -> None:
     """Gather facts from HOST (or read its recorded snapshot) and print or save them."""
@@ -47,7 +51,11 @@ def facts(
     from gpufix.facts.snapshot import save_snapshot
 
     snap = one(
-        host, inventory_path(inventory), python_envs=list(python_envs) or None, progress=progress
+        host,
+        inventory_path(inventory),
+        python_envs=list(python_envs) or None,
+        progress=progress,
+        timeout=facts_timeout,
     )
     if output:
         save_snapshot(snap, Path(output))
@@ -113,6 +121,8 @@ def _conflicts(**given: object) -> None:
 @click.option(
     "-v", "--verbose", is_flag=True, help="For several hosts: every plan in full after the summary."
 )
+@forks_option
+@timeout_option
 @detailed_exitcode_option
 @json_option
 def plan(
@@ -129,6 +139,8 @@ def plan(
     python_envs: tuple[str, ...],
     output: str | None,
     verbose: bool,
+    forks: int,
+    facts_timeout: int,
     detailed_exitcode: bool,
     as_json: bool,
 ) -> None:
@@ -161,6 +173,8 @@ def plan(
         run_probe=run_probe,
         python_envs=list(python_envs) or None,
         progress=progress,
+        forks=forks,
+        facts_timeout=facts_timeout,
     )
     plans, failures = got.plans, got.failures
     if output:
@@ -204,12 +218,16 @@ def _show_plans(plans: list[Any], verbose: bool) -> None:
 @click.option(
     "--all", "show_all", is_flag=True, help="Every fact that differs: identifiers, matrix cells."
 )
+@forks_option
+@timeout_option
 @detailed_exitcode_option
 @json_option
 def diff(
     refs: tuple[str, ...],
     inventory: str | None,
     show_all: bool,
+    forks: int,
+    facts_timeout: int,
     detailed_exitcode: bool,
     as_json: bool,
 ) -> None:
@@ -221,7 +239,7 @@ def diff(
     from gpufix.cli import render
     from gpufix.facts.diff import compare, diff_all
 
-    named = _named_facts(refs, inventory)
+    named = _named_facts(refs, inventory, forks=forks, timeout=facts_timeout)
     if len(named) < 2 and len(refs) < 2:
         raise InvalidInput(f"{refs[0]!r} names one host: diff needs two or more")
     comparison = compare(named)
@@ -242,7 +260,7 @@ def diff(
 
 
 def _named_facts(
-    refs: tuple[str, ...], inventory: str | None
+    refs: tuple[str, ...], inventory: str | None, *, forks: int, timeout: int
 ) -> list[tuple[str, Mapping[str, Any]]]:
     """(name, facts) for each snapshot file or each host a pattern matches, in order, once."""
     from gpufix.facts.collect import gather
@@ -253,7 +271,9 @@ def _named_facts(
         if ref.endswith(".json") or os.sep in ref:
             out.setdefault(ref, load_snapshot(Path(ref)).facts)
             continue
-        got = gather(ref, inventory_path(inventory), progress=progress)
+        got = gather(
+            ref, inventory_path(inventory), progress=progress, forks=forks, timeout=timeout
+        )
         bad = [g for g in got if g.snapshot is None]
         if bad:
             code = EXIT_UNREACHABLE if any(g.unreachable for g in bad) else EXIT_ERROR
@@ -296,8 +316,9 @@ def _named_facts(
 @click.option("--multi-node", is_flag=True, help="Probe TARGET's hosts as one multi-node job.")
 @click.option("--master-addr", help="The first host's address (default: inventory, facts).")
 @click.option("--master-port", type=click.IntRange(1, 65535), default=29500, show_default=True)
+@forks_option
 @json_option
-def probe(target: str, inventory: str | None, as_json: bool, **kw: Any) -> None:
+def probe(target: str, inventory: str | None, forks: int, as_json: bool, **kw: Any) -> None:
     """Run the multi-GPU probe on TARGET; exit 0 healthy or not applicable, 5 otherwise."""
     from gpufix.probe import command
     from gpufix.probe.options import ProbeOptions, Soak
@@ -310,4 +331,4 @@ def probe(target: str, inventory: str | None, as_json: bool, **kw: Any) -> None:
         **kw,
     )
     path = inventory_path(inventory)
-    sys.exit(command.run(target, path, options, as_json=as_json, progress=progress))
+    sys.exit(command.run(target, path, options, as_json=as_json, progress=progress, forks=forks))

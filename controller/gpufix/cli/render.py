@@ -125,6 +125,7 @@ def plan(c: Console, p: Plan) -> None:
     _heading(c, "Chosen strategy:", p.strategy)
     _steps(c, "Steps", p.steps)
     _interim(c, p)
+    _needs(c, p)
     _heading(c, "Reboot:", "yes" if p.reboot_required else "no")
     _heading(c, "Expected outcome:", p.outcome)
     if p.risks:
@@ -150,6 +151,23 @@ def _steps(c: Console, title: str, steps: Sequence[Any]) -> None:
         variables = _field(s, "vars")
         for k, v in variables.items() if isinstance(variables, dict) else ():
             c.print(f"       {one_line(k)} = {short(v)}")
+
+
+def _needs(c: Console, p: Plan) -> None:
+    """What would decide or complete the plan (plan contract: extra.needs, extra.complete)."""
+    needs = [n for n in p.extra.get("needs") or [] if isinstance(n, dict)]
+    decision = p.extra.get("decision")
+    if isinstance(decision, dict) and decision.get("source"):
+        c.print(Text(f"  decided by: {one_line(decision.get('row'))}", style="dim"))
+        c.print(Text(f"  source: {one_line(decision['source'])}", style="dim"))
+    if not needs:
+        return
+    if p.extra.get("complete") is False:
+        _heading(c, "INCOMPLETE:", "apply refuses this plan until these are gathered")
+    else:
+        _heading(c, "Would decide better")
+    for n in needs:
+        c.print(f"  - {one_line(n.get('id'))}: {one_line(n.get('how'))}")
 
 
 def _interim(c: Console, p: Plan) -> None:

@@ -34,10 +34,10 @@ from gpufix.strategies.evidence import (
 
 # ---------------------------------------------------------------- ordering
 
-Want = Callable[[str, str], None]
+Prefer = Callable[[str, str], None]  # (strategy, why): ask for a strategy, in order
 
 
-def _driver_and_stack(ctx: Ctx, want: Want) -> None:
+def _driver_and_stack(ctx: Ctx, want: Prefer) -> None:
     if ctx.has("driver-library-mismatch"):
         want("driver-pin", "driver/library mismatch")
     if ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch"):
@@ -56,7 +56,7 @@ def _driver_and_stack(ctx: Ctx, want: Want) -> None:
         want("driver-pin", "driver in a range with reported multi-GPU problems")
 
 
-def _p2p(ctx: Ctx, want: Want) -> None:
+def _p2p(ctx: Ctx, want: Prefer) -> None:
     h = ctx.host
     if ctx.has("gpu-no-p2p"):
         want("nccl-profile", "GPUs without PCIe P2P: NCCL_P2P_DISABLE=1 is the fix (nccl#1127)")
@@ -68,7 +68,7 @@ def _p2p(ctx: Ctx, want: Want) -> None:
         want("nccl-profile", f"{evidence}; these GPUs have no P2P to repair")
 
 
-def _ordering(ctx: Ctx, want: Want) -> None:
+def _ordering(ctx: Ctx, want: Prefer) -> None:
     h = ctx.host
     _driver_and_stack(ctx, want)
     _p2p(ctx, want)
@@ -94,7 +94,7 @@ def _ordering(ctx: Ctx, want: Want) -> None:
         )
 
 
-def _probe_floor(ctx: Ctx, want: Want) -> None:
+def _probe_floor(ctx: Ctx, want: Prefer) -> None:
     """The probe is not healthy: NCCL settings, then the field notes' tree. Never single-gpu:
     hiding GPUs is a workaround the user must allow (--single-gpu-ok)."""
     want("nccl-profile", "probe not healthy; NCCL settings that match the evidence")

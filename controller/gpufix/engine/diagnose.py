@@ -35,7 +35,7 @@ class Inputs:
         return Finding(rid, r.severity, message or r.title, evidence, source or r.source)
 
 
-Check = Callable[[Inputs], Iterator[Finding]]
+FactCheck = Callable[[Inputs], Iterator[Finding]]
 
 
 def check_gpus(i: Inputs) -> Iterator[Finding]:
@@ -301,7 +301,7 @@ def check_probe(i: Inputs) -> Iterator[Finding]:
         yield i.finding("single-gpu-fine", "", {"probe.single_gpu": single})
 
 
-CHECKS: tuple[Check, ...] = (
+CHECKS: tuple[FactCheck, ...] = (
     check_gpus,
     check_gathered_in,
     check_driver_mismatch,

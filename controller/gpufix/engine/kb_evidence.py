@@ -6,9 +6,11 @@ Row classes and their table specs; kb.py loads them with the other tables.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
@@ -17,18 +19,15 @@ from packaging.specifiers import SpecifierSet
 from gpufix import versions
 from gpufix.engine import kbcheck as c
 
-# The plan's strategy names (the contract; tests/test_kb.py checks them against the registry).
-STRATEGIES = (
-    "none",
-    "kernel-upgrade",
-    "cuda-downgrade",
-    "container-fallback",
-    "nccl-profile",
-    "single-gpu",
-    "pcie-acs",
-    "driver-pin",
-    "container-fix",
-)
+
+def _plan_strategies() -> tuple[str, ...]:
+    """The plan contract's strategy names, from schemas/plan.schema.json (one home: the schema;
+    tests/test_apply_request.py checks it against the registry)."""
+    text = resources.files("gpufix").joinpath("schemas", "plan.schema.json").read_text("utf-8")
+    return tuple(json.loads(text)["$defs"]["strategy"]["enum"])
+
+
+STRATEGIES = _plan_strategies()
 EXPERIMENTS = (
     "p2p-off",
     "p2p-level-pxb",

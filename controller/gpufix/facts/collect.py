@@ -26,7 +26,11 @@ def gather(
     *,
     python_envs: list[str] | None = None,
     progress: runner.Progress | None = None,
+    forks: int = runner.FORKS,
+    timeout: int = runner.FACTS_TIMEOUT_S,
 ) -> list[Gathered]:
+    """Facts for every host `pattern` matches, in inventory order. `forks` and `timeout` (the
+    whole live gathering run, all hosts together) go to Ansible as they are."""
     targets = resolve(pattern, inventory)
     out: dict[str, Gathered] = {}
     live = []
@@ -43,11 +47,16 @@ def gather(
             inventory,
             python_envs=python_envs,
             progress=progress,
+            forks=forks,
+            timeout=timeout,
         )
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         for name in live:
             hr = res.hosts.get(name)
-            if hr is None:
+            if res.status == "timeout" and (hr is None or (hr.facts is None and not hr.message)):
+                why = f"no facts within the {timeout} s gathering limit (raise it with --timeout)"
+                out[name] = Gathered(name, None, why, True)
+            elif hr is None:
                 out[name] = Gathered(name, None, f"no result from ansible ({res.status})", True)
             elif hr.status == "unreachable":
                 out[name] = Gathered(name, None, f"unreachable: {hr.message}", True)

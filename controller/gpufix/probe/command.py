@@ -21,16 +21,21 @@ def run(
     *,
     as_json: bool,
     progress: runner.Progress | None = None,
+    forks: int = runner.FORKS,
 ) -> int:
+    """forks: hosts probed at once; a multi-node probe runs every host at once whatever it is
+    (its ranks wait for each other), and uses it only to gather facts."""
     if options.check().multi_node:
         from gpufix.probe.multinode import probe_group
 
-        verdict = probe_group(target, inventory, options, progress=progress)
+        verdict = probe_group(target, inventory, options, progress=progress, forks=forks)
         _print(verdict if as_json else None, {target: verdict})
         return EXIT_OK if verdict["verdict"] in _FINE else EXIT_VERIFY_FAILED
     from gpufix.probe.remote import probe_hosts
 
-    verdicts = probe_hosts(None, inventory, pattern=target, options=options, progress=progress)
+    verdicts = probe_hosts(
+        None, inventory, pattern=target, options=options, progress=progress, forks=forks
+    )
     _print(verdicts if as_json else None, verdicts)
     bad = [v for v in verdicts.values() if v.get("verdict") not in _FINE]
     return EXIT_VERIFY_FAILED if bad else EXIT_OK

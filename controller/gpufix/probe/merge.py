@@ -1,5 +1,5 @@
 """Merge the per-host parts of one multi-node probe run into one outcome, and name the layer that
-failed. Pure: node verdicts in (as each host's probe program wrote them), an Outcome out.
+failed. Pure: node verdicts in (as each host's probe program wrote them), a MergedOutcome out.
 
 A host's part says where its ranks stopped and whether they had reached the collective call
 (`stalled.called`): ranks that reached it are waiting for the others, so the hosts whose ranks did
@@ -39,7 +39,7 @@ class Part:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class MergedOutcome:
     verdict: str  # healthy | degraded | hung | failed
     phase: str | None = None  # where the culprits stopped (None: a host gave no verdict)
     hosts: list[str] = field(default_factory=list)  # the culprit hosts
@@ -59,16 +59,16 @@ def _stopped_own_way(v: Mapping[str, Any]) -> bool:
     return any(r not in (stalled.get("called") or []) for r in stalled.get("ranks") or [])
 
 
-def combine(parts: Sequence[Part]) -> Outcome:
+def combine(parts: Sequence[Part]) -> MergedOutcome:
     """The run's outcome over every host's part."""
     missing = [p for p in parts if p.verdict is None]
     if missing:
         why = "; ".join(f"{p.host}: {p.error or 'no verdict'}" for p in missing)
-        return Outcome("failed", None, [p.host for p in missing], [], why)
+        return MergedOutcome("failed", None, [p.host for p in missing], [], why)
     bad = [p for p in parts if p.verdict and p.verdict.get("verdict") in ("hung", "failed")]
     if not bad:
         degraded = any(p.verdict and p.verdict.get("verdict") == "degraded" for p in parts)
-        return Outcome("degraded" if degraded else "healthy")
+        return MergedOutcome("degraded" if degraded else "healthy")
     order = {name: i for i, name in enumerate(PHASES)}
     first = min(order.get(str(_where(p.verdict or {}).get("phase")), len(PHASES)) for p in bad)
     at = [p for p in bad if order.get(str(_where(p.verdict or {}).get("phase"))) == first]
@@ -76,7 +76,7 @@ def combine(parts: Sequence[Part]) -> Outcome:
     ranks = sorted(r for p in culprits for r in _where(p.verdict or {}).get("ranks") or [])
     failed = any((p.verdict or {}).get("verdict") == "failed" for p in culprits)
     errors = [f"{p.host}: {(p.verdict or {}).get('error')}" for p in culprits]
-    return Outcome(
+    return MergedOutcome(
         "failed" if failed else "hung",
         PHASES[first] if first < len(PHASES) else None,
         [p.host for p in culprits],
@@ -85,7 +85,7 @@ def combine(parts: Sequence[Part]) -> Outcome:
     )
 
 
-def layer(outcome: Outcome, decided_by: str | None, private_network: bool) -> str | None:
+def layer(outcome: MergedOutcome, decided_by: str | None, private_network: bool) -> str | None:
     """The failing layer (contract: rendezvous, bootstrap, interface, ib, container-network,
     collective), or None when the run was healthy or the trouble is inside one host."""
     if outcome.verdict in ("healthy", "degraded") or outcome.phase in (None, *HOST_LOCAL):

@@ -14,7 +14,7 @@ from gpufix import runner
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
 from gpufix.inventory import Target, resolve
 from gpufix.probe import merge, multiverdict, nodes
-from gpufix.probe.merge import Outcome, Part
+from gpufix.probe.merge import MergedOutcome, Part
 from gpufix.probe.options import ProbeOptions
 
 # Ansible's own share of one run: connecting, copying the program, the preflight tasks.
@@ -23,7 +23,7 @@ _ANSIBLE_S = 120
 _COLLECTIVE_KNOBS = ["proto-simple", "algo-ring", "p2p-off", "shm-off", "cumem-off"]
 
 
-def plan(outcome: Outcome, candidates: list[str], infiniband: bool) -> list[str]:
+def plan(outcome: MergedOutcome, candidates: list[str], infiniband: bool) -> list[str]:
     """Experiments for a run that is not healthy: the network path first, then NCCL's knobs."""
     ifs = [f"ifname-{name}" for name in candidates]
     ib = ["ib-off"] if infiniband else []
@@ -107,10 +107,12 @@ def _targets(pattern: str, inventory: Path) -> list[Target]:
     return targets
 
 
-def _facts(pattern: str, inventory: Path, progress: runner.Progress | None) -> dict[str, Any]:
+def _facts(
+    pattern: str, inventory: Path, progress: runner.Progress | None, forks: int
+) -> dict[str, Any]:
     from gpufix.facts.collect import gather
 
-    got = gather(pattern, inventory, progress=progress)
+    got = gather(pattern, inventory, progress=progress, forks=forks)
     missing = [g for g in got if g.snapshot is None]
     if missing:
         text = "no facts, so no multi-node probe: " + "; ".join(
@@ -121,7 +123,11 @@ def _facts(pattern: str, inventory: Path, progress: runner.Progress | None) -> d
 
 
 def probe_group(
-    pattern: str, inventory: Path, opts: ProbeOptions, progress: runner.Progress | None = None
+    pattern: str,
+    inventory: Path,
+    opts: ProbeOptions,
+    progress: runner.Progress | None = None,
+    forks: int = runner.FORKS,
 ) -> dict[str, Any]:
     """Probe the hosts of `pattern` as one multi-node job; the merged, validated verdict."""
     from gpufix.probe.local import validate
@@ -130,7 +136,7 @@ def probe_group(
     t0 = time.monotonic()
     targets = _targets(pattern, inventory)
     hosts = [t.name for t in targets]
-    facts = _facts(pattern, inventory, progress)
+    facts = _facts(pattern, inventory, progress, forks)
     addr = opts.master_addr or nodes.master_addr(
         hosts[0], targets[0].vars, facts.get(hosts[0]), opts.ifname
     )
@@ -197,7 +203,7 @@ def _env(exp_id: str) -> dict[str, str]:
     return dict(env)
 
 
-def _record(exp_id: str, out: Outcome, elapsed: float) -> dict[str, Any]:
+def _record(exp_id: str, out: MergedOutcome, elapsed: float) -> dict[str, Any]:
     stalled = {"phase": out.phase, "ranks": out.ranks} if out.verdict == "hung" else None
     return {
         "id": exp_id,

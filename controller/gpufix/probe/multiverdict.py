@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufix.probe.merge import Outcome, Part, bandwidth
+from gpufix.probe.merge import MergedOutcome, Part, bandwidth
 
 # Causes per failing layer: (cause id in the program's CAUSES, strategy there).
 _LAYER_CAUSES = {
@@ -27,7 +27,7 @@ class MultiRun:
     target: str
     hosts: list[str]
     parts: list[Part]
-    outcome: Outcome
+    outcome: MergedOutcome
     layer: str | None
     master: str
     deadline_s: float

@@ -43,6 +43,7 @@ def probe_hosts(
     pattern: str | None = None,
     options: ProbeOptions | None = None,
     progress: runner.Progress | None = None,
+    forks: int = runner.FORKS,
 ) -> dict[str, dict[str, Any]]:
     """Probe each host on its own: here for localhost, through ansible-runner elsewhere."""
     from gpufix.probe.local import program_path, run_local
@@ -73,6 +74,7 @@ def probe_hosts(
             args,
             executable=opts.python or "python3",
             timeout=limit + 90,
+            forks=forks,
             progress=progress,
         )
         for name in remote:

@@ -15,7 +15,7 @@ PLAYBOOK = "driver_pin.yml"
 
 
 @dataclass(frozen=True)
-class Target:
+class DriverTarget:
     """What the driver role is asked for, and why."""
 
     vars: dict[str, Any]
@@ -26,7 +26,7 @@ class Target:
     missing: list[str] = field(default_factory=list)  # need ids the vars still lack
 
 
-def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> Target:
+def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> DriverTarget:
     """Keep (and hold) a version already on the host: mismatch or fabric manager."""
     vars_: dict[str, Any] = {
         "gpufix_driver_branch": str(version.split(".")[0]),
@@ -39,10 +39,10 @@ def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> Target:
     row = ctx.kb.driver_branch(version)
     if row is not None and not row.supported_on(ctx.day):
         risks.append(f"R{row.branch} is past NVIDIA's support ({row.eol or row.kind}): plan a move")
-    return Target(vars_, why, reboot=reboot, moves=reboot, risks=risks)
+    return DriverTarget(vars_, why, reboot=reboot, moves=reboot, risks=risks)
 
 
-def _fabricmanager(ctx: Ctx, version: str | None) -> Target:
+def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
     """Fabric manager missing or at another version than the driver (Fabric Manager guide: the
     same version as the driver, or it refuses to start). Only the fabric manager package moves,
     without a reboot, when apt can still install the driver's exact version; otherwise (the
@@ -51,7 +51,7 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> Target:
     a reboot to load the new module."""
     h = ctx.host
     if version is None:
-        return Target(
+        return DriverTarget(
             {"gpufix_driver_fabricmanager": True},
             "fabric manager at exactly the driver's version, started and held",
             reboot=h.driver_reinstallable is not True,
@@ -79,10 +79,10 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> Target:
         f"{gone}: move the driver and fabric manager together to the newest R{branch} the source "
         "offers, reboot to load it, and hold both"
     )
-    return Target(vars_, why, reboot=True, moves=True, risks=kept.risks)
+    return DriverTarget(vars_, why, reboot=True, moves=True, risks=kept.risks)
 
 
-def _move(ctx: Ctx, want: branches.Wanted, why: str) -> Target | str:
+def _move(ctx: Ctx, want: branches.Wanted, why: str) -> DriverTarget | str:
     got = branches.choose(ctx.kb, want)
     if isinstance(got, str):
         return got
@@ -96,10 +96,10 @@ def _move(ctx: Ctx, want: branches.Wanted, why: str) -> Target | str:
             "is known only when the driver role resolves the package, before it changes anything"
         )
     vars_["gpufix_driver_flavour"] = got.flavour
-    return Target(vars_, f"{why}: {got.describe()}, and hold it", risks=risks)
+    return DriverTarget(vars_, f"{why}: {got.describe()}, and hold it", risks=risks)
 
 
-def _from_table(ctx: Ctx) -> Target | None:
+def _from_table(ctx: Ctx) -> DriverTarget | None:
     """A fabric-manager repair or a mismatch reload the decision table asks for from the probe's
     error text, when the facts alone do not show it (a driver nobody read is a missing var)."""
     d = ctx.decision
@@ -114,13 +114,15 @@ def _from_table(ctx: Ctx) -> Target | None:
                 f"load the installed {h.driver_userspace} (reboot) and hold it",
                 True,
             )
-        return Target({}, "load the installed driver (reboot) and hold it", missing=["driver"])
+        return DriverTarget(
+            {}, "load the installed driver (reboot) and hold it", missing=["driver"]
+        )
     if "fabricmanager" not in d.row.needs and "fabricmanager-not-ok" not in d.row.when:
         return None
     return _fabricmanager(ctx, h.driver)
 
 
-def _target(ctx: Ctx) -> Target | str:
+def _target(ctx: Ctx) -> DriverTarget | str:
     """The role's variables and the reason, or why no driver change fits."""
     h = ctx.host
     if ctx.has("driver-library-mismatch") and h.driver_userspace:

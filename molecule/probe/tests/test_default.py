@@ -33,3 +33,15 @@ def test_no_probe_left_running(host):
     # [g] keeps pgrep from matching the shell that runs it.
     assert host.run("pgrep -f '[g]pufix_probe.py'").rc == 1
     assert host.run("pgrep -f '[s]leep 600'").rc == 1
+
+
+def test_textfile_of_the_killed_probe_replaced_the_last_one(host):
+    # converge's program wrote cause torch-missing; side_effect's hanging program was killed and
+    # the role wrote its made verdict's textfile (--prom-from) over it.
+    d = "/var/lib/gpufix-test-textfile"
+    text = host.file(d + "/gpufix_probe.prom").content_string
+    assert 'gpufix_probe_verdict{verdict="failed"} 1.0' in text
+    assert 'gpufix_probe_cause{cause="torch-missing"} 0.0' in text
+    assert "gpufix_probe_last_run_timestamp_seconds " in text
+    assert host.file(d + "/gpufix_probe.prom").mode == 0o644
+    assert host.run("ls -A " + d).stdout.split() == ["gpufix_probe.prom"]  # no temp file left

@@ -1117,13 +1117,14 @@ def count_gpus() -> Tuple[int, str]:
     return n, how or "no /proc/driver/nvidia/gpus, nvidia-smi or /dev/nvidia*"
 
 
-def run_cmd(cmd: List[str], timeout: float) -> Optional[str]:
+def run_cmd(cmd: List[str], timeout: float, any_rc: bool = False) -> Optional[str]:
+    """stdout of cmd (exit 0 only); any_rc: stdout + stderr whatever the exit status."""
     try:
         p = subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if any_rc else subprocess.DEVNULL,
             universal_newlines=True,
             start_new_session=True,
         )
@@ -1136,7 +1137,7 @@ def run_cmd(cmd: List[str], timeout: float) -> Optional[str]:
             os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         return None
-    return out if p.returncode == 0 else None
+    return out if p.returncode == 0 or any_rc else None
 
 
 def topo_worst(raw: Optional[str]) -> Optional[str]:
@@ -1189,7 +1190,40 @@ def cheap_facts(gpu: bool, timeout: float) -> Dict[str, Any]:
         if raw:
             facts["topology"] = raw.strip().splitlines()[:20]
             facts["topology_worst"] = topo_worst(raw)
+    facts["kernel_log"] = kernel_log_counts(timeout) if timeout > 0 else None
     return facts
+
+
+def parse_kernel_log(text: str) -> Dict[str, int]:
+    """Counts of NVIDIA Xid, other NVRM and PCIe AER lines (as the facts module counts them)."""
+    xid = nvrm = aer = 0
+    for line in text.splitlines():
+        if "NVRM: Xid" in line:
+            xid += 1
+        elif "NVRM:" in line:
+            nvrm += 1
+        if "AER:" in line:
+            aer += 1
+    return {"xid": xid, "nvrm": nvrm, "aer": aer}
+
+
+def kernel_log_counts(timeout: float) -> Optional[Dict[str, Any]]:
+    """The kernel log's counts since boot, from dmesg or journalctl -k; None when unreadable."""
+    for cmd in (["dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]):
+        out = run_cmd(cmd, timeout)
+        if out is not None:
+            counts: Dict[str, Any] = dict(parse_kernel_log(out))
+            counts["source"] = cmd[0]
+            return counts
+    return None
+
+
+def nvml_error_line(text: Optional[str]) -> Optional[str]:
+    """NVML's failure line in nvidia-smi output ("Failed to initialize NVML: ..."), or None."""
+    for line in (text or "").splitlines():
+        if line.strip().startswith("Failed to initialize NVML"):
+            return line.strip()
+    return None
 
 
 # --------------------------------------------------------------------------- output
@@ -1213,7 +1247,12 @@ def prom_escape(v: str) -> str:
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def prometheus(verdict: Dict[str, Any]) -> str:
+VERDICTS = ("healthy", "degraded", "hung", "failed", "not-applicable")
+KERNEL_LOG_KINDS = ("xid", "nvrm", "aer")
+
+
+def prometheus(verdict: Dict[str, Any], now: Optional[float] = None) -> str:
+    """The verdict as node_exporter textfile-collector text; now: the run's Unix time."""
     lines = []
 
     def metric(name: str, help_: str, samples: List[Tuple[Dict[str, str], float]]) -> None:
@@ -1223,12 +1262,24 @@ def prometheus(verdict: Dict[str, Any]) -> str:
             lab = ",".join('%s="%s"' % (k, prom_escape(str(v))) for k, v in sorted(labels.items()))
             lines.append("%s%s %s" % (name, "{%s}" % lab if lab else "", repr(round(value, 6))))
 
-    verdicts = ("healthy", "degraded", "hung", "failed", "not-applicable")
     metric(
         "gpufix_probe_verdict",
         "1 for the verdict of the last probe run, 0 for the others.",
-        [({"verdict": v}, 1.0 if verdict["verdict"] == v else 0.0) for v in verdicts],
+        [({"verdict": v}, 1.0 if verdict["verdict"] == v else 0.0) for v in VERDICTS],
     )
+    found = [c["id"] for c in verdict.get("causes") or []]
+    metric(
+        "gpufix_probe_cause",
+        "1 for each cause the last probe run named, 0 for the other known causes.",
+        [({"cause": c}, 1.0 if c in found else 0.0) for c in sorted(set(CAUSES) | set(found))],
+    )
+    klog = (verdict.get("facts") or {}).get("kernel_log")
+    if isinstance(klog, dict):
+        metric(
+            "gpufix_kernel_log_lines",
+            "NVIDIA Xid, other NVRM and PCIe AER lines in the kernel log since boot.",
+            [({"kind": k}, float(klog[k])) for k in KERNEL_LOG_KINDS if k in klog],
+        )
     metric(
         "gpufix_probe_phase_seconds",
         "Seconds each rank spent in each finished probe phase.",
@@ -1254,7 +1305,7 @@ def prometheus(verdict: Dict[str, Any]) -> str:
     metric(
         "gpufix_probe_last_run_timestamp_seconds",
         "Unix time the probe finished.",
-        [({}, time.time())],
+        [({}, time.time() if now is None else now)],
     )
     return "\n".join(lines) + "\n"
 
@@ -1285,6 +1336,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-single-gpu", action="store_true", help="skip the single-GPU baseline")
     p.add_argument("--json-out", metavar="FILE", help="also write the verdict here (atomic)")
     p.add_argument("--prom-out", metavar="FILE", help="Prometheus textfile (atomic)")
+    p.add_argument(
+        "--prom-from", metavar="VERDICT", help="only write --prom-out from this verdict file"
+    )
     p.add_argument("--nccl-log", metavar="DIR", help="keep NCCL debug logs in DIR")
     p.add_argument("--ifname", help="NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME for the ranks")
     add_experiment_args(p)
@@ -1409,6 +1463,9 @@ def base_verdict(ns: argparse.Namespace, host: str, world: int, backend: str) ->
         "world_size": world,
         "deadline_s": ns.deadline,
         "phase_deadline_s": ns.phase_deadline,
+        # the total the experiments may take (0 when none run), so a reader can tell
+        # "skipped: budget spent" from "not tried"
+        "experiment_budget_s": 0.0 if ns.no_experiments else float(ns.experiment_budget),
         "duration_s": 0.0,
         "stalled": None,
         "failed_in": None,
@@ -1442,6 +1499,9 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
     backend = "gloo" if ns.cpu or ns.backend == "gloo" else "nccl"
     v = base_verdict(ns, socket.gethostname(), world * ns.nnodes, backend)
     v["facts"] = cheap_facts(not ns.cpu and ngpu > 1, min(10.0, ns.deadline / 10))
+    if not ns.cpu and ngpu > 0:
+        # A driver/library mismatch shows in NVML's words, not in torch's (facts module: same).
+        v["facts"]["nvml_error"] = nvml_error_line(run_cmd(["nvidia-smi", "-L"], 10, any_rc=True))
     if ns.nnodes > 1:
         ns.no_single_gpu = True  # each host's own probe has the baseline
         v["node"] = node_record(ns, world)
@@ -1531,7 +1591,7 @@ def nccl_tail(nccl_dir: str, n: int) -> List[str]:
 def fill_verdict(
     v: Dict[str, Any], sup: Supervisor, ns: argparse.Namespace, world: int, ngpu: int
 ) -> None:
-    ev: Dict[str, Any] = {"texts": []}
+    ev: Dict[str, Any] = {"texts": [(v.get("facts") or {}).get("nvml_error") or ""]}
     if not ns.no_single_gpu and not run_baseline(v, sup, ns, ev):
         v["causes"] = find_causes(ev)
         return
@@ -1895,6 +1955,24 @@ def soak_record(ns: argparse.Namespace, main: RunResult) -> Dict[str, Any]:
     return rec
 
 
+def prom_from(path: str, prom_out: Optional[str]) -> int:
+    """The textfile of a verdict made elsewhere (roles/probe's, when the program printed none)."""
+    try:
+        with open(path) as f:
+            v = json.load(f)
+        if not prom_out:
+            raise ValueError("--prom-from needs --prom-out")
+        if not isinstance(v, dict) or v.get("verdict") not in VERDICTS:
+            raise ValueError("not a gpufix-probe verdict")
+        text = prometheus(v)
+    except (IOError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        sys.stderr.write("gpufix_probe: --prom-from %s: %s\n" % (path, why))
+        return EXIT_INVALID
+    write_atomic(prom_out, text)
+    return EXIT_OK
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     try:
@@ -1905,6 +1983,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_INVALID
     if ns.worker:
         return Worker(ns).run()
+    if ns.prom_from:
+        return prom_from(ns.prom_from, ns.prom_out)
     v = supervise(ns)
     text = json.dumps(v, indent=2, sort_keys=True) + "\n"
     if ns.json_out:

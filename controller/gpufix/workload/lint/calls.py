@@ -22,7 +22,7 @@ _APPS = frozenset({"typer.Typer", "typer.main.Typer", "click.Group", "click.core
 
 
 @dataclass(frozen=True)
-class Target:
+class CallTarget:
     sf: SourceFile
     fn: FuncDef
     cls: ast.ClassDef | None = None
@@ -86,11 +86,11 @@ class CallResolver:
 
     def find_method(
         self, sf: SourceFile, cls: ast.ClassDef, name: str, depth: int = 0
-    ) -> Target | None:
+    ) -> CallTarget | None:
         """A method of a class or of its bases among the run's files."""
         fn = _method(cls, name)
         if fn is not None:
-            return Target(sf, fn, cls)
+            return CallTarget(sf, fn, cls)
         if depth >= 5 or sf.tree is None:
             return None
         for base in cls.bases:
@@ -102,7 +102,7 @@ class CallResolver:
                     return found
         return None
 
-    def _callable(self, sf: SourceFile, dotted: str) -> Target | None:
+    def _callable(self, sf: SourceFile, dotted: str) -> CallTarget | None:
         hit = self.definition(sf, dotted)
         if hit is None:
             return None
@@ -110,7 +110,7 @@ class CallResolver:
         if isinstance(node, ast.ClassDef):
             return self.find_method(target, node, attr or "__init__")
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not attr:
-            return Target(target, node)
+            return CallTarget(target, node)
         return None
 
     def _class(self, sf: SourceFile, dotted: str | None) -> tuple[SourceFile, ast.ClassDef] | None:
@@ -120,11 +120,11 @@ class CallResolver:
         return None
 
     # -- calls ------------------------------------------------------------------------------
-    def targets(self, scope: Scope, call: ast.Call) -> tuple[list[Target], list[Target]]:
+    def targets(self, scope: Scope, call: ast.Call) -> tuple[list[CallTarget], list[CallTarget]]:
         """(functions the call certainly runs, functions it may run)."""
         sf, f = scope.sf, call.func
         if isinstance(f, ast.Name) and f.id in scope.local_defs:
-            return [Target(sf, scope.local_defs[f.id], scope.cls)], []
+            return [CallTarget(sf, scope.local_defs[f.id], scope.cls)], []
         if isinstance(f, ast.Attribute):
             method = self._method_call(scope, f)
             if method is not None:
@@ -144,7 +144,7 @@ class CallResolver:
             return [], []
         return [target], self._subcommands(target)
 
-    def _method_call(self, scope: Scope, f: ast.Attribute) -> Target | None:
+    def _method_call(self, scope: Scope, f: ast.Attribute) -> CallTarget | None:
         sf, value = scope.sf, f.value
         if isinstance(value, ast.Name) and value.id in ("self", "cls") and scope.cls:
             return self.find_method(sf, scope.cls, f.attr)
@@ -155,12 +155,12 @@ class CallResolver:
             owner = self._class(sf, sf.names.instances[value.id])
         return self.find_method(owner[0], owner[1], f.attr) if owner else None
 
-    def _fire(self, sf: SourceFile, call: ast.Call) -> tuple[list[Target], list[Target]]:
+    def _fire(self, sf: SourceFile, call: ast.Call) -> tuple[list[CallTarget], list[CallTarget]]:
         if not call.args:
             fns = [
                 d for d in sf.defs.values() if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef)
             ]
-            return [], [Target(sf, d) for d in fns if not d.name.startswith("_")]
+            return [], [CallTarget(sf, d) for d in fns if not d.name.startswith("_")]
         dotted = sf.names.resolve(call.args[0])
         cls = self._class(sf, dotted)
         if cls is None:
@@ -168,21 +168,21 @@ class CallResolver:
             return ([one] if one else []), []
         init = self.find_method(cls[0], cls[1], "__init__")
         methods = [
-            Target(cls[0], m, cls[1])
+            CallTarget(cls[0], m, cls[1])
             for m in cls[1].body
             if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and not m.name.startswith("_")
         ]
         return ([init] if init else []), methods
 
-    def _commands(self, sf: SourceFile, app: str) -> list[Target]:
+    def _commands(self, sf: SourceFile, app: str) -> list[CallTarget]:
         return [
-            Target(sf, d)
+            CallTarget(sf, d)
             for d in sf.defs.values()
             if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef)
             and _decorated_by(d, app, ("command", "callback"))
         ]
 
-    def _subcommands(self, target: Target) -> list[Target]:
+    def _subcommands(self, target: CallTarget) -> list[CallTarget]:
         """A click group's function runs, then one of its commands."""
         if target.cls is not None or not _decorated_by_group(target.fn):
             return []

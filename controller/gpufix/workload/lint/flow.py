@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from .calls import CallResolver, Scope, Target
+from .calls import CallResolver, CallTarget, Scope
 from .envwrites import walk_here
 from .libraries import LibraryTable
 from .loads import Load, State, add, imported_modules, library_load, merge, through
@@ -135,7 +135,7 @@ class FlowWalker:
         return [through(ld, text, sf, node, target) for ld in self.first_loads(target).values()]
 
     # -- functions --------------------------------------------------------------------------
-    def walk_outside(self, target: Target, start: State, note: str) -> None:
+    def walk_outside(self, target: CallTarget, start: State, note: str) -> None:
         """Walk a function as called after its module was imported (callers unknown)."""
         saved = (self._note, self._module_level)
         self._note, self._module_level = note, False
@@ -144,7 +144,7 @@ class FlowWalker:
         finally:
             self._note, self._module_level = saved
 
-    def call(self, target: Target, state: State, via: str) -> State:
+    def call(self, target: CallTarget, state: State, via: str) -> State:
         """The loads certain after `target` returns (early returns taken into account)."""
         key = id(target.fn)
         if key in self.active or len(self.active) >= MAX_DEPTH:

@@ -16,7 +16,7 @@ import re
 
 from gpufix.nccl_env import CUDA_INIT_VARS
 
-from ..calls import Scope, Target
+from ..calls import CallTarget, Scope
 from ..callsites import all_env_writes
 from ..envwrites import writes_in
 from ..flow import FlowWalker
@@ -60,38 +60,38 @@ class _Listener:
             self.reporter.add("GPF001", sf, w.node, msg, related)
 
 
-def _functions(sf: SourceFile) -> list[Target]:
+def _functions(sf: SourceFile) -> list[CallTarget]:
     """Module-level functions and the methods of module-level classes."""
     out = []
     for d in sf.defs.values():
         if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef):
-            out.append(Target(sf, d))
+            out.append(CallTarget(sf, d))
         elif isinstance(d, ast.ClassDef):
             out.extend(
-                Target(sf, m, d)
+                CallTarget(sf, m, d)
                 for m in d.body
                 if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)
             )
     return out
 
 
-def _owner(sf: SourceFile, where: Where) -> Target | None:
+def _owner(sf: SourceFile, where: Where) -> CallTarget | None:
     """The module-level function, or method of a module-level class, a statement sits in."""
     if not where.owners:
         return None
     top = sf.defs.get(where.owners[0])
     if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef):
-        return Target(sf, top)
+        return CallTarget(sf, top)
     if isinstance(top, ast.ClassDef) and len(where.owners) > 1:
         for m in top.body:
             if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name == where.owners[1]:
-                return Target(sf, m, top)
+                return CallTarget(sf, m, top)
     return None
 
 
-def _writers(ctx: CheckContext, walker: FlowWalker) -> list[Target]:
+def _writers(ctx: CheckContext, walker: FlowWalker) -> list[CallTarget]:
     """Functions that write the variables, then those that call them, across the files."""
-    found: dict[int, Target] = {}
+    found: dict[int, CallTarget] = {}
     for sf in ctx.with_any(TRIGGERS):
         for w, _, where in all_env_writes(sf):
             t = _owner(sf, where) if w.key in CUDA_INIT_VARS else None
@@ -124,7 +124,7 @@ def _writers(ctx: CheckContext, walker: FlowWalker) -> list[Target]:
     return list(found.values())
 
 
-def _callers(ctx: CheckContext, targets: list[Target]) -> list[SourceFile]:
+def _callers(ctx: CheckContext, targets: list[CallTarget]) -> list[SourceFile]:
     """Files that can call these functions: their modules, the modules that import them, and
     those that import a package whose __init__ re-exports the name."""
     out: dict[int, SourceFile] = {}
@@ -144,7 +144,7 @@ def _callers(ctx: CheckContext, targets: list[Target]) -> list[SourceFile]:
     return list(out.values())
 
 
-def _flow_only(walker: FlowWalker, ctx: CheckContext, t: Target) -> bool:
+def _flow_only(walker: FlowWalker, ctx: CheckContext, t: CallTarget) -> bool:
     """Every use of the function is a call the module-level walk already followed."""
     if t.cls is not None:
         return False

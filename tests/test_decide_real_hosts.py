@@ -492,6 +492,17 @@ def test_grace_hopper_needs_the_open_modules_h100_does_not() -> None:
     assert not h100_plan.steps[0].vars["gpufix_driver_flavour"].endswith("open")
 
 
+def test_grace_hopper_on_the_proprietary_module_is_a_finding() -> None:
+    """The same supported R580 drives an H100 with either module, a GH200 only with the open one."""
+    f = with_gpus(facts("jammy-470-torch23"), "NVIDIA GH200 480GB", "9.0")
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05", flavor="proprietary")
+    h100 = with_gpus(f, "NVIDIA H100 80GB HBM3", "9.0")
+    found = {x.id for x in decide(f, constraints=Constraints(plan_date=TODAY)).findings}
+    assert "driver-cannot-drive-gpus" in found
+    found_h100 = {x.id for x in decide(h100, constraints=Constraints(plan_date=TODAY)).findings}
+    assert "driver-cannot-drive-gpus" not in found_h100
+
+
 # --- finding 7: Secure Boot is a risk whether or not DKMS is installed ---------------------------
 
 

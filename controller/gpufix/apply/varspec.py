@@ -127,15 +127,9 @@ NEVER_IN_PLAN: tuple[str, ...] = (
     r"_wheelhouse$",
 )
 
-# Variables of the shared playbooks, in argument_specs form.
+# Variables of the shared playbooks that run no role, in argument_specs form (probe.yml and
+# probe_multinode.yml take the probe role's own argument specs).
 SHARED: dict[str, dict[str, dict[str, Any]]] = {
-    "probe.yml": {
-        "gpufix_probe_python": {"type": "str"},
-        "gpufix_probe_pythonpath": {"type": "str"},
-        "gpufix_probe_cpu": {"type": "bool"},
-        "gpufix_probe_world_size": {"type": "int"},
-        "gpufix_probe_deadline": {"type": "int"},
-    },
     "reboot.yml": {"gpufix_reboot_timeout": {"type": "int"}},
     "host_check.yml": {
         "gpufix_preflight_dpkg_wait": {"type": "int"},

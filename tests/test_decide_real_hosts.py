@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufix.engine import branches
 from gpufix.engine import decide as engine
 from gpufix.engine.context import Constraints
 from gpufix.engine.kb import load
@@ -118,10 +119,21 @@ def test_a_reported_good_branch_that_ended_is_not_chosen() -> None:
     assert plan.steps[0].vars["gpufix_driver_branch"] == "580"
 
 
-def test_a_release_without_a_supported_branch_is_not_offered_one() -> None:
-    f = copy.deepcopy(facts("bionic-ga-2x3090"))  # bionic's archive stops at 525
+def test_bionic_gets_the_lts_branch_canonical_packages_for_it() -> None:
+    """Canonical's packaging carries 580-server for bionic (580.126.20-0ubuntu0.18.04.1)."""
+    f = copy.deepcopy(facts("bionic-ga-2x3090"))
     f["python_envs"][0]["packages"]["torch"] = "2.1.2+cu121"
     plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    pin_ = option(plan, "driver-pin")
+    assert pin_.feasible and "R580" in pin_.reason and "Ubuntu archive" in pin_.reason
+
+
+def test_a_release_without_a_supported_branch_is_not_offered_one() -> None:
+    """After R580's end (June 2028) bionic's archive and NVIDIA's frozen ubuntu1804 repository
+    carry no branch NVIDIA still supports."""
+    f = copy.deepcopy(facts("bionic-ga-2x3090"))
+    f["python_envs"][0]["packages"]["torch"] = "2.1.2+cu121"
+    plan = decide(f, constraints=Constraints(plan_date=date(2028, 7, 1)))
     pin_ = option(plan, "driver-pin")
     assert not pin_.feasible and "bionic" in pin_.reason
 
@@ -141,12 +153,64 @@ def test_keeping_a_driver_keeps_its_package_flavour() -> None:
     assert plain.steps[0].vars["gpufix_driver_flavour"] == ""
 
 
-def test_fabric_manager_fix_needs_no_reboot() -> None:
-    plan = decide(facts("a100-fm-mismatch"), constraints=Constraints(plan_date=TODAY))
+def fm_host(installable: bool | None) -> dict[str, Any]:
+    f = copy.deepcopy(facts("a100-fm-mismatch"))
+    if installable is not None:
+        f["packages"]["driver_rollback"] = {
+            "package": "nvidia-driver-535",
+            "version": "535.154.05-0ubuntu0.22.04.1",
+            "installable": installable,
+        }
+    return f
+
+
+def test_fabric_manager_fix_needs_no_reboot_when_the_driver_version_is_installable() -> None:
+    plan = decide(fm_host(True), constraints=Constraints(plan_date=TODAY))
     assert plan.strategy == "driver-pin"
     assert not plan.reboot_required and not plan.steps[0].reboot
     assert plan.steps[0].vars["gpufix_driver_version"] == "535.154.05"
     assert plan.steps[0].vars["gpufix_driver_fabricmanager"] is True
+
+
+@pytest.mark.parametrize("installable", [False, None])
+def test_fabric_manager_moves_with_the_driver_when_apt_may_not_offer_its_version(
+    installable: bool | None,
+) -> None:
+    """The Ubuntu archive keeps one version per package per pocket: 535.154.05 (and its fabric
+    manager) is gone once 535.288.01 is published, and resolve.yml refuses an exact superseded
+    version. Driver and fabric manager move to the pocket's current R535 together, with a reboot."""
+    plan = decide(fm_host(installable), constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "driver-pin"
+    (step,) = plan.steps
+    assert step.reboot and plan.reboot_required
+    assert "gpufix_driver_version" not in step.vars
+    assert step.vars["gpufix_driver_branch"] == "535"
+    assert step.vars["gpufix_driver_fabricmanager"] is True
+    assert step.vars["gpufix_driver_flavour"] == ""
+    assert "fabric manager" in plan.outcome and "reboot" in plan.outcome
+
+
+@pytest.mark.parametrize("installable", [True, False, None])
+def test_table_and_facts_agree_on_the_fabric_manager_reboot(installable: bool | None) -> None:
+    """The probe's 'system not yet initialized' (decision table) and the facts' fabric manager
+    mismatch are the same repair: the same reboot flag."""
+    by_facts = decide(fm_host(installable), constraints=Constraints(plan_date=TODAY))
+    f = fm_host(installable)
+    f["fabricmanager"] = {"unknown": "not read"}
+    by_table = decide(
+        f,
+        {
+            "format": "gpufix-probe",
+            "version": 1,
+            "verdict": "failed",
+            "causes": [],
+            "failed_in": {"phase": "cuda_init", "ranks": [0, 1]},
+            "error": "cudaErrorSystemNotReady: system not yet initialized",
+        },
+        constraints=Constraints(plan_date=TODAY),
+    )
+    assert by_table.strategy == by_facts.strategy == "driver-pin"
+    assert by_table.steps[0].reboot == by_facts.steps[0].reboot == (installable is not True)
 
 
 # --- finding 8: is the old version still installable -------------------------------------------
@@ -318,7 +382,10 @@ def test_container_fix_without_an_image_promises_no_wrapper() -> None:
     assert "gpufix_container_runtime_ipc_host" not in step.vars
     assert "gpufix_container_runtime_image" not in step.vars
     assert "no gpufix-run wrapper" in plan.outcome
-    assert "restart Docker" in plan.outcome  # default-shm-size needs a dockerd restart
+    # dockerd applies default-shm-size on reload (moby reloadPlatform); the role reloads it.
+    assert "reloads dockerd" in plan.outcome and "restart Docker" not in plan.outcome
+    assert "running containers keep their /dev/shm" in plan.outcome
+    assert "with your consent" in plan.outcome
     assert "the next container start gets host IPC" not in plan.outcome
 
 
@@ -399,3 +466,65 @@ def test_debug_knobs_come_from_the_knowledge_bases_debug_profile() -> None:
     plan = decide(f, constraints=Constraints(plan_date=TODAY))
     found = next(x for x in plan.findings if x.id == "nccl-debug-knobs")
     assert found.evidence == {"nccl": ["NCCL_DEBUG_FILE"]}
+
+
+# --- finding 2: Grace Hopper needs the open kernel modules --------------------------------------
+
+
+def test_grace_hopper_needs_the_open_modules_h100_does_not() -> None:
+    """GH200 and H100 are both compute capability 9.0; NVIDIA supports only the open modules on
+    Grace Hopper (NVIDIA blog, 'transitions fully towards open-source GPU kernel modules')."""
+    kb_ = load()
+    gh = branches.gpu_needs(kb_, ("9.0",), ("NVIDIA GH200 480GB",))
+    h100 = branches.gpu_needs(kb_, ("9.0",), ("NVIDIA H100 80GB HBM3",))
+    assert gh.open and "Grace Hopper" in gh.archs
+    assert not h100.open
+    gh_plan = decide(
+        with_gpus(facts("jammy-470-torch23"), "NVIDIA GH200 480GB", "9.0"),
+        constraints=Constraints(plan_date=TODAY),
+    )
+    h100_plan = decide(
+        with_gpus(facts("jammy-470-torch23"), "NVIDIA H100 80GB HBM3", "9.0"),
+        constraints=Constraints(plan_date=TODAY),
+    )
+    assert gh_plan.strategy == h100_plan.strategy == "driver-pin"
+    assert gh_plan.steps[0].vars["gpufix_driver_flavour"].endswith("open")
+    assert not h100_plan.steps[0].vars["gpufix_driver_flavour"].endswith("open")
+
+
+def test_grace_hopper_on_the_proprietary_module_is_a_finding() -> None:
+    """The same supported R580 drives an H100 with either module, a GH200 only with the open one."""
+    f = with_gpus(facts("jammy-470-torch23"), "NVIDIA GH200 480GB", "9.0")
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05", flavor="proprietary")
+    h100 = with_gpus(f, "NVIDIA H100 80GB HBM3", "9.0")
+    found = {x.id for x in decide(f, constraints=Constraints(plan_date=TODAY)).findings}
+    assert "driver-cannot-drive-gpus" in found
+    found_h100 = {x.id for x in decide(h100, constraints=Constraints(plan_date=TODAY)).findings}
+    assert "driver-cannot-drive-gpus" not in found_h100
+
+
+# --- finding 7: Secure Boot is a risk whether or not DKMS is installed ---------------------------
+
+
+@pytest.mark.parametrize(
+    "dkms",
+    [
+        [],
+        [{"module": "nvidia", "version": "470.182.03", "kernel": "5.15.0-91-generic",
+          "arch": "x86_64", "status": "installed"}],
+    ],
+    ids=["no-dkms", "dkms-nvidia"],
+)  # fmt: skip
+def test_host04_secure_boot_is_a_plan_risk_with_and_without_dkms(dkms: list[Any]) -> None:
+    f = copy.deepcopy(facts("jammy-470-torch23"))
+    assert f["secure_boot"]["enabled"] is True
+    f["dkms"] = dkms
+    assert from_facts(f).dkms_nvidia is bool(dkms)
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "driver-pin"
+    assert any("Secure Boot is on" in r for r in plan.risks), plan.risks
+    off = copy.deepcopy(f)
+    off["secure_boot"]["enabled"] = False
+    assert not any(
+        "Secure Boot" in r for r in decide(off, constraints=Constraints(plan_date=TODAY)).risks
+    )

@@ -250,8 +250,49 @@ def test_archive_membership_has_one_home(k: kb.KnowledgeBase) -> None:
     assert not hasattr(k.driver_branches[0], "ubuntu_server_package")
     noble = {p.origin: p for p in k.ubuntu_driver_packages("noble")}
     jammy = {p.origin: p for p in k.ubuntu_driver_packages("jammy")}
-    assert 575 in noble["ubuntu"].server_branches and 575 in jammy["ubuntu"].server_branches
+    # 575-server is a full driver in noble; in jammy it depends on 580-server (LP: #2120171).
+    assert 575 in noble["ubuntu"].server_branches and 575 not in jammy["ubuntu"].server_branches
     assert 580 in jammy["ubuntu"].server_branches
+
+
+SPECS = Path(__file__).resolve().parent / "fixtures" / "aptrepo" / "specs"
+_DRIVER_TEMPLATES = ("ubuntu-driver", "ubuntu-driver-vp", "ubuntu-driver-open")
+
+
+def _archive_specs() -> list[Path]:
+    return sorted(p for p in SPECS.glob("nvidia-ubuntu-*.yml") if "snapshot" not in p.name)
+
+
+def test_every_release_has_an_archive_spec() -> None:
+    assert {p.stem.removeprefix("nvidia-ubuntu-") for p in _archive_specs()} == {
+        "bionic", "focal", "jammy", "noble",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("spec", _archive_specs(), ids=lambda p: p.stem)
+def test_archive_spec_and_knowledge_base_agree(k: kb.KnowledgeBase, spec: Path) -> None:
+    """The fixture archive of a release (specs/nvidia-ubuntu-<codename>.yml) and the knowledge
+    base's row for it say the same thing about every branch the spec carries: a full driver is
+    installable in that flavour; a transitional nvidia-driver-OLD (Depends on NEW) is not offered
+    as the desktop flavour (the engine installs -server for a branch in server_branches)."""
+    codename = spec.stem.removeprefix("nvidia-ubuntu-")
+    (row,) = [p for p in k.ubuntu_driver_packages(codename) if p.origin == "ubuntu"]
+    packages = yaml.safe_load(spec.read_text())["packages"]
+    wrong = []
+    for pkg in packages:
+        use, vars_ = pkg.get("use"), pkg.get("vars", {})
+        if use in _DRIVER_TEMPLATES:
+            branch, server = int(vars_["B"]), vars_.get("S") == "-server"
+            if branch not in row.branches:
+                wrong.append(f"R{branch} installable in the spec, not in the KB's branches")
+            if server and branch not in row.server_branches:
+                wrong.append(f"R{branch}-server installable in the spec, not in server_branches")
+        elif use == "ubuntu-transitional":
+            old = int(vars_["OLD"])
+            if old in row.branches and old not in row.server_branches:
+                wrong.append(f"R{old} is transitional in the spec, installable desktop in the KB")
+    assert not wrong, f"{codename}: {wrong}"
+    assert any(p.get("use") in _DRIVER_TEMPLATES for p in packages), "spec carries no driver"
 
 
 @pytest.mark.parametrize(

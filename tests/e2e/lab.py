@@ -202,10 +202,14 @@ test "$(python3 -c 'import os; print(os.path.exists("/run/.containerenv"))')" = 
 """
 
 # A bionic host on its GA kernel with driver 535 and GRUB stand-ins (the kernel scenario's state).
+# Driver 535.183.01, the version the fixture's prebuilt module for the HWE kernel is built for
+# (specs/kernel.yml): the kernel role reboots only into a module of the installed driver's version.
 KERNEL_HOST = (
     """set -e
+V=535.183.01-0ubuntu0.18.04.1
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-image-4.15.0-213-generic \
-  gpufix-fixture-bootsim nvidia-driver-535 >/dev/null
+  gpufix-fixture-bootsim nvidia-driver-535=$V nvidia-utils-535=$V libnvidia-compute-535=$V \
+  nvidia-kernel-common-535=$V nvidia-dkms-535=$V >/dev/null
 apt-mark auto linux-image-4.15.0-213-generic >/dev/null
 printf 'GRUB_DEFAULT=0\\nGRUB_TIMEOUT=0\\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\\nGRUB_CMDLINE_LINUX=""\\n' > /etc/default/grub
 gpufix-bootsim-uname >/dev/null  # this boot runs 4.15, whatever is installed next

@@ -34,15 +34,33 @@ class GpuNeeds:
         return None
 
 
-def gpu_needs(kb: KnowledgeBase, caps: tuple[str, ...]) -> GpuNeeds:
+# Grace Hopper (GH200) shares compute capability 9.0 with H100, so the architecture table cannot
+# tell it apart: NVIDIA supports only the open kernel modules on it ("For cutting-edge platforms
+# such as NVIDIA Grace Hopper or NVIDIA Blackwell, you must use the open-source GPU kernel
+# modules", https://developer.nvidia.com/blog/nvidia-transitions-fully-towards-open-source-gpu-kernel-modules/,
+# the source gpu_archs.yaml cites for Blackwell). nvidia-smi names it "NVIDIA GH200 480GB".
+_OPEN_ONLY_PLATFORMS = (("GH200", "Grace Hopper"),)
+
+
+def _open_only_platform(names: tuple[str, ...]) -> str | None:
+    for name in names:
+        for marker, platform in _OPEN_ONLY_PLATFORMS:
+            if marker.lower() in name.lower():
+                return platform
+    return None
+
+
+def gpu_needs(kb: KnowledgeBase, caps: tuple[str, ...], names: tuple[str, ...] = ()) -> GpuNeeds:
+    """What the GPUs ask of a branch; `names` (nvidia-smi's product names) tell platforms that
+    share a compute capability apart (GH200 needs the open modules, H100 does not)."""
     firsts: list[int] = []
     lasts: list[int] = []
-    open_, prop, names = False, False, []
+    open_, prop, archs = False, False, []
     for cc in caps:
         arch = kb.arch_for_cc(cc)
         if arch is None:
             continue
-        names.append(arch.name)
+        archs.append(arch.name)
         first = kb.first_driver_branch(arch)
         if first:
             firsts.append(first)
@@ -50,23 +68,31 @@ def gpu_needs(kb: KnowledgeBase, caps: tuple[str, ...]) -> GpuNeeds:
             lasts.append(arch.last_driver_branch)
         open_ |= arch.kernel_modules == "open"
         prop |= arch.kernel_modules == "proprietary"
+    platform = _open_only_platform(names)
+    if platform:
+        open_ = True
+        archs.append(platform)
     return GpuNeeds(
         max(firsts, default=None),
         min(lasts, default=None),
         open_,
         prop,
-        tuple(dict.fromkeys(names)),
+        tuple(dict.fromkeys(archs)),
     )
 
 
 def cannot_drive(
-    kb: KnowledgeBase, driver: str | None, flavor: str | None, caps: tuple[str, ...]
+    kb: KnowledgeBase,
+    driver: str | None,
+    flavor: str | None,
+    caps: tuple[str, ...],
+    names: tuple[str, ...] = (),
 ) -> str | None:
     """Why the installed driver cannot drive these GPUs; None when it can or nothing is known."""
     branch = versions.driver_branch(driver)
     if branch is None:
         return None
-    needs = gpu_needs(kb, caps)
+    needs = gpu_needs(kb, caps, names)
     archs = "/".join(needs.archs) or "these GPUs"
     if needs.first and branch < needs.first:
         return f"R{branch} predates {archs} (needs >= R{needs.first})"
@@ -108,11 +134,12 @@ class Wanted:
     min_driver: str | None = None  # the branch must reach this version
     avoid: DriverIssue | None = None  # a known bad range to leave
     prefer: tuple[int, ...] = ()  # branches a sourced report names as good
+    names: tuple[str, ...] = ()  # the GPUs' product names (GH200 vs H100)
 
 
 def choose(kb: KnowledgeBase, want: Wanted) -> Choice | str:
     """The branch to move to, or one line saying why none fits."""
-    needs = gpu_needs(kb, want.caps)
+    needs = gpu_needs(kb, want.caps, want.names)
     if needs.conflict():
         return str(needs.conflict())
     need_min = versions.driver_branch(want.min_driver) or 0

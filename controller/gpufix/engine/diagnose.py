@@ -69,7 +69,7 @@ def check_driver_mismatch(i: Inputs) -> Iterator[Finding]:
 def check_driver_support(i: Inputs) -> Iterator[Finding]:
     """The running branch: does NVIDIA still support it, and does it drive these GPUs?"""
     h = i.host
-    why = branches.cannot_drive(i.kb, h.driver, h.driver_flavor, h.compute_caps)
+    why = branches.cannot_drive(i.kb, h.driver, h.driver_flavor, h.compute_caps, h.gpu_names)
     if why:
         yield i.finding(
             "driver-cannot-drive-gpus",

@@ -13,12 +13,16 @@ PLAYBOOK = "container_fix.yml"
 
 
 def _outcome(ctx: Ctx, shm_gib: int, image: str | None) -> str:
-    """What the operator gets, and what is left to them: dockerd reads default-shm-size only
-    when it starts, and only the gpufix-run wrapper (installed with an image) adds --ipc=host."""
+    """What the operator gets, and what is left to them. dockerd applies default-shm-size on a
+    reload (SIGHUP; moby daemon/reload_unix.go, reloadPlatform) as well as at start; containers
+    created before keep their /dev/shm. Only the gpufix-run wrapper (installed with an image)
+    adds --ipc=host."""
     parts = [
-        f"daemon.json sets default-shm-size to {shm_gib}g, which dockerd reads only when it starts: "
-        "restart Docker once its running containers are drained (systemctl restart docker) for "
-        "new containers to get it"
+        f"daemon.json sets default-shm-size to {shm_gib}g and the role reloads dockerd (SIGHUP, no "
+        "container stops), so containers created after it get it; running containers keep their "
+        "/dev/shm until they are recreated. Only where dockerd cannot reload does the role restart "
+        "it, with your consent (gpufix_container_runtime_restart_allowed) and after checking that "
+        "no container is running"
     ]
     if image:
         parts.append(f"gpufix-run starts {image} with --ipc=host (no 64 MiB /dev/shm)")

@@ -42,6 +42,46 @@ def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> DriverTarget:
     return DriverTarget(vars_, why, reboot=reboot, moves=reboot, risks=risks)
 
 
+def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
+    """Fabric manager missing or at another version than the driver (Fabric Manager guide: the
+    same version as the driver, or it refuses to start). Only the fabric manager package moves,
+    without a reboot, when apt can still install the driver's exact version; otherwise (the
+    Ubuntu archive keeps one version per package per pocket, so an older upload is gone) the
+    driver and fabric manager move together to the source's newest version of the branch, with
+    a reboot to load the new module."""
+    h = ctx.host
+    if version is None:
+        return DriverTarget(
+            {"gpufix_driver_fabricmanager": True},
+            "fabric manager at exactly the driver's version, started and held",
+            reboot=h.driver_reinstallable is not True,
+            moves=False,
+            missing=["driver"],
+        )
+    if h.driver_reinstallable is True:
+        return _keep(
+            ctx,
+            version,
+            f"install fabric manager at exactly the driver's {version}, start it and hold both",
+            False,
+        )
+    branch = str(version.split(".")[0])
+    kept = _keep(ctx, version, "", True)
+    vars_ = {k: v for k, v in kept.vars.items() if k != "gpufix_driver_version"}
+    gone = (
+        f"the installed driver {version} is no longer in any apt index, so fabric manager cannot "
+        "be installed at its version"
+        if h.driver_reinstallable is False
+        else f"the facts do not say whether apt still offers the installed driver {version} (the "
+        "Ubuntu archive keeps one version per package per pocket)"
+    )
+    why = (
+        f"{gone}: move the driver and fabric manager together to the newest R{branch} the source "
+        "offers, reboot to load it, and hold both"
+    )
+    return DriverTarget(vars_, why, reboot=True, moves=True, risks=kept.risks)
+
+
 def _move(ctx: Ctx, want: branches.Wanted, why: str) -> DriverTarget | str:
     got = branches.choose(ctx.kb, want)
     if isinstance(got, str):
@@ -79,15 +119,7 @@ def _from_table(ctx: Ctx) -> DriverTarget | None:
         )
     if "fabricmanager" not in d.row.needs and "fabricmanager-not-ok" not in d.row.when:
         return None
-    why = (
-        "fabric manager at exactly the driver's version, started after a GPU reset (the reboot "
-        "resets the GPUs and starts it, as the Fabric Manager guide orders), and held"
-    )
-    if h.driver:
-        return _keep(ctx, h.driver, f"{why}: {h.driver}", True)
-    return DriverTarget(
-        {"gpufix_driver_fabricmanager": True}, why, reboot=True, moves=False, missing=["driver"]
-    )
+    return _fabricmanager(ctx, h.driver)
 
 
 def _target(ctx: Ctx) -> DriverTarget | str:
@@ -101,19 +133,13 @@ def _target(ctx: Ctx) -> DriverTarget | str:
             True,
         )
     if (ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch")) and h.driver:
-        # Only the fabric manager package and service move: no reboot (Fabric Manager guide).
-        return _keep(
-            ctx,
-            h.driver,
-            f"install fabric manager at exactly the driver's {h.driver}, start it and hold both",
-            False,
-        )
+        return _fabricmanager(ctx, h.driver)
     table = _from_table(ctx)
     if table is not None:
         return table
     # Inside a container, os-release is the image's: the host's release is unknown.
     release = None if h.from_container else h.codename
-    want = branches.Wanted(ctx.day, release, h.compute_caps)
+    want = branches.Wanted(ctx.day, release, h.compute_caps, names=h.gpu_names)
     issues = known_driver_issues(h, ctx.kb)
     if issues:
         issue = issues[0]
@@ -126,20 +152,25 @@ def _target(ctx: Ctx) -> DriverTarget | str:
                 ctx.stack.toolkit_driver,
                 issue,
                 issue.good_branches,
+                want.names,
             ),
             f"leave {h.driver} ({issue.id})",
         )
     if ctx.has("driver-cannot-drive-gpus"):
         return _move(
             ctx,
-            branches.Wanted(want.day, want.codename, want.caps, ctx.stack.toolkit_driver),
+            branches.Wanted(
+                want.day, want.codename, want.caps, ctx.stack.toolkit_driver, names=want.names
+            ),
             f"{h.driver} cannot drive these GPUs",
         )
     if ctx.stack.driver_ok is False and ctx.stack.toolkit_driver:
         cuda = ".".join(map(str, ctx.stack.cuda or ()))
         return _move(
             ctx,
-            branches.Wanted(want.day, want.codename, want.caps, ctx.stack.toolkit_driver),
+            branches.Wanted(
+                want.day, want.codename, want.caps, ctx.stack.toolkit_driver, names=want.names
+            ),
             f"raise the driver so torch's CUDA {cuda} runs natively",
         )
     if ctx.has("driver-branch-unsupported"):
@@ -188,7 +219,13 @@ def evaluate(ctx: Ctx) -> Candidate:
         or (vars_.get("gpufix_driver_branch") and f"R{vars_['gpufix_driver_branch']}")
         or "the installed version (not in the facts)"
     )
+    if "gpufix_driver_version" not in vars_ and "gpufix_driver_branch" in vars_:
+        what += " (the newest version of the branch the source offers when the role runs)"
     outcome = f"driver {what} loaded and held (apt pin + dpkg hold + unattended-upgrades blacklist)"
+    if vars_.get("gpufix_driver_fabricmanager") and target.reboot:
+        outcome += (
+            "; fabric manager and NSCQ at the same version, enabled, started after the reboot"
+        )
     if not target.reboot:
         outcome = f"fabric manager at {what} running and held; the driver is unchanged, no reboot"
     if target.missing:

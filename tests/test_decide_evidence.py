@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import subprocess
 import sys
 from functools import partial
@@ -13,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from gpufix.engine import decide as engine
 from gpufix.engine import overrides, signals
 from gpufix.engine.context import Constraints
-from gpufix.engine.kb import load
+from gpufix.engine.kb import DEFAULT_DIR, load
 from gpufix.engine.plan import Plan
 from gpufix.engine.rules import load as load_rules
 from gpufix.facts.host import from_facts
@@ -150,6 +152,36 @@ def test_p2p_off_with_acs_unread_keeps_p2p_off_and_names_the_facts() -> None:
     assert plan.strategy == "nccl-profile" and profiles(plan) == ["no-p2p"]
     assert {"acs", "iommu"} <= needs(plan) and plan.extra["complete"] is True
     assert any("bandwidth" in r for r in plan.risks)  # a workaround on P2P-capable GPUs
+
+
+def test_p2p_off_with_a_driver_in_a_release_note_range_pins_a_fixed_branch(
+    tmp_path: Path,
+) -> None:
+    """The p2p-off-driver-issue row: a driver inside a driver_issues range moves to a branch
+    outside it, with no-P2P as the interim. The shipped table has no row yet (docs/knowledge.md),
+    so this uses a row of the documented shape in a copy of the knowledge base."""
+    d = tmp_path / "knowledge"
+    shutil.copytree(DEFAULT_DIR, d)
+    row = {"id": "p2p-range", "affected": ">=545,<550", "symptom": "P2P transfers hang",
+           "fix": "upgrade", "good_branches": [580], "source": "the release note's section"}  # fmt: skip
+    (d / "driver_issues.yaml").write_text(yaml.safe_dump([row]))
+    kb = load(d)
+    f = p2p_capable(facts("jammy-470-torch23"))  # IOMMU off, no ACS redirect
+    f["driver"].update(kernel_module="545.23.08", userspace="545.23.08")
+    plan = engine.decide(f, decided("p2p-off"), Constraints(plan_date=KB.checked()), kb=kb,
+                         rules=load_rules())  # fmt: skip
+    assert plan.strategy == "driver-pin"
+    assert plan.extra["decision"]["row"] == "p2p-off-driver-issue"
+    branch = plan.steps[0].vars["gpufix_driver_branch"]
+    assert branch == "580" and kb.driver_issues[0].matches(f"{branch}.95.05") is False
+    assert "driver-known-issue" in {x.id for x in plan.findings}
+    assert plan.interim is not None
+    assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["no-p2p"]
+    # The same host outside the range: the row does not fire.
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    other = engine.decide(f, decided("p2p-off"), Constraints(plan_date=KB.checked()), kb=kb,
+                          rules=load_rules())  # fmt: skip
+    assert other.extra["decision"]["row"] != "p2p-off-driver-issue"
 
 
 def test_no_reboot_falls_back_to_the_interim_profile() -> None:

@@ -390,6 +390,27 @@ def test_no_row_cites_a_corpus_thread(k: kb.KnowledgeBase) -> None:
             assert not cited, f"{f.name}: {row.get('id') or row.get('name')} cites {cited}"
 
 
+def _release_note_source(source: str) -> bool:
+    """A driver_issues source: NVIDIA's driver release notes, naming the section it quotes."""
+    return (
+        ("docs.nvidia.com/datacenter/tesla/" in source or "nvidia.com/en-us/drivers/" in source)
+        and ("Known Issues" in source or "Fixed Issues" in source)
+        and "github.com" not in source
+    )
+
+
+def test_driver_issue_rows_cite_a_release_note_section(k: kb.KnowledgeBase) -> None:
+    """Only NVIDIA's release notes may add a driver range (issue 12), never a thread."""
+    assert not _release_note_source("https://github.com/NVIDIA/nccl/issues/1 (Known Issues)")
+    assert not _release_note_source("https://docs.nvidia.com/datacenter/tesla/x/index.html")
+    assert _release_note_source(
+        "https://docs.nvidia.com/datacenter/tesla/tesla-release-notes-535-183-06/index.html "
+        "(1.2. Fixed Issues)"
+    )
+    for issue in k.driver_issues:
+        assert _release_note_source(issue.source), f"{issue.id}: {issue.source}"
+
+
 def test_ubuntu_driver_packages(k: kb.KnowledgeBase) -> None:
     jammy = {p.origin: p for p in k.ubuntu_driver_packages("jammy")}
     assert set(jammy) == {"ubuntu", "nvidia"}

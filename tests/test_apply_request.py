@@ -117,7 +117,9 @@ def test_the_schemas_name_the_registered_strategies_and_patterns() -> None:
 
 
 def test_every_pattern_names_a_declared_variable() -> None:
-    declared = {n for spec in varspec.SHARED.values() for n in spec}
+    declared = {
+        n for spec in [*varspec.SHARED.values(), *varspec.ROLE_EXTRAS.values()] for n in spec
+    }
     for role in sorted(Path("roles").glob("*/meta/argument_specs.yml")):
         declared |= set(rolevars.role_options(role.parts[1]))
     assert set(varspec.VAR_PATTERNS) <= declared

@@ -17,6 +17,7 @@ from gpufix.apply.varspec import (
     DICT_PATTERNS,
     NEVER_IN_PLAN,
     PATTERNS,
+    ROLE_EXTRAS,
     SHARED,
     VAR_PATTERNS,
 )
@@ -71,6 +72,7 @@ def playbook_spec(playbook: str) -> dict[str, dict[str, Any]]:
     spec: dict[str, dict[str, Any]] = {}
     for role in playbook_roles(playbook):
         spec.update(role_options(role))
+    spec.update(ROLE_EXTRAS.get(playbook, {}))
     return spec
 
 

@@ -36,6 +36,8 @@ PATTERNS: dict[str, str] = {
     "pci_bdf": r"^([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|auto)$",
     "kernel_param": r"^[a-z0-9_.]{1,64}(=[A-Za-z0-9_.,:-]{1,64})?$",
     "ifname": r"^[A-Za-z0-9_.:-]{1,15}$",
+    # an inventory host name, as the plan schema's "host"
+    "inventory_host": r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,252}$",
     "nccl_profile": r"^[a-z0-9-]{1,32}$",
     "nccl_key": r"^NCCL_[A-Z0-9_]{1,64}$",
     "nccl_value": r"^[A-Za-z0-9_.,:/=+-]{0,256}$",
@@ -78,6 +80,7 @@ VAR_PATTERNS: dict[str, str] = {
     # shared playbooks
     "gpufix_probe_python": "python",
     "gpufix_probe_pythonpath": "abspath",
+    "gpufix_probe_nodes": "inventory_host",
     "gpufix_rollback_kernel": "kernel_release",
     "gpufix_rollback_remove": "package",
     "gpufix_rollback_unhold": "package",
@@ -127,8 +130,13 @@ NEVER_IN_PLAN: tuple[str, ...] = (
     r"_wheelhouse$",
 )
 
+# Variables a playbook takes beside its roles' argument specs.
+ROLE_EXTRAS: dict[str, dict[str, dict[str, Any]]] = {
+    "probe_multinode.yml": {"gpufix_probe_nodes": {"type": "list", "elements": "str"}},
+}
+
 # Variables of the shared playbooks that run no role, in argument_specs form (probe.yml and
-# probe_multinode.yml take the probe role's own argument specs).
+# probe_multinode.yml take the probe role's own argument specs, see ROLE_EXTRAS).
 SHARED: dict[str, dict[str, dict[str, Any]]] = {
     "reboot.yml": {"gpufix_reboot_timeout": {"type": "int"}},
     "host_check.yml": {

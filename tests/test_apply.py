@@ -83,6 +83,16 @@ def test_volatile_facts_do_not_make_a_plan_stale() -> None:
     assert freshness.stale_reason(_plan(FACTS), now, "sha256:kb") is None
 
 
+def test_container_interfaces_coming_and_going_do_not_make_a_plan_stale() -> None:
+    net = {"interfaces": [{"name": "enp5s0", "up": True, "ipv4": ["10.0.0.2/24"]}]}
+    base = {**FACTS, "network": net}
+    churn = [{"name": n, "up": True, "ipv4": []} for n in ("veth1a2b3c", "docker0", "br-4f2a")]
+    now = {**FACTS, "network": {"interfaces": [*net["interfaces"], *churn]}}
+    assert freshness.stale_reason(_plan(base), now, "sha256:kb") is None
+    moved = {**FACTS, "network": {"interfaces": [{"name": "enp5s0", "up": False, "ipv4": []}]}}
+    assert "network" in (freshness.stale_reason(_plan(base, facts=base), moved, "sha256:kb") or "")
+
+
 def test_changed_facts_or_knowledge_make_a_plan_stale() -> None:
     now = {**FACTS, "kernel": {"running": "5.4.0-150-generic"}}
     assert "facts changed" in (freshness.stale_reason(_plan(FACTS), now, "sha256:kb") or "")

@@ -249,5 +249,22 @@ def _choose(
 VOLATILE = ("gpu_processes", "kernel_log", "module_version", "python")
 
 
+# Interfaces a container runtime adds and removes as containers come and go (Docker: docker0,
+# br-<network>, veth<id> per container; podman/CNI: podman<N>, cni-podman<N>, cni0; libvirt:
+# virbr). NCCL skips docker* and virbr* itself (NCCL_SOCKET_IFNAME, env.html); a host running
+# containers would otherwise never hold still long enough for a plan to be applied.
+CHURNING_INTERFACES = ("veth", "docker", "br-", "podman", "cni", "virbr")
+
+
 def stable_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in facts.items() if k not in VOLATILE}
+    """The facts a plan depends on: without volatile readings and container interfaces."""
+    out = {k: v for k, v in facts.items() if k not in VOLATILE}
+    net = out.get("network")
+    if isinstance(net, dict) and isinstance(net.get("interfaces"), list):
+        kept = [
+            i
+            for i in net["interfaces"]
+            if not (isinstance(i, dict) and str(i.get("name", "")).startswith(CHURNING_INTERFACES))
+        ]
+        out["network"] = {**net, "interfaces": kept}
+    return out

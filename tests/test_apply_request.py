@@ -126,3 +126,11 @@ def test_every_pattern_names_a_declared_variable() -> None:
     assert set(varspec.DICT_PATTERNS) <= declared
     assert set(varspec.ALLOW_EMPTY) <= declared
     assert {p for p in varspec.VAR_PATTERNS.values()} <= set(varspec.PATTERNS)
+
+
+@pytest.mark.parametrize("node", ["{{ lookup('pipe', 'id') }}", "h1;id", "", "-h1"])
+def test_multi_node_host_names_are_checked_like_plan_hosts(node: str) -> None:
+    """probe_multinode.yml takes gpufix_probe_nodes beside the probe role's specs: by pattern."""
+    rolevars.check_vars("probe_multinode.yml", {"gpufix_probe_nodes": ["h1"]}, "t")
+    with pytest.raises(InvalidInput):
+        rolevars.check_vars("probe_multinode.yml", {"gpufix_probe_nodes": ["h1", node]}, "t")

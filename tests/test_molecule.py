@@ -18,9 +18,6 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 MOLECULE_DIR = ROOT / "molecule"
 SHARED_CONFIG = ROOT / ".config" / "molecule" / "config.yml"
-# Scenarios of other owners not converted to the shared config yet; strict, so the entry must go
-# once they are.
-SHARED_PENDING: set[str] = set()
 # A scenario takes 2-10 min on two shared cores (scripts/test.sh runs two at once beside the
 # rest); a hung container must still not hang the suite.
 TIMEOUT_S = int(os.environ.get("GPUFIX_MOLECULE_TIMEOUT", "2400"))
@@ -57,15 +54,7 @@ def repeated_settings(shared: dict, scenario: dict, path: str = "") -> list[str]
     return out
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="owner has not converted"))
-        if s in SHARED_PENDING
-        else s
-        for s in scenarios()
-    ],
-)
+@pytest.mark.parametrize("scenario", scenarios())
 def test_scenario_file_holds_only_what_differs(scenario: str) -> None:
     shared = yaml.safe_load(SHARED_CONFIG.read_text())
     own = yaml.safe_load((MOLECULE_DIR / scenario / "molecule.yml").read_text()) or {}

@@ -131,8 +131,6 @@ def test_documented_roles_list_every_option(role: str) -> None:
 # gpufix_<role>_<phase>; preflight (and loading the OS vars) carries every phase tag, so that
 # `--tags gpufix_<role>_<phase>` never skips the checks. A phase the controller runs only on
 # purpose (the kernel's finalize) adds Ansible's `never` tag.
-# Roles of other owners that do not follow it yet; strict, so the entry must go once they do.
-TAGS_PENDING = {"driver", "container_runtime", "probe"}
 
 
 def _main_tasks(role: str) -> list[dict[str, Any]]:
@@ -169,15 +167,7 @@ def tag_problems(role: str, tasks: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize(
-    "role",
-    [
-        pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="owner has not converted"))
-        if r in TAGS_PENDING
-        else r
-        for r in role_names()
-    ],
-)
+@pytest.mark.parametrize("role", role_names())
 def test_tag_convention(role: str) -> None:
     assert tag_problems(role, _main_tasks(role)) == []
 

@@ -15,6 +15,13 @@ def test_venv_built_with_the_chosen_interpreter(host):
     assert cfg.contains("^home = /usr/bin$")
 
 
+def test_the_role_installed_python3_venv(host):
+    # The bare image lacks it; prepare.yml only offers Debian's real package as a source.
+    assert host.package("python3-venv").is_installed
+    assert host.package("python3.11-venv").is_installed
+    assert host.package("ca-certificates").is_installed  # python3-pip-whl's real dependency
+
+
 def test_constraints_written_next_to_the_venv(host):
     f = host.file(f"{VENV}/gpufix-constraints.txt")
     assert f.mode == 0o644

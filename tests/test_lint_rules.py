@@ -298,6 +298,28 @@ def test_new_knobs_and_constant_values() -> None:
     ]
 
 
+def test_gpf007_smi_command_held_in_a_constant() -> None:
+    # Reduced from https://github.com/jmhIcoding/traffic_classification_utils
+    # (models/dl/select_gpu.py @69872e48): the nvidia-smi command sits in a module constant and
+    # the call that runs it (`os.popen(CMD)`) does not name nvidia-smi on its own line.
+    src = """\
+        import os
+        CMD = "nvidia-smi --query-gpu=index,memory.free --format=csv"
+        def best():
+            rows = [r.split(",") for r in os.popen(CMD) if "index" not in r]
+            return max(rows, key=lambda r: int(r[1].split()[0]))[0]
+        def pick():
+            os.environ["CUDA_VISIBLE_DEVICES"] = best()
+        """
+    assert _codes(src) == [(7, "GPF007")]
+    order = '        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"\n'
+    ordered = src.replace("        def pick():", order + "        def pick():")
+    assert _codes(ordered) == []
+    # A constant that is never run is not asking nvidia-smi anything.
+    unused = src.replace("os.popen(CMD)", "os.popen('lspci')")
+    assert _codes(unused) == []
+
+
 def test_noqa_forms() -> None:
     src = """
         import os

@@ -37,11 +37,11 @@ def _runs_smi_constant(sf: SourceFile) -> bool:
     smi = {name for name, value in sf.names.strings.items() if "nvidia-smi" in value}
     if not smi or sf.tree is None:
         return False
-    for node in ast.walk(sf.tree):
-        if isinstance(node, ast.Call):
-            if any(isinstance(a, ast.Name) and a.id in smi for a in _strings(node)):
-                return True
-    return False
+    return any(
+        isinstance(node, ast.Call)
+        and any(isinstance(a, ast.Name) and a.id in smi for a in _strings(node))
+        for node in ast.walk(sf.tree)
+    )
 
 
 def _strings(call: ast.Call) -> list[ast.expr]:

@@ -85,10 +85,16 @@ def test_a_project_copied_into_a_package_is_a_library(tmp_path: Path) -> None:
             "src/__init__.py": "",
             "src/train.py": DP,
             "src/jiant/pyproject.toml": "[project]\nname = 'jiant'\n",
+            "src/jiant/LICENSE": "MIT\n",
             "src/jiant/jiant/__init__.py": "",
             "src/jiant/jiant/models.py": DP,
             "src/jiant/jiant/modules/__init__.py": "",
             "src/jiant/jiant/modules/cove/setup.py": "",
+            "src/jiant/jiant/modules/cove/LICENSE": "BSD\n",
+            # a CUDA extension's build script inside a package is the project's own code
+            "src/ext/__init__.py": "",
+            "src/ext/kernel/setup.py": "",
+            "src/ext/kernel/build.py": DP,
             "src/jiant/jiant/modules/cove/OpenNMT-py/train.py": DP,
             # a monorepo's own packages are not copies: packages/ is no Python package
             "packages/tool/pyproject.toml": "[project]\nname = 'tool'\n",
@@ -97,6 +103,7 @@ def test_a_project_copied_into_a_package_is_a_library(tmp_path: Path) -> None:
     )
     assert _rules(tmp_path) == [
         ("packages/tool/tool/run.py", "GPF002", "warning"),
+        ("src/ext/kernel/build.py", "GPF002", "warning"),
         ("src/train.py", "GPF002", "warning"),
     ]
     out, err = io.StringIO(), io.StringIO()

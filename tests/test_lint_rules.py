@@ -320,6 +320,24 @@ def test_gpf007_smi_command_held_in_a_constant() -> None:
     assert _codes(unused) == []
 
 
+def test_gpf007_value_built_with_augmented_assignment() -> None:
+    # Reduced from https://github.com/zhangylch/REANN (reann/dm/example/gpu_sel.py @6ca3928a):
+    # `queue = ""` then `queue += ...` in a loop is no constant, so the write is computed.
+    src = """\
+        import os
+        def pick():
+            os.system("nvidia-smi -q -d Memory | grep Free > gpu_info")
+            free = [int(x.split()[2]) for x in open("gpu_info")]
+            queue = ""
+            for i in sorted(range(len(free)), key=lambda k: free[k], reverse=True):
+                queue += str(i) + ","
+            os.environ["CUDA_VISIBLE_DEVICES"] = queue
+        """
+    assert _codes(src) == [(8, "GPF007")]
+    # A name bound once to a literal is still a hand-picked GPU.
+    assert _codes(src.replace('queue += str(i) + ","', "pass")) == []
+
+
 def test_noqa_forms() -> None:
     src = """
         import os

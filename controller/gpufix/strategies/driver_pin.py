@@ -38,6 +38,15 @@ def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> DriverTarget:
         # Keep the installed package flavour: another one would replace every driver package.
         vars_["gpufix_driver_flavour"] = ctx.host.driver_packages_flavour
     risks = []
+    origin = ctx.host.driver_origin
+    if origin in ("ubuntu", "nvidia"):
+        # Resolve where it came from: the role's default (the Ubuntu archive) may not have it.
+        vars_["gpufix_driver_source"] = origin
+    elif origin == "ppa":
+        risks.append(
+            f"{version} came from the graphics-drivers PPA, which the driver role does not use "
+            "(it pins the PPA away): the role refuses the exact version before changing anything"
+        )
     row = ctx.kb.driver_branch(version)
     if row is not None and not row.supported_on(ctx.day):
         risks.append(f"R{row.branch} is past NVIDIA's support ({row.eol or row.kind}): plan a move")

@@ -193,6 +193,20 @@ def test_no_reboot_falls_back_to_the_interim_profile() -> None:
     assert not plan.reboot_required
 
 
+def test_when_the_rows_fix_is_blocked_its_interim_comes_next() -> None:
+    """What the evidence says works now (the row's interim) ranks before what the evidence did
+    not call for: a kernel below accelerate's threshold is a risk factor, not this diagnosis.
+    Before, bionic's kernel-upgrade ranked second and would have been chosen had pcie-acs been
+    infeasible."""
+    for exp_id in ("p2p-off", "p2p-level-pxb"):
+        plan = decide(facts("bionic-ga-2x3090"), decided(exp_id))
+        ranked = [o.strategy for o in sorted(plan.options, key=lambda o: o.rank) if o.rank < 99]
+        assert ranked[:3] == ["pcie-acs", "nccl-profile", "kernel-upgrade"], exp_id
+    plan = decide(facts("container-shm64m"), decided("shm-off"))
+    ranked = [o.strategy for o in sorted(plan.options, key=lambda o: o.rank) if o.rank < 99]
+    assert ranked[:2] == ["container-fix", "nccl-profile"]
+
+
 @pytest.mark.parametrize(
     ("exp_id", "profile"),
     [("cumem-off", "cumem-off"), ("nvls-off", "nvls-off"), ("proto-simple", "proto-simple"),

@@ -1,4 +1,4 @@
-"""Write the Python files (and pyproject.toml / setup.cfg) of one commit of a local git directory.
+"""Write the Python files (and pyproject.toml, setup.cfg, licence files) of one commit of a local git directory.
 
     .venv/bin/python bench/lint_extract.py GIT_DIR OUT_DIR COMMIT
 
@@ -12,7 +12,9 @@ import os
 import subprocess
 import sys
 
-KEEP = ("pyproject.toml", "setup.cfg")
+# pyproject.toml/setup.cfg for the configuration; licence files tell a vendored copy of another
+# project from the project's own code (gpufix.workload.lint.discover.vendored).
+KEEP = ("pyproject.toml", "setup.cfg", "LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING")
 
 
 def extract(git_dir: str, out: str, commit: str) -> int:

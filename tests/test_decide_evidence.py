@@ -158,12 +158,14 @@ def test_p2p_off_with_a_driver_in_a_release_note_range_pins_a_fixed_branch(
     tmp_path: Path,
 ) -> None:
     """The p2p-off-driver-issue row: a driver inside a driver_issues range moves to a branch
-    outside it, with no-P2P as the interim. The shipped table has no row yet (docs/knowledge.md),
-    so this uses a row of the documented shape in a copy of the knowledge base."""
+    outside it, with no-P2P as the interim. The shipped row holds only on NVSwitch H100
+    (tests/engine/test_driver_issues.py), so this uses a row of the documented shape with no
+    platform condition in a copy of the knowledge base."""
     d = tmp_path / "knowledge"
     shutil.copytree(DEFAULT_DIR, d)
-    row = {"id": "p2p-range", "affected": ">=545,<550", "symptom": "P2P transfers hang",
-           "fix": "upgrade", "good_branches": [580], "source": "the release note's section"}  # fmt: skip
+    row = {"id": "p2p-range", "affected": ">=545,<545.29.06", "fixed_in": "545.29.06",
+           "symptom": "P2P transfers hang", "shows": ["experiment:p2p-off"], "fix": "upgrade",
+           "good_branches": [580], "source": "the release note's section"}  # fmt: skip
     (d / "driver_issues.yaml").write_text(yaml.safe_dump([row]))
     kb = load(d)
     f = p2p_capable(facts("jammy-470-torch23"))  # IOMMU off, no ACS redirect
@@ -189,6 +191,20 @@ def test_no_reboot_falls_back_to_the_interim_profile() -> None:
     plan = decide(f, decided("p2p-off"), Constraints(reboot_allowed=False))
     assert plan.strategy == "nccl-profile" and profiles(plan) == ["no-p2p"]
     assert not plan.reboot_required
+
+
+def test_when_the_rows_fix_is_blocked_its_interim_comes_next() -> None:
+    """What the evidence says works now (the row's interim) ranks before what the evidence did
+    not call for: a kernel below accelerate's threshold is a risk factor, not this diagnosis.
+    Before, bionic's kernel-upgrade ranked second and would have been chosen had pcie-acs been
+    infeasible."""
+    for exp_id in ("p2p-off", "p2p-level-pxb"):
+        plan = decide(facts("bionic-ga-2x3090"), decided(exp_id))
+        ranked = [o.strategy for o in sorted(plan.options, key=lambda o: o.rank) if o.rank < 99]
+        assert ranked[:3] == ["pcie-acs", "nccl-profile", "kernel-upgrade"], exp_id
+    plan = decide(facts("container-shm64m"), decided("shm-off"))
+    ranked = [o.strategy for o in sorted(plan.options, key=lambda o: o.rank) if o.rank < 99]
+    assert ranked[:2] == ["container-fix", "nccl-profile"]
 
 
 @pytest.mark.parametrize(

@@ -172,6 +172,25 @@ def test_fabric_manager_fix_needs_no_reboot_when_the_driver_version_is_installab
     assert plan.steps[0].vars["gpufix_driver_fabricmanager"] is True
 
 
+@pytest.mark.parametrize(
+    ("origin", "source", "risk"),
+    [("nvidia", "nvidia", False), ("ubuntu", "ubuntu", False), (None, None, False),
+     ("ppa", None, True)],
+)  # fmt: skip
+def test_a_kept_driver_is_resolved_from_where_it_came(
+    origin: str | None, source: str | None, risk: bool
+) -> None:
+    """Fabric manager at the driver's version: a driver installed from NVIDIA's CUDA repository
+    is looked up there, not in the Ubuntu archive (the role's default source)."""
+    f = fm_host(True)
+    f["packages"]["driver_rollback"]["origin"] = origin
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "driver-pin"
+    assert plan.steps[0].vars.get("gpufix_driver_source") == source
+    said = [r for r in plan.risks if "graphics-drivers PPA" in r]
+    assert len(said) == (1 if risk else 0)
+
+
 @pytest.mark.parametrize("installable", [False, None])
 def test_fabric_manager_moves_with_the_driver_when_apt_may_not_offer_its_version(
     installable: bool | None,

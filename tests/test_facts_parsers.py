@@ -272,6 +272,33 @@ def test_apt_policy_version_table_says_what_is_still_installable() -> None:
     assert g.parse_apt_policy_table("") == {}
 
 
+def test_driver_origin_from_the_index_else_the_revision() -> None:
+    """Which source a kept driver is resolved from. Revisions as each source publishes them:
+    Ubuntu's updates 0ubuntu0.22.04.1 (the fixture's jammy-updates), the graphics-drivers PPA
+    0ubuntu0~gpu22.04.1, NVIDIA's CUDA repository nvidia-driver-550 at 0ubuntu1 and
+    cuda-drivers-550 at -1 (tests/fixtures/aptrepo/specs/nvidia-cuda-ubuntu2204.yml)."""
+    current = g.parse_apt_policy_table(out("apt_policy_driver_535_current.txt"))
+    v = "535.274.02-0ubuntu0.22.04.1"
+    assert g.driver_origin(v, current[v], {}) == "ubuntu"
+    nvidia = [
+        "600 https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64  Packages"
+    ]
+    assert g.driver_origin("550.90.07-0ubuntu1", nvidia, {}) == "nvidia"
+    ppa = [
+        "500 https://ppa.launchpadcontent.net/graphics-drivers/ppa/ubuntu jammy/main amd64 Packages"
+    ]
+    assert g.driver_origin("550.120-0ubuntu0~gpu22.04.1", ppa, {}) == "ppa"
+    # only dpkg's status still lists it: the revision tells
+    status = ["/var/lib/dpkg/status"]
+    assert g.driver_origin("470.223.02-0ubuntu0.22.04.1", status, {}) == "ubuntu"
+    assert g.driver_origin("550.120-0ubuntu0~gpu22.04.1", status, {}) == "ppa"
+    assert g.driver_origin("550.54.15-0ubuntu1", status, {"cuda-drivers-550": "550.54.15-1"}) == (
+        "nvidia"
+    )
+    # 0ubuntu1 is also what Ubuntu's release pocket publishes: without cuda-drivers, unknown
+    assert g.driver_origin("535.54.03-0ubuntu1", status, {"nvidia-driver-535": "x"}) is None
+
+
 def test_driver_package_a_rollback_reinstalls() -> None:
     installed = {"libnvidia-compute-470": "1", "nvidia-driver-470": "1", "nvidia-utils-470": "1"}
     assert g.driver_package(installed) == "nvidia-driver-470"

@@ -361,11 +361,13 @@ def test_gpus_without_p2p(k: kb.KnowledgeBase) -> None:
     assert k.gpu_p2p_capable("NVIDIA RTX 6000 Ada Generation") is None
 
 
-# A row of the documented shape (driver_issues.yaml holds none until a release note states one).
+# A row of the documented shape (a made-up range inside R545, fixed on R535 per its `fix`).
 _ISSUE = {
     "id": "example",
-    "affected": ">=545,<550",
+    "affected": ">=545,<545.29.06",
+    "fixed_in": "545.29.06",
     "symptom": "a multi-GPU hang",
+    "shows": ["stall:collective"],
     "fix": "downgrade",
     "good_branches": [535],
     "source": "NVIDIA driver release notes (example)",
@@ -373,11 +375,24 @@ _ISSUE = {
 
 
 def test_driver_issues_match_driver_versions() -> None:
-    issue = kb.DriverIssue(**{**_ISSUE, "good_branches": (535,)})
+    row = {**_ISSUE, "good_branches": (535,), "shows": ("stall:collective",)}
+    issue = kb.DriverIssue(**row)  # type: ignore[arg-type]
     assert issue.matches("545.23.08") is True
     assert issue.matches("1:545.23.08-0ubuntu1") is True
+    assert issue.matches("545.29.06") is False
     assert issue.matches("535.154.05") is False
     assert issue.matches("garbage") is None
+
+
+def test_driver_issue_platform_condition() -> None:
+    base = {**_ISSUE, "good_branches": (535,), "shows": ("stall:collective",)}
+    anywhere = kb.DriverIssue(**base)  # type: ignore[arg-type]
+    assert anywhere.holds_on(False, ()) and anywhere.holds_on(True, ("Ampere",))
+    hgx_h100 = kb.DriverIssue(**base, nvswitch=True, archs=("Hopper",))  # type: ignore[arg-type]
+    assert hgx_h100.holds_on(True, ("Hopper",))
+    assert not hgx_h100.holds_on(False, ("Hopper",))  # H100 PCIe, no NVSwitch
+    assert not hgx_h100.holds_on(True, ("Ampere",))  # HGX A100
+    assert not hgx_h100.holds_on(True, ())  # GPUs nobody read: unknown is not a match
 
 
 def test_no_row_cites_a_corpus_thread(k: kb.KnowledgeBase) -> None:
@@ -576,7 +591,7 @@ def test_refuses_a_bad_specifier_and_choice(tmp_path: Path) -> None:
 
 def test_a_documented_driver_issue_loads(tmp_path: Path) -> None:
     k = kb.load(_copy_with(tmp_path, "driver_issues", _issue()))
-    assert [i.id for i in k.driver_issues] == ["example"]
+    assert [i.id for i in k.driver_issues][-1] == "example"
 
 
 def test_refuses_an_invented_looking_digest(tmp_path: Path) -> None:

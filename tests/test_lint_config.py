@@ -75,6 +75,42 @@ def test_tests_and_libraries_are_off_examples_are_notes(tmp_path: Path) -> None:
     assert main_lint([str(tmp_path)], out=io.StringIO(), err=err) == 0  # notes do not fail
 
 
+def test_a_project_copied_into_a_package_is_a_library(tmp_path: Path) -> None:
+    # Shape of https://github.com/Natithan/DIRT @6b0b3f16: jiant (own pyproject.toml and
+    # setup.py) kept as src/jiant inside the package src/, CoVe's copy of OpenNMT-py inside it.
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": "[project]\nname = 'dirt'\n",
+            "src/__init__.py": "",
+            "src/train.py": DP,
+            "src/jiant/pyproject.toml": "[project]\nname = 'jiant'\n",
+            "src/jiant/LICENSE": "MIT\n",
+            "src/jiant/jiant/__init__.py": "",
+            "src/jiant/jiant/models.py": DP,
+            "src/jiant/jiant/modules/__init__.py": "",
+            "src/jiant/jiant/modules/cove/setup.py": "",
+            "src/jiant/jiant/modules/cove/LICENSE": "BSD\n",
+            # a CUDA extension's build script inside a package is the project's own code
+            "src/ext/__init__.py": "",
+            "src/ext/kernel/setup.py": "",
+            "src/ext/kernel/build.py": DP,
+            "src/jiant/jiant/modules/cove/OpenNMT-py/train.py": DP,
+            # a monorepo's own packages are not copies: packages/ is no Python package
+            "packages/tool/pyproject.toml": "[project]\nname = 'tool'\n",
+            "packages/tool/tool/run.py": DP,
+        },
+    )
+    assert _rules(tmp_path) == [
+        ("packages/tool/tool/run.py", "GPF002", "warning"),
+        ("src/ext/kernel/build.py", "GPF002", "warning"),
+        ("src/train.py", "GPF002", "warning"),
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    assert main_lint([str(tmp_path)], out=out, err=err, all_contexts=True) == 1
+    assert "src/jiant/jiant/models.py" in out.getvalue()
+
+
 def test_pyproject_include_exclude_severity_and_contexts(tmp_path: Path) -> None:
     _write(
         tmp_path,

@@ -298,6 +298,46 @@ def test_new_knobs_and_constant_values() -> None:
     ]
 
 
+def test_gpf007_smi_command_held_in_a_constant() -> None:
+    # Reduced from https://github.com/jmhIcoding/traffic_classification_utils
+    # (models/dl/select_gpu.py @69872e48): the nvidia-smi command sits in a module constant and
+    # the call that runs it (`os.popen(CMD)`) does not name nvidia-smi on its own line.
+    src = """\
+        import os
+        CMD = "nvidia-smi --query-gpu=index,memory.free --format=csv"
+        def best():
+            rows = [r.split(",") for r in os.popen(CMD) if "index" not in r]
+            return max(rows, key=lambda r: int(r[1].split()[0]))[0]
+        def pick():
+            os.environ["CUDA_VISIBLE_DEVICES"] = best()
+        """
+    assert _codes(src) == [(7, "GPF007")]
+    order = '        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"\n'
+    ordered = src.replace("        def pick():", order + "        def pick():")
+    assert _codes(ordered) == []
+    # A constant that is never run is not asking nvidia-smi anything.
+    unused = src.replace("os.popen(CMD)", "os.popen('lspci')")
+    assert _codes(unused) == []
+
+
+def test_gpf007_value_built_with_augmented_assignment() -> None:
+    # Reduced from https://github.com/zhangylch/REANN (reann/dm/example/gpu_sel.py @6ca3928a):
+    # `queue = ""` then `queue += ...` in a loop is no constant, so the write is computed.
+    src = """\
+        import os
+        def pick():
+            os.system("nvidia-smi -q -d Memory | grep Free > gpu_info")
+            free = [int(x.split()[2]) for x in open("gpu_info")]
+            queue = ""
+            for i in sorted(range(len(free)), key=lambda k: free[k], reverse=True):
+                queue += str(i) + ","
+            os.environ["CUDA_VISIBLE_DEVICES"] = queue
+        """
+    assert _codes(src) == [(8, "GPF007")]
+    # A name bound once to a literal is still a hand-picked GPU.
+    assert _codes(src.replace('queue += str(i) + ","', "pass")) == []
+
+
 def test_noqa_forms() -> None:
     src = """
         import os

@@ -68,7 +68,7 @@ ansible_facts:
 """
 
 
-MODULE_VERSION = "1.1.0"
+MODULE_VERSION = "1.2.0"
 DEFAULT_TIMEOUT = 10
 
 # HWE metapackage per Ubuntu release. Duplicated from the knowledge base on purpose: the
@@ -538,6 +538,8 @@ def parse_apt_policy_table(text):
         if version_indent is None:
             version_indent = indent
         parts = body.split()
+        if not parts:  # a line of stars only
+            continue
         if marked or indent <= version_indent:
             current = parts[0]
             table.setdefault(current, [])
@@ -1241,18 +1243,50 @@ def driver_package(installed):
     return None
 
 
+NVIDIA_REPO = "developer.download.nvidia.com/compute/cuda/repos"
+UBUNTU_ARCHIVE = re.compile(r"//([a-z0-9-]+\.)*(archive|security|ports)\.ubuntu\.com/")
+PPA = "ppa.launchpadcontent.net/graphics-drivers"
+
+
+def driver_origin(version, sources, installed):
+    """Where the installed driver came from: 'ubuntu', 'nvidia' (CUDA repository), 'ppa'
+    (graphics-drivers) or None. An index that still lists the version says it outright; else
+    the Debian revision: Ubuntu's updates are 0ubuntu0.22.04.N, the PPA's 0ubuntu0~gpu22.04.N,
+    while NVIDIA's repository ships nvidia-driver-N at 0ubuntu1 (as Ubuntu's release pocket
+    may) and cuda-drivers-N, which only it has."""
+    for src in sources:
+        if NVIDIA_REPO in src:
+            return "nvidia"
+        if PPA in src:
+            return "ppa"
+        if UBUNTU_ARCHIVE.search(src):
+            return "ubuntu"
+    revision = version.rsplit("-", 1)[-1] if "-" in version else ""
+    if "~gpu" in revision:
+        return "ppa"
+    if re.match(r"^0ubuntu0\.\d+\.\d+", revision):
+        return "ubuntu"
+    if any(n == "cuda-drivers" or n.startswith("cuda-drivers-") for n in installed):
+        return "nvidia"
+    return None
+
+
 def g_driver_rollback(ctx, installed):
-    """Whether the installed driver version can still be installed from an apt index."""
+    """Whether the installed driver version can still be installed from an apt index, and
+    which source it came from (a driver kept in place is resolved from that source)."""
     name = driver_package(installed)
     if name is None:
-        return {"package": None, "version": None, "installable": None}
+        return {"package": None, "version": None, "installable": None, "origin": None}
     version = installed[name]
+    sources = []
     try:
         table = parse_apt_policy_table(ctx.run(["apt-cache", "policy", name]))
         installable = version_installable(table, version)
+        sources = table.get(version) or []
     except Unknown as exc:
         installable = unknown(exc.reason)
-    return {"package": name, "version": version, "installable": installable}
+    origin = driver_origin(version, sources, installed)
+    return {"package": name, "version": version, "installable": installable, "origin": origin}
 
 
 def g_packages(ctx, opts):

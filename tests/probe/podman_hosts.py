@@ -22,8 +22,11 @@ import yaml
 
 IMAGE = "localhost/gpufix-bookworm:1"
 TORCH_VERSION = "2.13.0"
+# --dns=none: no resolver to wait for. With podman's default resolv.conf, torch's TCPStore
+# client spends 10 s on a reverse lookup of its own address (EAI_AGAIN) before it counts as
+# connected, longer than the tests' 8 s phase deadline.
 RUN = [
-    "podman", "run", "-d", "--runtime=runc", "--tmpfs=/tmp:rw",
+    "podman", "run", "-d", "--runtime=runc", "--tmpfs=/tmp:rw", "--dns=none",
     "--ulimit=nofile=16384:16384", "--ulimit=nproc=16384:16384",
 ]  # fmt: skip
 
@@ -58,11 +61,15 @@ class Hosts:
     def start(self, torch: Path) -> None:
         for net in self.nets:
             sh("podman", "network", "create", net)
+        # Fixed interface names (mn0, mn1): podman numbers eth0, eth1 in no fixed order.
+        nets = [
+            a for i, n in enumerate(self.nets) for a in ("--network", f"{n}:interface_name=mn{i}")
+        ]
         for h in self.names:
             sh(
                 *RUN,
                 "--name", self.container(h), "--hostname", h,
-                "--network", ",".join(self.nets),
+                *nets,
                 "-v", f"{torch}:/opt/gpufix-torch:ro",
                 IMAGE, "sleep", "infinity",
             )  # fmt: skip

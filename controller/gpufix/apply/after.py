@@ -170,7 +170,7 @@ class After:
             self.opts.inventory,
             limit=h,
             extravars={"gpufix_kernel_target": target} if target else {},
-            timeout=600,
+            timeout=self.opts.step_timeout,  # one playbook run, like a step (--playbook-timeout)
             progress=self.report,
         )
         hr = res.hosts.get(h)

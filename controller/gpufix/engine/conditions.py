@@ -12,7 +12,8 @@ from types import MappingProxyType
 
 from gpufix import versions
 from gpufix.engine.context import Ctx
-from gpufix.engine.diagnose import acs_bridges_that_matter, no_p2p
+from gpufix.engine.diagnose import acs_bridges_that_matter, known_driver_issues, no_p2p
+from gpufix.engine.kb import DriverIssue
 from gpufix.engine.kb_evidence import CONDITIONS, NcclIssue
 from gpufix.engine.signals import Signals
 
@@ -53,6 +54,15 @@ def nccl_issue(s: Subject) -> NcclIssue | None:
         if issue.archs and not archs & set(issue.archs):
             continue
         return issue
+    return None
+
+
+def driver_issue(s: Subject) -> DriverIssue | None:
+    """A release-note problem of the installed driver, on this platform, that shows the way this
+    evidence does (driver_issues.yaml)."""
+    for issue in known_driver_issues(s.ctx.host, s.ctx.kb):
+        if s.evidence in issue.shows:
+            return issue
     return None
 
 
@@ -98,7 +108,7 @@ CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
         "gpus-without-p2p": lambda s: no_p2p(s.ctx.host, s.ctx.kb),
         "acs-or-iommu-on": _acs_or_iommu_on,
         "acs-iommu-off": _acs_iommu_off,
-        "driver-known-issue": lambda s: s.ctx.has("driver-known-issue"),
+        "driver-known-issue": lambda s: driver_issue(s) is not None,
         "driver-branch-unsupported": lambda s: s.ctx.has("driver-branch-unsupported"),
         "driver-new-feature-branch": _new_feature_branch,
         "nvswitch": lambda s: s.ctx.host.nvswitch,

@@ -50,10 +50,8 @@ def _driver_and_stack(ctx: Ctx, want: Prefer) -> None:
             want("driver-pin", "the driver's branch is past support and too old for the wheel")
         want("cuda-downgrade", "torch wheel cannot run on this driver/GPU (no reboot needed)")
         want("driver-pin", "or raise the driver to what the wheel needs")
-    # A known-bad driver range is specific (a sourced report), so it explains P2P symptoms
-    # before the generic ACS/IOMMU reading does.
-    if ctx.has("driver-known-issue"):
-        want("driver-pin", "driver in a range with reported multi-GPU problems")
+    # A release-note driver range alone is a warning: the decision table moves the driver only
+    # when the probe shows that issue's symptom (driver-known-issue rows, evidence_fixes.yaml).
 
 
 def _p2p(ctx: Ctx, want: Prefer) -> None:
@@ -138,6 +136,10 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
         return order, path
     if d is not None:
         want(d.fix, d.line())
+        if d.row.interim:
+            # What the evidence says works now comes before anything the evidence did not call
+            # for (a kernel below accelerate's threshold is a risk factor, not this diagnosis).
+            want("nccl-profile", f"{', '.join(d.row.interim)} while {d.fix} cannot be applied")
     _ordering(ctx, want)
     if probe in ("hung", "failed", "degraded"):
         _probe_floor(ctx, want)

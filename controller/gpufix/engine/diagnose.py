@@ -231,8 +231,7 @@ def check_driver_issues(i: Inputs) -> Iterator[Finding]:
     for issue in known_driver_issues(h, i.kb):
         yield i.finding(
             "driver-known-issue",
-            f"driver {h.driver}: {issue.symptom} (fix: {issue.fix}; a report names branch "
-            f"{'/'.join(str(b) for b in issue.good_branches)})",
+            f"driver {h.driver}: {issue.symptom} (fixed in {issue.fixed_in})",
             {"driver": h.driver, "issue": issue.id},
             issue.source,
         )
@@ -334,6 +333,13 @@ def shares_switch(host: Host) -> bool:
 
 
 def known_driver_issues(host: Host, kb: KnowledgeBase) -> list[DriverIssue]:
+    """Release-note problems of the installed driver on this platform (NVSwitch or not, the GPUs'
+    architectures); what the probe shows is matched later (engine/conditions.py)."""
     if host.driver is None:
         return []
-    return [issue for issue in kb.driver_issues if issue.matches(host.driver)]
+    archs = tuple(a.name for a in (kb.arch_for_cc(cc) for cc in host.compute_caps) if a)
+    return [
+        issue
+        for issue in kb.driver_issues
+        if issue.matches(host.driver) and issue.holds_on(host.nvswitch, archs)
+    ]

@@ -189,12 +189,19 @@ class DriverBranch:
 
 @dataclass(frozen=True)
 class DriverIssue:
+    """A driver problem from NVIDIA's release notes: the versions it affects (one branch), the
+    first version with the fix, the platform it holds on and the evidence it produces."""
+
     id: str
-    affected: str
+    affected: str  # PEP 440 specifier on the driver version, inside one branch
+    fixed_in: str  # the first version of that branch with the fix
     symptom: str
-    fix: str
-    good_branches: tuple[int, ...]
+    shows: tuple[str, ...]  # evidence keys (evidence_fixes.yaml vocabulary) this problem produces
     source: str
+    nvswitch: bool | None = None  # True: only NVSwitch systems; False: only without; None: any
+    archs: tuple[str, ...] = ()  # only these GPU architectures (gpu_archs.yaml names); (): all
+    fix: str = "upgrade"
+    good_branches: tuple[int, ...] = ()  # other branches the notes name as fixed
     note: str | None = None
 
     def matches(self, driver_version: object) -> bool | None:
@@ -203,6 +210,13 @@ class DriverIssue:
         if v is None:
             return None
         return SpecifierSet(self.affected).contains(v, prereleases=True)
+
+    def holds_on(self, nvswitch: bool, archs: tuple[str, ...]) -> bool:
+        """Whether the platform condition holds on a host with these facts (an architecture
+        nobody read is not a match: unknown is not evidence)."""
+        if self.nvswitch is not None and nvswitch != self.nvswitch:
+            return False
+        return not self.archs or bool(set(self.archs) & set(archs))
 
 
 @dataclass(frozen=True)
@@ -329,11 +343,15 @@ _TABLES: Mapping[str, c.Table] = MappingProxyType(
         "driver_issues": c.table(
             DriverIssue,
             "id",
-            (),
+            ("nvswitch", "archs", "fix", "good_branches"),
             empty_ok=True,
             id=c.text,
             affected=c.spec,
+            fixed_in=c.version,
             symptom=c.text,
+            shows=kb_evidence.evidence_list,
+            nvswitch=c.optional(c.boolean),
+            archs=c.listof(c.text),
             fix=c.choice(_FIXES),
             good_branches=c.listof(c.integer),
         ),
@@ -636,12 +654,12 @@ def _cross_check(rows: Mapping[str, tuple[Any, ...]]) -> None:
                 f"knowledge base: knowledge/gpu_archs.yaml row {i} ({arch.name}): "
                 f"last driver branch {arch.last_driver_branch} is not in driver_branches.yaml"
             )
+    archs = {a.name for a in rows["gpu_archs"]}
     for i, issue in enumerate(rows["driver_issues"], start=1):
-        missing = [b for b in issue.good_branches if b not in branches]
-        if missing:
+        problem = _driver_issue_problem(issue, branches, archs)
+        if problem:
             raise GpufixError(
-                f"knowledge base: knowledge/driver_issues.yaml row {i} ({issue.id}): "
-                f"good branch {missing[0]} is not in driver_branches.yaml"
+                f"knowledge base: knowledge/driver_issues.yaml row {i} ({issue.id}): {problem}"
             )
     seen: dict[str, str] = {}
     for i, arch in enumerate(rows["gpu_archs"], start=1):
@@ -652,3 +670,27 @@ def _cross_check(rows: Mapping[str, tuple[Any, ...]]) -> None:
                     f"compute capability {cc} already listed under {seen[cc]}"
                 )
             seen[cc] = arch.name
+
+
+def _driver_issue_problem(issue: DriverIssue, branches: set[int], archs: set[str]) -> str | None:
+    """A driver_issues row must name one branch's range and a fix outside it."""
+    missing = [b for b in issue.good_branches if b not in branches]
+    if missing:
+        return f"good branch {missing[0]} is not in driver_branches.yaml"
+    bad = [a for a in issue.archs if a not in archs]
+    if bad:
+        return f"unknown architecture {bad[0]!r} (not in gpu_archs.yaml)"
+    if issue.matches(issue.fixed_in):
+        return f"fixed_in {issue.fixed_in} lies inside affected {issue.affected!r}"
+    branch = versions.driver_branch(issue.fixed_in)
+    if branch is None:
+        return f"fixed_in {issue.fixed_in!r} is not a driver version"
+    spec = SpecifierSet(issue.affected)
+    named = {versions.driver_branch(s.version.rstrip(".*")) for s in spec}
+    if (
+        named != {branch}
+        or spec.contains(f"{branch - 1}.999.99")
+        or spec.contains(f"{branch + 1}.0")
+    ):
+        return f"affected {issue.affected!r} is not a range inside R{branch} (fixed_in's branch)"
+    return None

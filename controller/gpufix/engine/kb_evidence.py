@@ -160,7 +160,8 @@ def _evidence(v: object) -> str:
     return s
 
 
-def _evidence_list(v: object) -> tuple[str, ...]:
+def evidence_list(v: object) -> tuple[str, ...]:
+    """A list of evidence keys in the decision table's vocabulary."""
     return tuple(_evidence(x) for x in c.listof(c.text)(v))
 
 
@@ -191,7 +192,7 @@ TABLES: Mapping[str, c.Table] = MappingProxyType(
             affected=c.spec,
             fixed_in=c.version,
             symptom=c.text,
-            shows=_evidence_list,
+            shows=evidence_list,
             archs=c.listof(c.text),
         ),
         "nccl_knobs": c.table(NcclKnob, "name", (), name=c.text, kind=c.choice(KNOB_KINDS)),

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from gpufix.engine import overrides as nccl_overrides
-from gpufix.engine.conditions import Subject, holds, nccl_issue, nccl_version
+from gpufix.engine.conditions import Subject, driver_issue, holds, nccl_issue, nccl_version
 from gpufix.engine.context import Ctx
+from gpufix.engine.kb import DriverIssue
 from gpufix.engine.kb_evidence import EvidenceFix, NcclIssue
 from gpufix.engine.signals import Signals
 from gpufix.strategies.evidence import physical_interface
@@ -22,6 +23,8 @@ class Decision:
     ifname: str | None  # for socket-ifname: the interface (or filter) the evidence names
     issue: NcclIssue | None  # the NCCL fixed issue behind an nccl-version-affected row
     needs: tuple[str, ...]  # what would still decide or complete the fix
+    # the release-note driver problem behind a driver-known-issue row
+    driver_issue: DriverIssue | None = None
 
     @property
     def fix(self) -> str:
@@ -119,5 +122,6 @@ def choose(ctx: Ctx, signals: Signals) -> Decision | None:
             continue
         issue = nccl_issue(subject) if "nccl-version-affected" in row.when else None
         ifname = _ifname(ctx, signals, row.evidence) if "socket-ifname" in row.profiles else None
-        return Decision(row, row.evidence, ifname, issue, _needs(ctx, signals, row))
+        drv = driver_issue(subject) if "driver-known-issue" in row.when else None
+        return Decision(row, row.evidence, ifname, issue, _needs(ctx, signals, row), drv)
     return None

@@ -42,6 +42,7 @@ class Host:
     driver_userspace: str | None
     driver_flavor: str | None  # open | proprietary (the loaded module's licence)
     driver_reinstallable: bool | None  # the installed version is still in an apt index
+    driver_origin: str | None  # where it came from: ubuntu, nvidia (CUDA repository), ppa
     driver_packages_flavour: (
         str | None
     )  # installed nvidia-driver-NNN[-server][-open]: "", server, ...
@@ -265,6 +266,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         driver_userspace=_driver(fget(facts, "driver.userspace")),
         driver_flavor=_str(fget(facts, "driver.flavor")),
         driver_reinstallable=_bool(fget(facts, "packages.driver_rollback.installable")),
+        driver_origin=_str(fget(facts, "packages.driver_rollback.origin")),
         driver_packages_flavour=_packages_flavour(fget(facts, "packages.nvidia")),
         driver_mismatch=_bool(fget(facts, "driver.mismatch")),
         nvml_error=_str(fget(facts, "driver.nvml_error")),

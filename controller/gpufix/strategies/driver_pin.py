@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpufix import versions
 from gpufix.engine import branches
 from gpufix.engine.context import Candidate, Ctx, on_container_host, reboot_gate
 from gpufix.engine.diagnose import known_driver_issues
+from gpufix.engine.kb import DriverIssue
 from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
 
@@ -36,6 +38,15 @@ def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> DriverTarget:
         # Keep the installed package flavour: another one would replace every driver package.
         vars_["gpufix_driver_flavour"] = ctx.host.driver_packages_flavour
     risks = []
+    origin = ctx.host.driver_origin
+    if origin in ("ubuntu", "nvidia"):
+        # Resolve where it came from: the role's default (the Ubuntu archive) may not have it.
+        vars_["gpufix_driver_source"] = origin
+    elif origin == "ppa":
+        risks.append(
+            f"{version} came from the graphics-drivers PPA, which the driver role does not use "
+            "(it pins the PPA away): the role refuses the exact version before changing anything"
+        )
     row = ctx.kb.driver_branch(version)
     if row is not None and not row.supported_on(ctx.day):
         risks.append(f"R{row.branch} is past NVIDIA's support ({row.eol or row.kind}): plan a move")
@@ -122,6 +133,53 @@ def _from_table(ctx: Ctx) -> DriverTarget | None:
     return _fabricmanager(ctx, h.driver)
 
 
+def _issue(ctx: Ctx) -> DriverIssue | None:
+    """The release-note problem the decision table matched (platform and probe evidence), or,
+    when the user forces driver-pin, the first one the driver and platform are in."""
+    if ctx.decision is not None and ctx.decision.driver_issue is not None:
+        return ctx.decision.driver_issue
+    if ctx.c.strategy == "driver-pin":
+        return next(iter(known_driver_issues(ctx.host, ctx.kb)), None)
+    return None
+
+
+def _leave_issue(ctx: Ctx, want: branches.Wanted, issue: DriverIssue) -> DriverTarget | str:
+    """Move up to the fix: the newest version of the host's own branch when NVIDIA still
+    supports it and it drives these GPUs, else a supported branch outside the affected range."""
+    h = ctx.host
+    cite = f"{issue.id}, fixed in {issue.fixed_in}: {issue.source}"
+    branch = versions.driver_branch(h.driver)
+    same = branches.choose(
+        ctx.kb,
+        replace(want, min_driver=ctx.stack.toolkit_driver, prefer=(branch,) if branch else ()),
+    )
+    if issue.fix == "upgrade" and isinstance(same, branches.Choice) and same.branch == branch:
+        got = _move(
+            ctx,
+            replace(want, min_driver=ctx.stack.toolkit_driver, prefer=(same.branch,)),
+            f"move {h.driver} up to the newest R{branch} the source offers, {issue.fixed_in} or "
+            f"later ({cite})",
+        )
+        if isinstance(got, str):
+            return got
+        risk = (
+            f"the fix is in {issue.fixed_in}: the version the role resolves for R{branch} must be "
+            f"{issue.fixed_in} or newer (check `apt-cache policy` before applying)"
+        )
+        return replace(got, risks=[*got.risks, risk])
+    moved = replace(
+        want, min_driver=ctx.stack.toolkit_driver, avoid=issue, prefer=issue.good_branches
+    )
+    row = ctx.kb.driver_branch(h.driver) if h.driver else None
+    if row is not None and not row.supported_on(ctx.day):
+        reason = f"R{branch} is past NVIDIA's support on {ctx.day.isoformat()}"
+    elif issue.fix == "downgrade":
+        reason = "the notes fix it on another branch"
+    else:
+        reason = f"R{branch} does not fit these GPUs or the host's sources"
+    return _move(ctx, moved, f"leave {h.driver} ({cite}; {reason}, so another branch)")
+
+
 def _target(ctx: Ctx) -> DriverTarget | str:
     """The role's variables and the reason, or why no driver change fits."""
     h = ctx.host
@@ -140,22 +198,9 @@ def _target(ctx: Ctx) -> DriverTarget | str:
     # Inside a container, os-release is the image's: the host's release is unknown.
     release = None if h.from_container else h.codename
     want = branches.Wanted(ctx.day, release, h.compute_caps, names=h.gpu_names)
-    issues = known_driver_issues(h, ctx.kb)
-    if issues:
-        issue = issues[0]
-        return _move(
-            ctx,
-            branches.Wanted(
-                want.day,
-                want.codename,
-                want.caps,
-                ctx.stack.toolkit_driver,
-                issue,
-                issue.good_branches,
-                want.names,
-            ),
-            f"leave {h.driver} ({issue.id})",
-        )
+    issue = _issue(ctx)
+    if issue is not None:
+        return _leave_issue(ctx, want, issue)
     if ctx.has("driver-cannot-drive-gpus"):
         return _move(
             ctx,

@@ -709,12 +709,14 @@ class Supervisor(object):
             env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[g] for g in gpus)
         return env
 
-    def phase_deadline(self, phase: str, waiting: bool = False) -> float:
+    def phase_deadline(self, phase: str) -> float:
         if phase == "import_torch":
             # import torch after a reboot reads a cold page cache: twice the time by default.
             return self.ns.import_deadline or self.ns.phase_deadline * 2
-        if phase == "rendezvous" and waiting:
-            # Connected, waiting for the other hosts' ranks, whose imports may be slower.
+        if phase == "rendezvous":
+            # Other hosts' imports count: before connecting, the store is not up until the
+            # first host has imported torch (a cold import after a reboot takes a while);
+            # once connected, this rank waits for the other hosts' ranks.
             return self.ns.phase_deadline + (self.ns.import_deadline or self.ns.phase_deadline * 2)
         return self.ns.phase_deadline
 
@@ -789,8 +791,7 @@ class Supervisor(object):
                 if now >= res.deadline_at:
                     res.stalled["by"] = res.deadline_label
                 st = res.stalled
-                waited = bool(st["ranks"]) and set(st["ranks"]) <= set(st["called"])
-                res.error = stall_text(st, self.phase_deadline(st["phase"], waiting=waited))
+                res.error = stall_text(st, self.phase_deadline(st["phase"]))
                 return
             time.sleep(POLL_S)
 
@@ -844,7 +845,7 @@ class Supervisor(object):
                     continue
                 steps = [o.step[0] for o in peers if o.step is not None]
                 since = max([c for c in calls if c is not None] + steps)
-            if now - since > self.phase_deadline(phase, waiting=phase in st.call):
+            if now - since > self.phase_deadline(phase):
                 return st.rank
         return None
 

@@ -14,7 +14,7 @@ from gpufix.errors import InvalidInput
 from .checks import CheckContext
 from .checks.registry import CHECKS
 from .config import LintConfig, load_config
-from .discover import classify, iter_python_files
+from .discover import classify, iter_python_files, vendored
 from .libraries import load_table
 from .model import LintFinding, LintResult
 from .parse import parse_file
@@ -37,7 +37,8 @@ def lint_files(files: Sequence[tuple[str, str, bytes]], config: LintConfig) -> L
     try:
         for path, rel, data in files:
             tree, problem = parse_file(data, path, config.target)
-            sf = SourceFile(path, rel, classify(rel), data, tree)
+            context = "library" if vendored(path, rel) else classify(rel)
+            sf = SourceFile(path, rel, context, data, tree)
             sources.append(sf)
             if problem is not None:
                 problems.append(replace(problem, context=sf.context))

@@ -4,6 +4,7 @@ what kind of code each one is: the project's own code, a test, an example, or a 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 from collections.abc import Iterator, Sequence
 
@@ -38,6 +39,33 @@ def classify(rel: str) -> str:
     if any(p in EXAMPLE_DIRS for p in dirs):
         return "example"
     return "code"
+
+
+_PROJECT_FILES = ("setup.py", "pyproject.toml")
+_LICENSE_FILES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING")
+
+
+def vendored(path: str, rel: str) -> bool:
+    """The file sits in a copy of another project kept inside one of this project's packages: a
+    directory with its own setup.py or pyproject.toml and its own licence file, whose parent
+    directory has __init__.py (Natithan/DIRT keeps jiant as src/jiant). Not one: a monorepo's
+    packages/x/ (no package around it), a CUDA extension's setup.py or a module named setup.py
+    (no licence of their own: fairseq/modules/lightconv_layer, lightning's trainer/setup.py)."""
+    rel = rel.replace(os.sep, "/")
+    parts = rel.split("/")[:-1]
+    if not parts or ".." in parts or not path.replace(os.sep, "/").endswith(rel):
+        return False
+    base = path[: len(path) - len(rel)] or "."
+    return any(_copied_project(os.path.join(base, *parts[:k])) for k in range(1, len(parts) + 1))
+
+
+@functools.lru_cache(maxsize=4096)
+def _copied_project(directory: str) -> bool:
+    if not any(os.path.isfile(os.path.join(directory, f)) for f in _PROJECT_FILES):
+        return False
+    if not any(os.path.isfile(os.path.join(directory, f)) for f in _LICENSE_FILES):
+        return False
+    return os.path.isfile(os.path.join(os.path.dirname(directory), "__init__.py"))
 
 
 def matches(rel: str, pattern: str) -> bool:

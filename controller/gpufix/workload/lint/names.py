@@ -58,6 +58,7 @@ class NameTable:
         self.strings: dict[str, str] = {}
         self.instances: dict[str, str] = {}
         self._pending: list[tuple[str, ast.expr]] = []
+        self._rebound: set[str] = set()  # `name += ...` somewhere: its value is not one constant
         for node, _ in statements(tree.body):  # bindings are statements: no need for every node
             if isinstance(node, ast.Import):
                 self._import(node)
@@ -68,6 +69,8 @@ class NameTable:
                 for t in targets:
                     if isinstance(t, ast.Name):
                         self._pending.append((t.id, node.value))
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                self._rebound.add(node.target.id)
         self._settle()
 
     # -- building ---------------------------------------------------------------------------
@@ -92,7 +95,7 @@ class NameTable:
 
     def _settle(self) -> None:
         """Aliases and constants, after imports are known (a later import can make an alias)."""
-        other: set[str] = set()
+        other: set[str] = set(self._rebound)
         for name, value in self._pending:
             if name in self.imports:
                 continue

@@ -25,7 +25,23 @@ def _uses_smi_numbering(sf: SourceFile) -> bool:
             return True
         if any("nvidia-smi" in (sf.names.const_str(a) or "") for a in _strings(c.node)):
             return True
-    return False
+    return _runs_smi_constant(sf)
+
+
+def _runs_smi_constant(sf: SourceFile) -> bool:
+    """A call is given a module constant that holds an nvidia-smi command (`os.popen(cmd)`).
+
+    The call's own line need not mention nvidia-smi, so the pruned call sites miss it; this
+    walks the module only when one of its string constants names nvidia-smi.
+    """
+    smi = {name for name, value in sf.names.strings.items() if "nvidia-smi" in value}
+    if not smi or sf.tree is None:
+        return False
+    return any(
+        isinstance(node, ast.Call)
+        and any(isinstance(a, ast.Name) and a.id in smi for a in _strings(node))
+        for node in ast.walk(sf.tree)
+    )
 
 
 def _strings(call: ast.Call) -> list[ast.expr]:

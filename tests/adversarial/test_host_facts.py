@@ -234,3 +234,42 @@ def test_journal_host_names_cannot_leave_the_run_directory(cli: CliRun, host: st
     assert code == 3 and "host" in err
     code, _, _ = cli("rollback", j.run_id, host)
     assert code == 3
+
+
+def test_a_hostile_driver_origin_is_refused_before_it_becomes_a_role_variable(
+    marker: Path,
+) -> None:
+    """facts 1.2.0's `packages.driver_rollback.origin` becomes gpufix_driver_source when a plan
+    keeps the driver: any value but the four the schema names is refused with the snapshot,
+    and the role spec refuses anything but ubuntu/nvidia even if it got that far."""
+    from gpufix.apply.rolevars import check_vars
+    from gpufix.errors import InvalidInput
+    from gpufix.facts.snapshot import validate
+
+    doc = facts("bionic-hwe-8xa100")
+
+    def with_origin(origin: str) -> dict[str, Any]:
+        out = deep_copy(doc)
+        out["facts"]["packages"]["driver_rollback"] = {
+            "package": "nvidia-driver-535",
+            "version": "535.154.05-0ubuntu0.18.04.1",
+            "installable": True,
+            "origin": origin,
+        }
+        return out
+
+    validate(with_origin("nvidia"))  # the shape itself is fine
+    check_vars("driver_pin.yml", {"gpufix_driver_branch": "535", "gpufix_driver_source": "nvidia"},
+               "steps/0/vars", plan_step=True)  # fmt: skip
+    for bad in [*payloads(marker), "ppa ", "Nvidia"]:
+        hostile = with_origin(bad)
+        with pytest.raises(InvalidInput):
+            validate(hostile)
+        with pytest.raises(InvalidInput):
+            check_vars(
+                "driver_pin.yml",
+                {"gpufix_driver_branch": "535", "gpufix_driver_source": bad},
+                "steps/0/vars",
+                plan_step=True,
+            )
+    assert not marker.exists()

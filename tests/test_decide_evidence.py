@@ -270,6 +270,43 @@ def test_a_hang_nothing_explains_never_hides_gpus() -> None:
     assert allowed.strategy == "single-gpu"
 
 
+def _nothing_known(f: dict[str, Any]) -> dict[str, Any]:
+    """A PCIe host whose ACS, IOMMU and NVLink state nobody read: the public report's view."""
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["pcie"], f["iommu"], f["topology"] = UNREAD, UNREAD, UNREAD
+    return f
+
+
+def test_a_single_hosts_data_phase_hang_nothing_explains_turns_p2p_off_and_asks() -> None:
+    plan = decide(_nothing_known(facts("jammy-470-torch23")), verdict(phase="allreduce"))
+    assert plan.extra["decision"]["row"] == "collective-unexplained-host"
+    assert plan.strategy == "nccl-profile" and profiles(plan) == ["no-p2p"]
+    assert {"experiments", "acs", "iommu"} <= needs(plan)
+    assert not plan.reboot_required
+
+
+def test_a_bootstrap_hang_is_not_blamed_on_p2p() -> None:
+    plan = decide(_nothing_known(facts("jammy-470-torch23")), verdict(phase="pg_init"))
+    assert plan.extra["decision"]["row"] == "collective-unexplained"
+    assert plan.strategy == "cuda-downgrade"
+
+
+def test_gpus_that_all_talk_over_nvlink_keep_p2p_and_move_nccl() -> None:
+    f = facts("bionic-hwe-8xa100")  # every pair NV12
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["pcie"], f["iommu"] = UNREAD, UNREAD
+    plan = decide(f, verdict(phase="allreduce"))
+    assert plan.extra["decision"]["row"] == "collective-unexplained-nvlink"
+    assert plan.strategy != "nccl-profile"
+
+
+def test_a_multi_node_data_phase_hang_is_not_a_local_p2p_question() -> None:
+    v = verdict(phase="allreduce", scope="multi-node", hosts=["a", "b"], failed_layer=None,
+                failed_hosts=[])  # fmt: skip
+    plan = decide(_nothing_known(facts("jammy-470-torch23")), v)
+    assert plan.extra["decision"]["row"] == "collective-unexplained"
+
+
 def test_fabric_manager_error_with_the_driver_unread_is_an_incomplete_driver_pin() -> None:
     f = facts("bionic-hwe-8xa100")  # 8x A100 SXM4 on NV12: NVSwitch
     f["driver"], f["fabricmanager"] = UNREAD, UNREAD

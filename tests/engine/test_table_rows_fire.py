@@ -7,7 +7,9 @@ A row no host and verdict can reach is dead knowledge (a condition no knowledge 
 row shadowed by an earlier one): this test fails for it. The base host is the recorded jammy
 4x P100 (tests/fixtures/hosts/jammy-4xp100-torch28.json), with its GPUs made A100 SXM and ACS
 unread (lspci without root), where no condition holds: GPUs with P2P, IOMMU off, a supported LTS driver (580), no NVSwitch,
-not in a container, torch 2.8.0's NCCL outside every nccl_issues.yaml range.
+not in a container, torch 2.8.0's NCCL outside every nccl_issues.yaml range; and a verdict that
+stalls while the process group forms (pg_init, before the data phases) unless a row asks for
+more.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def base_facts() -> Facts:
     return f
 
 
-def _verdict(kind: str = "hung", phase: str = "allreduce", **more: Any) -> Verdict:
+def _verdict(kind: str = "hung", phase: str = "pg_init", **more: Any) -> Verdict:
     v: Verdict = {"format": "gpufix-probe", "version": 1, "verdict": kind, "causes": []}
     v["stalled" if kind == "hung" else "failed_in"] = {"phase": phase, "ranks": [0, 1]}
     return v | more
@@ -88,7 +90,7 @@ def show(evidence: str, f: Facts) -> Verdict:
     if evidence == "experiments:none-decided":
         return _verdict(experiments=[_experiment("p2p-off", "hung")], decided_by=None)
     phases = {
-        "stall:collective": "allreduce",
+        "stall:collective": "pg_init",
         "stall:init": "cuda_init",
         "stall:import": "import_torch",
     }
@@ -166,6 +168,23 @@ def _multi_node(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     v.update(scope="multi-node", hosts=["a", "b"], failed_hosts=["b"])
 
 
+def _single_host(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    v.pop("scope", None)  # a host probe (the default scope)
+
+
+def _past_bootstrap(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    for key in ("stalled", "failed_in"):
+        if key in v:
+            v[key]["phase"] = "allreduce"
+
+
+def _nvlink_peers(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    n = len(f["gpus"])  # NV2 between every pair: NVLink bridges, too few links for NVSwitch
+    f["topology"]["matrix"] = {
+        f"GPU{i}": {f"GPU{j}": "NV2" for j in range(n) if j != i} for i in range(n)
+    }
+
+
 def _nccl_affected(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     """An NCCL inside an nccl_issues.yaml range whose problem shows this row's evidence: the
     nvidia-nccl wheel of a torch release that pinned one (torch_nccl.yaml)."""
@@ -193,6 +212,9 @@ CONDITIONS: dict[str, Callable[[Facts, Verdict, EvidenceFix], None]] = {
     "in-container": _in_container,
     "container-shm-default": _container_shm_default,
     "multi-node": _multi_node,
+    "single-host": _single_host,
+    "past-bootstrap": _past_bootstrap,
+    "nvlink-peers": _nvlink_peers,
     "nccl-version-affected": _nccl_affected,
 }
 

@@ -133,6 +133,18 @@ def test_p2p_off_on_gpus_without_p2p_is_the_fix_at_no_cost() -> None:
     assert plan.extra["decision"]["row"] == "p2p-off-gpu-without-p2p"
 
 
+def test_the_hosts_own_p2p_reading_wins_over_the_model_list() -> None:
+    """NVIDIA: cudaDeviceCanAccessPeer (nvidia-smi topo -p2p r) is the final determinant. A 4090
+    host whose pairs read OK (a P2P-enabled kernel module) is not 'GPUs without P2P'; unread, the
+    model list decides."""
+    f = facts("focal-4x4090")
+    names = [f"GPU{i}" for i in range(len(f["gpus"]))]
+    f["p2p"] = {"read": {a: {b: "OK" for b in names if b != a} for a in names}}
+    assert decide(f, decided("p2p-off")).extra["decision"]["row"] != "p2p-off-gpu-without-p2p"
+    f["p2p"] = UNREAD
+    assert decide(f, decided("p2p-off")).extra["decision"]["row"] == "p2p-off-gpu-without-p2p"
+
+
 def test_p2p_off_with_acs_known_is_pcie_acs_now_p2p_off() -> None:
     f = p2p_capable(facts("focal-4x4090"))
     f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")

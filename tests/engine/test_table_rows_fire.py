@@ -111,7 +111,11 @@ def _gpus(f: Facts, name: str, cc: str) -> None:
 
 
 def _no_p2p(f: Facts, v: Verdict, row: EvidenceFix) -> None:
-    _gpus(f, "NVIDIA GeForce RTX 4090", "8.9")  # gpu_p2p.yaml: no PCIe P2P on GeForce 40
+    """GeForce RTX 4090s as the recorded focal host reads them: nvidia-smi topo -p2p r says CNS
+    (chipset not supported) for every pair (tests/fixtures/tool_outputs/p2p_r_4x4090.txt)."""
+    _gpus(f, "NVIDIA GeForce RTX 4090", "8.9")
+    names = [f"GPU{i}" for i in range(len(f["gpus"]))]
+    f["p2p"] = {"read": {a: {b: "CNS" for b in names if b != a} for a in names}}
 
 
 def _iommu_translated(f: Facts, v: Verdict, row: EvidenceFix) -> None:

@@ -42,15 +42,18 @@ else
   # The docs' lab session (about 10 min, containers of its own) evens the streams out.
   lab="tests/test_docs.py::test_lab_sessions_run_as_written"
   ids_b+=("$lab")
+  # The interim apply end-to-end test (about 2 min) goes with the shorter half.
+  interim="tests/e2e/test_apply_interim.py"
+  ids_a+=("$interim")
   pytest -q --durations=10 "${ids_a[@]}" >"$logs/a" 2>&1 &
   a=$!
   pytest -q --durations=10 "${ids_b[@]}" >"$logs/b" 2>&1 &
   b=$!
-  pytest -q --durations=25 -m "not molecule" --deselect "$lab"
+  pytest -q --durations=25 -m "not molecule" --deselect "$lab" --ignore "$interim"
   rc=$?
   wait "$a"; rc_a=$?
   wait "$b"; rc_b=$?
-  echo "== molecule scenarios: ${half_a[*]}" >&2; cat "$logs/a"
+  echo "== molecule scenarios: ${half_a[*]} and the interim apply" >&2; cat "$logs/a"
   echo "== molecule scenarios: ${half_b[*]} and the docs lab" >&2; cat "$logs/b"
   rm -rf "$logs"
   for r in "$rc_a" "$rc_b"; do

@@ -133,6 +133,18 @@ def test_p2p_off_on_gpus_without_p2p_is_the_fix_at_no_cost() -> None:
     assert plan.extra["decision"]["row"] == "p2p-off-gpu-without-p2p"
 
 
+def test_the_hosts_own_p2p_reading_wins_over_the_model_list() -> None:
+    """NVIDIA: cudaDeviceCanAccessPeer (nvidia-smi topo -p2p r) is the final determinant. A 4090
+    host whose pairs read OK (a P2P-enabled kernel module) is not 'GPUs without P2P'; unread, the
+    model list decides."""
+    f = facts("focal-4x4090")
+    names = [f"GPU{i}" for i in range(len(f["gpus"]))]
+    f["p2p"] = {"read": {a: {b: "OK" for b in names if b != a} for a in names}}
+    assert decide(f, decided("p2p-off")).extra["decision"]["row"] != "p2p-off-gpu-without-p2p"
+    f["p2p"] = UNREAD
+    assert decide(f, decided("p2p-off")).extra["decision"]["row"] == "p2p-off-gpu-without-p2p"
+
+
 def test_p2p_off_with_acs_known_is_pcie_acs_now_p2p_off() -> None:
     f = p2p_capable(facts("focal-4x4090"))
     f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
@@ -268,6 +280,43 @@ def test_a_hang_nothing_explains_never_hides_gpus() -> None:
     assert "experiments" in needs(plan)
     allowed = decide(f, verdict(), Constraints(multi_gpu_required=False))
     assert allowed.strategy == "single-gpu"
+
+
+def _nothing_known(f: dict[str, Any]) -> dict[str, Any]:
+    """A PCIe host whose ACS, IOMMU and NVLink state nobody read: the public report's view."""
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["pcie"], f["iommu"], f["topology"] = UNREAD, UNREAD, UNREAD
+    return f
+
+
+def test_a_single_hosts_data_phase_hang_nothing_explains_turns_p2p_off_and_asks() -> None:
+    plan = decide(_nothing_known(facts("jammy-470-torch23")), verdict(phase="allreduce"))
+    assert plan.extra["decision"]["row"] == "collective-unexplained-host"
+    assert plan.strategy == "nccl-profile" and profiles(plan) == ["no-p2p"]
+    assert {"experiments", "acs", "iommu"} <= needs(plan)
+    assert not plan.reboot_required
+
+
+def test_a_bootstrap_hang_is_not_blamed_on_p2p() -> None:
+    plan = decide(_nothing_known(facts("jammy-470-torch23")), verdict(phase="pg_init"))
+    assert plan.extra["decision"]["row"] == "collective-unexplained"
+    assert plan.strategy == "cuda-downgrade"
+
+
+def test_gpus_that_all_talk_over_nvlink_keep_p2p_and_move_nccl() -> None:
+    f = facts("bionic-hwe-8xa100")  # every pair NV12
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["pcie"], f["iommu"] = UNREAD, UNREAD
+    plan = decide(f, verdict(phase="allreduce"))
+    assert plan.extra["decision"]["row"] == "collective-unexplained-nvlink"
+    assert plan.strategy != "nccl-profile"
+
+
+def test_a_multi_node_data_phase_hang_is_not_a_local_p2p_question() -> None:
+    v = verdict(phase="allreduce", scope="multi-node", hosts=["a", "b"], failed_layer=None,
+                failed_hosts=[])  # fmt: skip
+    plan = decide(_nothing_known(facts("jammy-470-torch23")), v)
+    assert plan.extra["decision"]["row"] == "collective-unexplained"
 
 
 def test_fabric_manager_error_with_the_driver_unread_is_an_incomplete_driver_pin() -> None:

@@ -257,6 +257,89 @@ def test_data_parallel_fallback_option_and_inference_are_left_alone() -> None:
     assert not _codes(fallback) and not _codes(option) and not _codes(inference)
 
 
+def test_gpf011_trainer_used_only_to_evaluate_is_left_alone() -> None:
+    # From real code: ShannonAI/mrc-for-flat-nested-ner evaluate/*.py and mmlab-cv/Agglomerator
+    # src/main.py build a "dp" Trainer only to run .test(); Lightning advises testing on one
+    # device, so "use ddp" is the wrong advice there. The training branch is still reported.
+    src = """
+        import pytorch_lightning as pl
+        from pytorch_lightning import Trainer
+        def evaluate(ckpt, gpus=(0, 1)):
+            trainer = Trainer(gpus=gpus, distributed_backend="dp")
+            model = load(ckpt)
+            trainer.test(model=model)
+        def main(mode, model, dm):
+            if mode == "train":
+                trainer = pl.Trainer(gpus=-1, strategy="dp")
+                trainer.fit(model, dm)
+            elif mode == "test":
+                trainer = pl.Trainer(gpus=-1, strategy="dp")
+                trainer.test(model, dm.test_dataloader())
+            for split in (dm.val_dataloader, dm.test_dataloader):
+                trainer = pl.Trainer(gpus=-1, strategy="dp")
+                trainer.validate(model, split())
+                trainer.predict(model, split())
+        def handed_on(model):
+            trainer = pl.Trainer(gpus=2, strategy="dp")
+            trainer.test(model)
+            return trainer
+        """
+    assert _codes(src) == [(10, "GPF011"), (20, "GPF011")]
+
+
+def test_gpf005_code_only_rank_zero_or_the_launcher_runs_is_left_alone() -> None:
+    # From real code: p0p4k/vits2_pytorch train.py calls evaluate() (x.cuda(0)) only under
+    # `if rank == 0`, where set_device(rank) made GPU 0 that rank's own; wmy903/scdp
+    # real_deployment.py profiles on cuda:0 in main(), the parent that starts the ranks with
+    # mp.Process. Neither is code every rank runs. A helper also called outside such a branch,
+    # and the ranks' own code, are still reported.
+    src = """
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        def evaluate(generator, loader):
+            for x in loader:
+                x = x.cuda(0)
+        def shared(x):
+            return x.to("cuda:0")
+        def run(rank, n_gpus):
+            dist.init_process_group("nccl", rank=rank, world_size=n_gpus)
+            torch.cuda.set_device(rank)
+            y = torch.zeros(1, device="cuda:0")
+            if rank == 0:
+                evaluate(None, [])
+                shared(y)
+            shared(y)
+        def main():
+            model = torch.nn.Linear(2, 2).to("cuda:0")
+            procs = [mp.Process(target=run, args=(r, 2)) for r in range(2)]
+        """
+    assert _codes(src) == [(9, "GPF005"), (13, "GPF005")]
+
+
+def test_knob_behind_a_switch_for_it_is_left_alone() -> None:
+    # From real code: openvpi/DiffSinger scripts/train.py sets NCCL_P2P_DISABLE=1 only when the
+    # user's config says `nccl_p2p: false` (a documented option): the user chose it, as with a
+    # value read from the arguments. A default written unless the environment has one
+    # (Tiller431/Mapperatorinator-ADOFAI) is still hard-coded for every run: reported.
+    src = """
+        import os
+        from utils.hparams import hparams
+        if not hparams['nccl_p2p']:
+            os.environ['NCCL_P2P_DISABLE'] = '1'
+        if args.disable_ib:
+            os.environ["NCCL_IB_DISABLE"] = "1"
+        def setup_cuda_debug(cuda_debug_mode=False):
+            if cuda_debug_mode:
+                os.environ["NCCL_DEBUG"] = "INFO"
+        if "NCCL_P2P_LEVEL" not in os.environ:
+            os.environ["NCCL_P2P_LEVEL"] = "NVL"
+        if world_size > 1:
+            os.environ["NCCL_SHM_DISABLE"] = "1"
+        """
+    assert _codes(src) == [(12, "GPF010"), (14, "GPF010")]
+
+
 def test_debug_and_p2p_values() -> None:
     src = """
         import os

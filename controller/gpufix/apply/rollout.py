@@ -37,11 +37,15 @@ def work_plan(plan: Plan, interim: bool) -> Plan:
         return plan
     if plan.interim is None:
         return replace(plan, strategy="none", steps=[], reboot_required=False)
+    # "complete" speaks of the permanent steps' parameters; the engine makes an interim only
+    # when its own steps are feasible (engine/explain.py interim_for)
+    extra = {k: v for k, v in plan.extra.items() if k != "complete"}
     return replace(
         plan,
         strategy=plan.interim.strategy,
         steps=list(plan.interim.steps),
         reboot_required=False,
+        extra=extra,
     )
 
 

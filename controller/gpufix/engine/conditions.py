@@ -103,6 +103,16 @@ def _new_feature_branch(s: Subject) -> bool:
     return row is not None and row.kind == "new-feature"
 
 
+# Probe phases after the process group formed: the GPUs exchange data there (gpufix_probe.py).
+DATA_PHASES = ("p2p_copy", "barrier", "allreduce", "soak")
+
+
+def _nvlink_peers(s: Subject) -> bool:
+    """Every GPU pair is on NVLink or NVSwitch, as the topology facts read (unread: not true)."""
+    h = s.ctx.host
+    return h.multi_gpu and (h.nvswitch or h.nvlink_min is not None)
+
+
 CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
     {
         "gpus-without-p2p": lambda s: no_p2p(s.ctx.host, s.ctx.kb),
@@ -116,6 +126,9 @@ CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
         "in-container": _in_container,
         "container-shm-default": _container_shm_default,
         "multi-node": lambda s: s.signals.scope == "multi-node",
+        "single-host": lambda s: s.signals.scope == "host",
+        "nvlink-peers": _nvlink_peers,
+        "past-bootstrap": lambda s: s.signals.phase in DATA_PHASES,
         "nccl-version-affected": lambda s: nccl_issue(s) is not None,
     }
 )

@@ -142,8 +142,12 @@ def check_stack(i: Inputs) -> Iterator[Finding]:
 
 
 def no_p2p(h: Host, kb: KnowledgeBase) -> bool:
-    """The GPUs cannot do PCIe P2P at all (a model without it, or every pair reads NS)."""
-    return h.p2p_read is False or any(kb.gpu_p2p_capable(n) is False for n in h.gpu_names)
+    """The GPUs cannot do PCIe P2P at all. The host's own reading (`nvidia-smi topo -p2p r`, i.e.
+    cudaDeviceCanAccessPeer, which NVIDIA calls the final determinant) wins; without it, a
+    model known to have no P2P (gpu_p2p.yaml)."""
+    if h.p2p_read is not None:
+        return h.p2p_read is False
+    return any(kb.gpu_p2p_capable(n) is False for n in h.gpu_names)
 
 
 def acs_bridges_that_matter(h: Host) -> tuple[str, ...]:

@@ -59,6 +59,9 @@ CONDITIONS = (
     "in-container",
     "container-shm-default",
     "multi-node",
+    "single-host",
+    "past-bootstrap",
+    "nvlink-peers",
     "nccl-version-affected",
 )
 # What a plan can ask the operator to gather or run (engine/needs.py words each one).

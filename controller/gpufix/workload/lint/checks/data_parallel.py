@@ -1,5 +1,6 @@
 """GPF002: DataParallel as the only multi-GPU path; GPF011: DataParallel chosen by a framework flag.
 
+GPF011 is not reported for a Trainer used only to test, validate or predict.
 GPF002 is not reported where the same module also offers a distributed path (DataParallel is then
 the single-process fallback, as in the Trainer or yolov5), nor inside a function or class whose
 name says it implements a DP option for others (a framework's `DataParallelStrategy`).
@@ -79,9 +80,59 @@ def _lightning_trainer(name: str | None) -> bool:
     return bool(name) and name.startswith(_LIGHTNING) and name.endswith((".Trainer", ".Fabric"))  # type: ignore[union-attr]
 
 
+_EVALUATE = frozenset({"test", "validate", "predict"})
+
+
+def _evaluation_only(sf: SourceFile) -> set[int]:
+    """Trainer calls assigned to a name that the statements after it (in the same block, until
+    the name is bound again) use only as `name.test/validate/predict(...)`: evaluation, where
+    Lightning advises one device, so "use ddp" is the wrong advice."""
+    out: set[int] = set()
+    for node in ast.walk(sf.tree) if sf.tree else ():
+        for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
+            if not isinstance(block, list):
+                continue
+            for i, stmt in enumerate(block):
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and isinstance(stmt.value, ast.Call)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and _only_evaluates(stmt.targets[0].id, block[i + 1 :])
+                ):
+                    out.add(id(stmt.value))
+    return out
+
+
+def _only_evaluates(name: str, after: list[ast.stmt]) -> bool:
+    uses = evaluations = 0
+    for stmt in after:
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in stmt.targets
+        ):
+            break
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and n.id == name:
+                uses += 1
+            elif (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in _EVALUATE
+                and isinstance(n.func.value, ast.Name)
+                and n.func.value.id == name
+            ):
+                evaluations += 1
+    return uses > 0 and uses == evaluations
+
+
 def _dp_flag(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
+    evaluation: set[int] | None = None
     for c in sites:
         if not _lightning_trainer(c.name):
+            continue
+        if evaluation is None:
+            evaluation = _evaluation_only(sf)
+        if id(c.node) in evaluation:
             continue
         for flag in _FLAGS:
             value = keyword(c.node, flag)

@@ -2,7 +2,9 @@
 
 Multi-rank code here means a module that calls init_process_group or wraps a model in
 DDP/FSDP (`callsites.is_multi_rank`). A module that sets CUDA_VISIBLE_DEVICES itself gives each
-rank one visible GPU, so `cuda:0` is right there and GPF005/GPF008 stay silent.
+rank one visible GPU, so `cuda:0` is right there and GPF005/GPF008 stay silent. GPF005 also
+stays silent in code no rank runs as its own: a function called only under a rank test, and a
+function that starts the ranks.
 """
 
 from __future__ import annotations
@@ -88,10 +90,46 @@ def _gpu0(sf: SourceFile, site: CallSite) -> ast.AST | None:
     return None
 
 
+_STARTS_PROCESSES = frozenset({"spawn", "Process", "start_processes"})
+
+
+def _not_every_rank(sf: SourceFile) -> set[str]:
+    """Functions no rank runs as its own code: those the module calls only under a rank test
+    (`if rank == 0: evaluate(...)`, the single-process branch one call away) and those that
+    start the ranks (`mp.spawn`, `mp.Process`: the parent process, not a rank)."""
+    calls: dict[str, list[bool]] = {}
+    parents: set[str] = set()
+    stack: list[tuple[ast.AST, tuple[ast.expr, ...], str]] = []
+    if sf.tree is not None:
+        stack.append((sf.tree, (), ""))
+    while stack:
+        node, tests, func = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            func = node.name
+        elif isinstance(node, ast.If):
+            stack.append((node.test, tests, func))
+            stack.extend((c, (*tests, node.test), func) for c in (*node.body, *node.orelse))
+            continue
+        elif isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+            if name in _STARTS_PROCESSES and func:
+                parents.add(func)
+            branchy = any(_BRANCHY.search(n) for t in tests for n in _names_in(t))
+            calls.setdefault(name, []).append(branchy)
+        stack.extend((c, tests, func) for c in ast.iter_child_nodes(node))
+    return {n for n, seen in calls.items() if all(seen)} | parents
+
+
 def _same_gpu(ctx: CheckContext, sf: SourceFile) -> None:
+    skip: set[str] | None = None
     for site in call_sites(sf):
         arg = _gpu0(sf, site)
         if arg is None or _under_branch(site, _BRANCHY):
+            continue
+        if skip is None:
+            skip = _not_every_rank(sf)
+        if site.owners and site.owners[-1] in skip:
             continue
         ctx.reporter.add(
             "GPF005",

@@ -1,12 +1,15 @@
 """GPF003 / GPF004 / GPF010: debug and NCCL transport settings hard-coded in the environment.
 
 Which variables and which values count is `gpufix.nccl_env` (shared with preflight and plan).
-Only literal values (or constants) are judged: `os.environ["NCCL_DEBUG"] = level` is left alone.
+Only literal values (or constants) are judged: `os.environ["NCCL_DEBUG"] = level` is left alone,
+and so is a write under an `if` on a switch for that very setting (`if not hparams["nccl_p2p"]`,
+`if args.debug`): the user chose it, as with a value read from the arguments.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
 from gpufix.nccl_env import (
     DEBUG_KNOBS,
@@ -19,10 +22,33 @@ from gpufix.nccl_env import (
 
 from ..callsites import all_env_writes
 from ..report import delete_statement
+from ..stmts import Where
 from . import Check, CheckContext
 
 _KEYS = (*DEBUG_KNOBS, P2P_DISABLE_VAR, *TRANSPORT_KNOBS)
 TRIGGERS = tuple({k.encode() for k in _KEYS} | {b"NCCL_", b"LAUNCH_BLOCKING"})
+
+
+# A switch for the setting: a name, attribute or config key about NCCL transports or debugging.
+# Environment look-ups (`"NCCL_P2P_LEVEL" not in os.environ`) are not switches: the write is
+# then a default every run carries.
+_SWITCH = re.compile(r"(?i)p2p|nccl|infiniband|(^|_)ib($|_)|shm|debug|launch_blocking")
+
+
+def _behind_switch(where: Where) -> bool:
+    for test in where.tests:
+        for n in ast.walk(test):
+            if isinstance(n, ast.Name):
+                word = n.id
+            elif isinstance(n, ast.Attribute):
+                word = n.attr
+            elif isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant):
+                word = str(n.slice.value)
+            else:
+                continue
+            if _SWITCH.search(word):
+                return True
+    return False
 
 
 def _rule_for(key: str, value: str) -> str | None:
@@ -55,9 +81,9 @@ def _message(rule: str, key: str, value: str) -> str:
 
 def run(ctx: CheckContext) -> None:
     for sf in ctx.with_any(TRIGGERS):
-        for w, node, _ in all_env_writes(sf):
+        for w, node, where in all_env_writes(sf):
             value = sf.names.const_str(w.value)
-            if w.key not in _KEYS or value is None:
+            if w.key not in _KEYS or value is None or _behind_switch(where):
                 continue
             rule = _rule_for(w.key, value)
             if rule is None:

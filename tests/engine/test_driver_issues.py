@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from gpufix.apply import rolevars
 from gpufix.engine import decide as engine
 from gpufix.engine.context import Constraints
 from gpufix.engine.kb import DEFAULT_DIR, load
@@ -90,8 +91,32 @@ def test_affected_host_moves_up_within_its_supported_branch() -> None:
     assert step.vars["gpufix_driver_fabricmanager"] is True
     assert "up to the newest R535" in step.description and "535.183.06" in step.description
     assert NOTE in step.description  # the row's source is in the plan text
-    assert any("535.183.06 or newer" in r for r in plan.risks)
+    assert step.vars["gpufix_driver_min_version"] == "535.183.06"  # the role enforces the fix
+    assert any("535.183.06" in r and "gpufix_driver_min_version" in r for r in plan.risks)
     assert issue_findings(plan) == ["driver-known-issue"]
+    # The step's vars pass the controller's check as a plan step does before it runs.
+    rolevars.check_vars(step.playbook, step.vars, "plan", plan_step=True)
+
+
+def test_a_move_to_another_branch_carries_no_minimum() -> None:
+    """fixed_in is a version of the affected branch: on another branch it means nothing."""
+    step = plan_for(hgx_h100(), hung_in_allreduce()).steps[0]
+    assert step.vars["gpufix_driver_branch"] != "535"
+    assert "gpufix_driver_min_version" not in step.vars
+
+
+@pytest.mark.parametrize(
+    "bad", ["535.183.06; reboot", "{{ lookup('pipe','id') }}", "535", "r535.1"]
+)
+def test_a_minimum_that_is_not_a_driver_version_is_refused(bad: str) -> None:
+    with pytest.raises(GpufixError) as err:
+        rolevars.check_vars(
+            "driver_pin.yml",
+            {"gpufix_driver_branch": "535", "gpufix_driver_min_version": bad},
+            "plan",
+            plan_step=True,
+        )
+    assert "gpufix_driver_min_version" in str(err.value) and "driver_version" in str(err.value)
 
 
 def test_affected_host_on_an_unsupported_branch_moves_to_a_supported_one() -> None:

@@ -162,11 +162,13 @@ def _leave_issue(ctx: Ctx, want: branches.Wanted, issue: DriverIssue) -> DriverT
         )
         if isinstance(got, str):
             return got
+        # The role refuses, before it changes anything, a source whose newest R{branch} is older.
+        vars_ = {**got.vars, "gpufix_driver_min_version": issue.fixed_in}
         risk = (
-            f"the fix is in {issue.fixed_in}: the version the role resolves for R{branch} must be "
-            f"{issue.fixed_in} or newer (check `apt-cache policy` before applying)"
+            f"the fix is in {issue.fixed_in}: the driver role refuses, before it changes anything, "
+            f"when the source's newest R{branch} is older (gpufix_driver_min_version)"
         )
-        return replace(got, risks=[*got.risks, risk])
+        return replace(got, vars=vars_, risks=[*got.risks, risk])
     moved = replace(
         want, min_driver=ctx.stack.toolkit_driver, avoid=issue, prefer=issue.good_branches
     )

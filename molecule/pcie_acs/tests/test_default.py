@@ -6,6 +6,18 @@ REG = "ECAP_ACS+0x6.w"
 WITH_ACS = ["0000:40:03.1", "0000:41:00.0"]
 
 
+def test_setpci_comes_from_the_archives_pciutils(host):
+    # The bare image had no setpci: the role installed pciutils (with libpci3, its exact-version
+    # dependency) from bionic-updates, and the unit runs /usr/bin/setpci from it.
+    for name in ("pciutils", "libpci3"):
+        assert host.package(name).version == "1:3.5.2-1ubuntu1.1"
+    assert host.check_output("dpkg -S /usr/bin/setpci").startswith("pciutils: ")
+    policy = host.check_output("apt-cache policy pciutils")
+    assert "archive.ubuntu.com/ubuntu bionic-updates/main" in policy
+    unit = host.file("/etc/systemd/system/gpufix-pcie-acs.service")
+    assert unit.contains(" /usr/bin/setpci ECAP_ACS+0x6.w 0000 ")
+
+
 def test_unit_enabled_and_ran_at_boot(host):
     svc = host.service("gpufix-pcie-acs")
     assert svc.is_enabled

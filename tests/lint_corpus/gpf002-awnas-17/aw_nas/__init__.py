@@ -1,0 +1,1 @@
+# source: https://github.com/walkerning/aw_nas/pull/17

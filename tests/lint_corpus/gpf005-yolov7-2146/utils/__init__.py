@@ -1,0 +1,1 @@
+# source: https://github.com/WongKinYiu/yolov7/pull/2146

@@ -14,7 +14,8 @@ class CNNFinalTrainer:
 
     def _parallelize(self):
         if len(self.gpus) >= 2:
-            self.parallel_model = DataParallel(self.model, self.gpus).to(self.device)  # expect: GPF002
+            model = DataParallel(self.model, self.gpus)  # expect: GPF002
+            self.parallel_model = model.to(self.device)
 
     def train(self, train_queue, criterion):
         self._parallelize()

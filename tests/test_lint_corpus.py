@@ -29,7 +29,6 @@ CASES = recall.load_cases()
 KNOWN_DEV_MISSES = {
     "gpf008-mmengine-665": "map_location passed from a None default; the module starts no group",
     "gpf005-yolov7-2146": "cuda:0 in a loss module that train.py imports; the module starts no group",
-    "gpf002-awnas-17": "the project's own DataParallel subclass; only torch's names are matched",
 }
 
 

@@ -211,3 +211,33 @@ def test_library_table_rows_have_sources_and_bad_rows_are_refused() -> None:
         except ValueError:
             continue
         raise AssertionError(bad)
+
+
+def test_a_projects_own_data_parallel_subclass_is_data_parallel(tmp_path: Path) -> None:
+    """aw_nas#17: the trainer used the project's `class DataParallel(torch.nn.DataParallel)`;
+    DDP was the fix. A class of that name not derived from torch's is not reported."""
+    found = _project(
+        tmp_path,
+        {
+            "proj/__init__.py": "",
+            "proj/utils.py": """
+                import torch
+                class DataParallel(torch.nn.DataParallel):
+                    pass
+                class Wrapped(DataParallel):
+                    pass
+                """,
+            "proj/other.py": "class DataParallel:\n    pass\n",
+            "train.py": """
+                import torch
+                from proj.utils import DataParallel, Wrapped
+                from proj import other
+                def fit(model):
+                    a = DataParallel(model)
+                    b = Wrapped(model)
+                    c = other.DataParallel()
+                    a(torch.zeros(1)).sum().backward()
+                """,
+        },
+    )
+    assert _where(found) == [("train.py", 6, "GPF002"), ("train.py", 7, "GPF002")]

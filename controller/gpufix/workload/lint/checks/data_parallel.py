@@ -59,8 +59,34 @@ def _attr(site: CallSite) -> str:
     return f.attr if isinstance(f, ast.Attribute) else ""
 
 
+def _class_def(
+    ctx: CheckContext, sf: SourceFile, name: str
+) -> tuple[SourceFile, ast.ClassDef] | None:
+    """The project class a dotted name stands for: `pkg.utils.DataParallel` -> its ClassDef."""
+    local = name[len(sf.module) + 1 :] if sf.module and name.startswith(sf.module + ".") else name
+    found: tuple[SourceFile, list[str]] | None = (sf, [local]) if local in sf.defs else None
+    found = found or ctx.project.split(sf, name)
+    if found is None or len(found[1]) != 1 or found[0].tree is None:
+        return None
+    node = found[0].defs.get(found[1][0])
+    return (found[0], node) if isinstance(node, ast.ClassDef) else None
+
+
+def _is_data_parallel(ctx: CheckContext, sf: SourceFile, name: str | None, depth: int = 3) -> bool:
+    """torch's DataParallel, or a project class derived from it (a project's own
+    `class DataParallel(torch.nn.DataParallel)`), up to three classes deep."""
+    if name is None or name in DATA_PARALLEL:
+        return name is not None
+    found = _class_def(ctx, sf, name) if depth > 0 else None
+    if found is None:
+        return False
+    where, cls = found
+    bases = (where.names.resolve(b) for b in cls.bases)
+    return any(_is_data_parallel(ctx, where, b, depth - 1) for b in bases)
+
+
 def _data_parallel(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
-    dp = [c for c in sites if c.name in DATA_PARALLEL]
+    dp = [c for c in sites if _is_data_parallel(ctx, sf, c.name)]
     if not dp or _offers_distributed(ctx, sf):
         return
     inference = _inference_functions(sf, sites)

@@ -336,8 +336,10 @@ def test_knob_behind_a_switch_for_it_is_left_alone() -> None:
             os.environ["NCCL_P2P_LEVEL"] = "NVL"
         if world_size > 1:
             os.environ["NCCL_SHM_DISABLE"] = "1"
+        if os.environ["NCCL_IB_DISABLE"] != "1":
+            os.environ["NCCL_IB_DISABLE"] = "1"
         """
-    assert _codes(src) == [(12, "GPF010"), (14, "GPF010")]
+    assert _codes(src) == [(12, "GPF010"), (14, "GPF010"), (16, "GPF010")]
 
 
 def test_debug_and_p2p_values() -> None:

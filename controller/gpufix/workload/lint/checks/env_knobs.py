@@ -21,6 +21,7 @@ from gpufix.nccl_env import (
 )
 
 from ..callsites import all_env_writes
+from ..names import NameTable
 from ..report import delete_statement
 from ..stmts import Where
 from . import Check, CheckContext
@@ -35,14 +36,18 @@ TRIGGERS = tuple({k.encode() for k in _KEYS} | {b"NCCL_", b"LAUNCH_BLOCKING"})
 _SWITCH = re.compile(r"(?i)p2p|nccl|infiniband|(^|_)ib($|_)|shm|debug|launch_blocking")
 
 
-def _behind_switch(where: Where) -> bool:
+def _behind_switch(where: Where, names: NameTable) -> bool:
     for test in where.tests:
         for n in ast.walk(test):
             if isinstance(n, ast.Name):
                 word = n.id
             elif isinstance(n, ast.Attribute):
                 word = n.attr
-            elif isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant):
+            elif (
+                isinstance(n, ast.Subscript)
+                and isinstance(n.slice, ast.Constant)
+                and not names.is_environ(n.value)
+            ):
                 word = str(n.slice.value)
             else:
                 continue
@@ -83,7 +88,7 @@ def run(ctx: CheckContext) -> None:
     for sf in ctx.with_any(TRIGGERS):
         for w, node, where in all_env_writes(sf):
             value = sf.names.const_str(w.value)
-            if w.key not in _KEYS or value is None or _behind_switch(where):
+            if w.key not in _KEYS or value is None or _behind_switch(where, sf.names):
                 continue
             rule = _rule_for(w.key, value)
             if rule is None:

@@ -75,8 +75,10 @@ def _class_def(
 def _is_data_parallel(ctx: CheckContext, sf: SourceFile, name: str | None, depth: int = 3) -> bool:
     """torch's DataParallel, or a project class derived from it (a project's own
     `class DataParallel(torch.nn.DataParallel)`), up to three classes deep."""
-    if name is None or name in DATA_PARALLEL:
-        return name is not None
+    if name is None:
+        return False
+    if name in DATA_PARALLEL:
+        return True
     found = _class_def(ctx, sf, name) if depth > 0 else None
     if found is None:
         return False

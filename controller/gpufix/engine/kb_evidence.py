@@ -80,6 +80,7 @@ NEEDS = (
     "interfaces",
     "ib-fabric",
     "image",
+    "gpu-diagnostics",
 )
 KNOB_KINDS = ("tuning", "transport", "interface")
 

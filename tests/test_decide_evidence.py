@@ -366,6 +366,42 @@ def test_container_with_an_unsized_shm_gets_container_fix_and_shm_off_now() -> N
     assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["shm-off"]
 
 
+IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3@sha256:" + "a" * 64
+
+
+def _private_network_host() -> dict[str, Any]:
+    f = facts("container-shm64m")
+    f["shm"] = {"path": "/dev/shm", "size_bytes": 16 << 30}  # /dev/shm is not the question
+    return f
+
+
+def test_container_network_alone_is_the_wrapper_with_host_networking_not_a_bigger_shm() -> None:
+    """Docker has no daemon-wide network default: --network host comes only from the wrapper,
+    which needs the image. Without one the plan names that change and waits (incomplete);
+    it does not raise /dev/shm, which the evidence does not implicate."""
+    v = verdict("failed", "pg_init", scope="multi-node", failed_layer="container-network")
+    plan = decide(_private_network_host(), v)
+    assert plan.strategy == "container-fix"
+    (step,) = plan.steps
+    assert step.vars == {"gpufix_container_runtime_multi_node": True}
+    assert plan.extra["complete"] is False
+    assert [n["id"] for n in plan.extra["needs"]] == ["image"]
+    with_image = decide(_private_network_host(), v, constraints=Constraints(container_image=IMAGE))
+    assert with_image.extra["complete"] is True
+    assert with_image.steps[0].vars["gpufix_container_runtime_multi_node"] is True
+    assert with_image.steps[0].vars["gpufix_container_runtime_image"] == IMAGE
+    assert "gpufix_container_runtime_default_shm_size" not in with_image.steps[0].vars
+
+
+def test_container_shm_and_network_without_an_image_applies_the_shm_part() -> None:
+    f = facts("container-shm64m")
+    v = verdict("failed", "pg_init", scope="multi-node", failed_layer="container-network")
+    plan = decide(f, v)
+    assert plan.strategy == "container-fix" and plan.extra["complete"] is True
+    assert plan.steps[0].vars == {"gpufix_container_runtime_default_shm_size": "1g"}
+    assert "--network host on the docker run line" in plan.outcome
+
+
 def test_a_tuning_knob_left_in_place_goes_back_to_defaults() -> None:
     f = facts("jammy-470-torch23")
     f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")

@@ -79,6 +79,7 @@ NEEDS = (
     "python-env",
     "interfaces",
     "ib-fabric",
+    "image",
 )
 KNOB_KINDS = ("tuning", "transport", "interface")
 

@@ -512,6 +512,19 @@ def test_a_suspect_gpu_on_a_branch_past_support_moves_to_a_supported_branch() ->
     assert int(plan.steps[0].vars["gpufix_driver_branch"]) > 570
 
 
+def test_a_healthy_probe_clears_the_host_and_names_what_is_left() -> None:
+    """Nothing to change, yet a hang was reported: the plan says what would still find it (a
+    soak, unless one ran; the training program through gpufix lint)."""
+    plan = decide(facts("bionic-ga-2x3090"), verdict("healthy") | {"causes": []})
+    assert plan.strategy == "none" and not plan.steps
+    assert [n["id"] for n in plan.extra["needs"]] == ["soak", "workload"]
+    soaked = verdict("healthy") | {"soak": {"sizes": [1024], "iters": 5, "verdict": "healthy"}}
+    assert [n["id"] for n in decide(facts("bionic-ga-2x3090"), soaked).extra["needs"]] == [
+        "workload"
+    ]
+    assert decide(facts("bionic-ga-2x3090"), decided("p2p-off")).strategy != "none"
+
+
 def test_the_documented_decision_table_is_the_knowledge_base_s() -> None:
     """docs/decision.md shows the table the engine reads (regenerate with corpus_report.py)."""
     root = Path(__file__).resolve().parents[1]

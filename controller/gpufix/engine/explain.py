@@ -10,9 +10,20 @@ from gpufix.engine.needs import describe
 from gpufix.engine.plan import Interim
 
 
+def after_healthy(ctx: Ctx, chosen: Candidate) -> tuple[str, ...]:
+    """A healthy start-up probe with nothing to change clears the host, not the hang: what is
+    left is a hang after the first collectives (a soak finds it) or the training program itself
+    (gpufix lint: CUDA_VISIBLE_DEVICES after import torch, the same GPU on every rank)."""
+    v = ctx.verdict or {}
+    one_gpu = ctx.host.gpu_count is not None and ctx.host.gpu_count < 2
+    if chosen.strategy != "none" or v.get("verdict") != "healthy" or one_gpu:
+        return ()
+    return ("workload",) if isinstance(v.get("soak"), dict) else ("soak", "workload")
+
+
 def explain(ctx: Ctx, chosen: Candidate) -> dict[str, Any]:
     d = ctx.decision
-    needs = [*(d.needs if d else ()), *chosen.missing]
+    needs = [*(d.needs if d else ()), *chosen.missing, *after_healthy(ctx, chosen)]
     out: dict[str, Any] = {"needs": describe(needs), "complete": not chosen.missing}
     if d is not None:
         out["decision"] = {

@@ -81,6 +81,7 @@ NEEDS = (
     "ib-fabric",
     "image",
     "gpu-diagnostics",
+    "workload",
 )
 KNOB_KINDS = ("tuning", "transport", "interface")
 

@@ -37,6 +37,9 @@ TEXT: Mapping[str, str] = MappingProxyType(
         "gpu-diagnostics": "the suspect GPU and its links, outside gpufix: `dcgmi diag -r 3 -i "
         "GPU` (PCIe and NVLink checks), Xid events in the kernel log (`journalctl -k | grep "
         "Xid`), `nvidia-smi nvlink -e` for NVLink error counters",
+        "workload": "the training program: `gpufix lint PATH` (CUDA_VISIBLE_DEVICES set after "
+        "import torch, the same GPU on every rank, DataParallel) and `gpufix preflight` in the "
+        "job's own environment",
     }
 )
 assert set(TEXT) == set(NEEDS), "every need the table may name has a text"

@@ -86,6 +86,7 @@ def _known(ctx: Ctx, signals: Signals) -> Mapping[str, Callable[[], bool]]:
             "ib-fabric": lambda: False,
             "gpu-diagnostics": lambda: False,
             "image": lambda: bool(ctx.c.container_image),
+            "workload": lambda: False,
         }
     )
 

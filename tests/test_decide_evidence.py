@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import date
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -366,6 +367,42 @@ def test_container_with_an_unsized_shm_gets_container_fix_and_shm_off_now() -> N
     assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["shm-off"]
 
 
+IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3@sha256:" + "a" * 64
+
+
+def _private_network_host() -> dict[str, Any]:
+    f = facts("container-shm64m")
+    f["shm"] = {"path": "/dev/shm", "size_bytes": 16 << 30}  # /dev/shm is not the question
+    return f
+
+
+def test_container_network_alone_is_the_wrapper_with_host_networking_not_a_bigger_shm() -> None:
+    """Docker has no daemon-wide network default: --network host comes only from the wrapper,
+    which needs the image. Without one the plan names that change and waits (incomplete);
+    it does not raise /dev/shm, which the evidence does not implicate."""
+    v = verdict("failed", "pg_init", scope="multi-node", failed_layer="container-network")
+    plan = decide(_private_network_host(), v)
+    assert plan.strategy == "container-fix"
+    (step,) = plan.steps
+    assert step.vars == {"gpufix_container_runtime_multi_node": True}
+    assert plan.extra["complete"] is False
+    assert [n["id"] for n in plan.extra["needs"]] == ["image"]
+    with_image = decide(_private_network_host(), v, constraints=Constraints(container_image=IMAGE))
+    assert with_image.extra["complete"] is True
+    assert with_image.steps[0].vars["gpufix_container_runtime_multi_node"] is True
+    assert with_image.steps[0].vars["gpufix_container_runtime_image"] == IMAGE
+    assert "gpufix_container_runtime_default_shm_size" not in with_image.steps[0].vars
+
+
+def test_container_shm_and_network_without_an_image_applies_the_shm_part() -> None:
+    f = facts("container-shm64m")
+    v = verdict("failed", "pg_init", scope="multi-node", failed_layer="container-network")
+    plan = decide(f, v)
+    assert plan.strategy == "container-fix" and plan.extra["complete"] is True
+    assert plan.steps[0].vars == {"gpufix_container_runtime_default_shm_size": "1g"}
+    assert "--network host on the docker run line" in plan.outcome
+
+
 def test_a_tuning_knob_left_in_place_goes_back_to_defaults() -> None:
     f = facts("jammy-470-torch23")
     f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
@@ -436,6 +473,43 @@ def test_a_suspect_gpu_behind_acs_is_pcie_acs() -> None:
     v = verdict(experiments=pairs, decided_by=None, suspects={"gpus": [0], "links": []})
     plan = decide(f, v, Constraints(plan_date=KB.checked()))
     assert plan.strategy == "pcie-acs" and plan.extra["decision"]["row"] == "gpu-pair-acs"
+
+
+def _suspect_gpu_verdict() -> dict[str, Any]:
+    pairs = [experiment("gpus-0-1", "hung"), experiment("gpus-2-3", "healthy")]
+    return verdict(experiments=pairs, decided_by=None, suspects={"gpus": [0], "links": []})
+
+
+def _a100_host_in_a_container(driver: str) -> dict[str, Any]:
+    """Four A100s, ACS unread, IOMMU off, run from a container with Docker's 64 MB /dev/shm."""
+    f = facts("jammy-4xp100-torch28")
+    for gpu in f["gpus"]:
+        gpu.update(name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")
+    f["pcie"]["bridges"] = {"unknown": "lspci: ACS capabilities need root"}
+    f["driver"].update(kernel_module=driver, userspace=driver)
+    shm = facts("container-shm64m")
+    f.update(containers=shm["containers"], shm=shm["shm"], gathered_in=shm["gathered_in"])
+    return f
+
+
+def test_a_suspect_gpu_is_not_a_host_wide_question() -> None:
+    """Other pairs on the same host (same container, same /dev/shm) work: the container-shm row,
+    which would otherwise fire for a collective stall in a 64 MB container, cannot explain it.
+    With no software cause in the facts the plan changes nothing and names the diagnostics."""
+    plan = decide(_a100_host_in_a_container("580.95.05"), _suspect_gpu_verdict())
+    assert plan.extra["decision"]["row"] == "gpu-pair-hardware"
+    assert plan.strategy == "none" and not plan.steps
+    assert "gpu-diagnostics" in [n["id"] for n in plan.extra["needs"]]
+    no_subsets = decide(_a100_host_in_a_container("580.95.05"), verdict())
+    assert no_subsets.strategy == "container-fix"
+
+
+def test_a_suspect_gpu_on_a_branch_past_support_moves_to_a_supported_branch() -> None:
+    f = _a100_host_in_a_container("570.172.08")
+    plan = decide(f, _suspect_gpu_verdict(), Constraints(plan_date=date(2026, 12, 1)))
+    assert plan.extra["decision"]["row"] == "gpu-pair-unsupported-driver"
+    assert plan.strategy == "driver-pin"
+    assert int(plan.steps[0].vars["gpufix_driver_branch"]) > 570
 
 
 def test_the_documented_decision_table_is_the_knowledge_base_s() -> None:

@@ -287,6 +287,48 @@ def test_gpf011_trainer_used_only_to_evaluate_is_left_alone() -> None:
     assert _codes(src) == [(10, "GPF011"), (20, "GPF011")]
 
 
+def _apply_fixes(text: str, findings: list) -> str:
+    """Apply one-line replacements, right to left within a line so columns stay valid."""
+    lines = text.splitlines(keepends=True)
+    reps = [r for f in findings if f.fix for r in f.fix.replacements]
+    for r in sorted(reps, key=lambda r: (r.line, r.col), reverse=True):
+        assert r.line == r.end_line
+        line = lines[r.line - 1]
+        lines[r.line - 1] = line[: r.col - 1] + r.text + line[r.end_col - 1 :]
+    return "".join(lines)
+
+
+def test_gpf011_dp_chosen_by_a_conditional_expression() -> None:
+    # From real code: Phimos/SIGSPATIAL-2021-GISCUP-2nd-Place-Solution train.py:164 passes
+    # `distributed_backend="dp" if args.gpus > 1 else None`, and dvruette/unsupervised-translation
+    # (an earlier version of src/unsupervised/train.py) `strategy="dp" if
+    # torch.cuda.device_count() > 1 else None`: every multi-GPU run gets DataParallel. The finding
+    # sits on the "dp" branch and its fix replaces that branch only.
+    src = """
+        import pytorch_lightning as pl
+        import torch
+        def main(args, model, train_loader, val_loader):
+            trainer = pl.Trainer(
+                gpus=args.gpus,
+                distributed_backend="dp" if args.gpus > 1 else None,
+            )
+            trainer.fit(model, train_loader, val_loader)
+            other = pl.Trainer(strategy=None if torch.cuda.device_count() < 2 else "dp")
+            other.fit(model)
+            fine = pl.Trainer(strategy="ddp" if args.gpus > 1 else "auto")
+            fine.fit(model)
+        """
+    text = textwrap.dedent(src)
+    findings = lint_source(text, "t.py")
+    assert [(f.line, f.rule) for f in findings] == [(7, "GPF011"), (10, "GPF011")]
+    lines = text.splitlines()
+    assert {lines[f.line - 1][f.col - 1 : f.end_col - 1] for f in findings} == {'"dp"'}
+    fixed = _apply_fixes(text, findings)
+    assert 'distributed_backend="ddp" if args.gpus > 1 else None' in fixed
+    assert 'else "ddp")' in fixed
+    assert not [f for f in lint_source(fixed, "t.py") if f.rule == "GPF011"]
+
+
 def test_gpf005_code_only_rank_zero_or_the_launcher_runs_is_left_alone() -> None:
     # From real code: p0p4k/vits2_pytorch train.py calls evaluate() (x.cuda(0)) only under
     # `if rank == 0`, where set_device(rank) made GPU 0 that rank's own; wmy903/scdp

@@ -79,6 +79,8 @@ NEEDS = (
     "python-env",
     "interfaces",
     "ib-fabric",
+    "image",
+    "gpu-diagnostics",
 )
 KNOB_KINDS = ("tuning", "transport", "interface")
 # Where an NCCL issue happens (NcclIssue.setup): a job across hosts, IB/RoCE devices in the facts.

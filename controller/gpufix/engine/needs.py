@@ -32,6 +32,11 @@ TEXT: Mapping[str, str] = MappingProxyType(
         "interfaces": "every host's interfaces: `gpufix facts HOST` on each host",
         "ib-fabric": "the IB/RoCE fabric itself (outside gpufix): ibstat, show_gids for the RoCE "
         "v2 GID index, ib_write_bw between the hosts",
+        "image": "the training image, pinned: plan again with `--image REF@sha256:DIGEST`; the "
+        "gpufix-run wrapper then starts it with --network host and --ipc=host",
+        "gpu-diagnostics": "the suspect GPU and its links, outside gpufix: `dcgmi diag -r 3 -i "
+        "GPU` (PCIe and NVLink checks), Xid events in the kernel log (`journalctl -k | grep "
+        "Xid`), `nvidia-smi nvlink -e` for NVLink error counters",
     }
 )
 assert set(TEXT) == set(NEEDS), "every need the table may name has a text"

@@ -84,6 +84,8 @@ def _known(ctx: Ctx, signals: Signals) -> Mapping[str, Callable[[], bool]]:
             "interfaces": lambda: physical_interface(h) is not None,
             "soak": lambda: False,
             "ib-fabric": lambda: False,
+            "gpu-diagnostics": lambda: False,
+            "image": lambda: bool(ctx.c.container_image),
         }
     )
 

@@ -12,30 +12,40 @@ from gpufix.strategies.evidence import SHM_CAUSES
 PLAYBOOK = "container_fix.yml"
 
 
-def _outcome(ctx: Ctx, shm_gib: int, image: str | None) -> str:
+def _outcome(ctx: Ctx, shm_gib: int | None, image: str | None) -> str:
     """What the operator gets, and what is left to them. dockerd applies default-shm-size on a
     reload (SIGHUP; moby daemon/reload_unix.go, reloadPlatform) as well as at start; containers
     created before keep their /dev/shm. Only the gpufix-run wrapper (installed with an image)
-    adds --ipc=host."""
-    parts = [
-        f"daemon.json sets default-shm-size to {shm_gib}g and the role reloads dockerd (SIGHUP, no "
-        "container stops), so containers created after it get it; running containers keep their "
-        "/dev/shm until they are recreated. Only where dockerd cannot reload does the role restart "
-        "it, with your consent (gpufix_container_runtime_restart_allowed) and after checking that "
-        "no container is running"
-    ]
+    adds --ipc=host and --network host: Docker has no daemon-wide default for either."""
+    parts = []
+    if shm_gib:
+        parts.append(
+            f"daemon.json sets default-shm-size to {shm_gib}g and the role reloads dockerd "
+            "(SIGHUP, no container stops), so containers created after it get it; running "
+            "containers keep their /dev/shm until they are recreated. Only where dockerd cannot "
+            "reload does the role restart it, with your consent "
+            "(gpufix_container_runtime_restart_allowed) and after checking that no container is "
+            "running"
+        )
     if image:
         parts.append(f"gpufix-run starts {image} with --ipc=host (no 64 MiB /dev/shm)")
-    else:
+    elif shm_gib:
         parts.append(
             "no gpufix-run wrapper is installed without --image REF@sha256:DIGEST: start training "
             f"containers with --ipc=host (or --shm-size={shm_gib}g) yourself"
         )
     if _network(ctx):
-        parts.append(
-            "multi-node runs need --network host"
-            + (" (gpufix-run adds it)" if image else " on the docker run line")
-        )
+        if image:
+            parts.append("multi-node runs need --network host (gpufix-run adds it)")
+        elif shm_gib:
+            parts.append("multi-node runs need --network host on the docker run line")
+        else:
+            parts.append(
+                "multi-node runs need --network host; Docker has no daemon setting for it, so "
+                "the fix is the gpufix-run wrapper, which needs the training image: plan again "
+                "with --image REF@sha256:DIGEST, or add --network host to your docker run line "
+                "yourself. Nothing is applied until then"
+            )
     return "; ".join(parts)
 
 
@@ -61,10 +71,17 @@ def evaluate(ctx: Ctx) -> Candidate:
         return Candidate("container-fix", False, "training does not run in containers here")
     if not _shm(ctx) and not _network(ctx):
         return Candidate("container-fix", False, "container /dev/shm and network look fine")
-    shm_gib = max(1, ctx.rules.thresholds["shm_min_bytes"] >> 30)
+    shm = _shm(ctx)
+    shm_gib = max(1, ctx.rules.thresholds["shm_min_bytes"] >> 30) if shm else None
     image = ctx.c.container_image
-    vars_: dict[str, Any] = {"gpufix_container_runtime_default_shm_size": f"{shm_gib}g"}
-    what = [f"Docker's default /dev/shm raised to {shm_gib} GiB (daemon.json default-shm-size)"]
+    vars_: dict[str, Any] = {}
+    what: list[str] = []
+    missing: list[str] = []
+    if shm_gib:
+        vars_["gpufix_container_runtime_default_shm_size"] = f"{shm_gib}g"
+        what.append(
+            f"Docker's default /dev/shm raised to {shm_gib} GiB (daemon.json default-shm-size)"
+        )
     if image:
         vars_["gpufix_container_runtime_image"] = image
         vars_["gpufix_container_runtime_ipc_host"] = True
@@ -72,8 +89,15 @@ def evaluate(ctx: Ctx) -> Candidate:
     if _network(ctx) and image:
         vars_["gpufix_container_runtime_multi_node"] = True
         what.append("--network host in the wrapper for multi-node NCCL")
+    elif _network(ctx) and not shm:
+        # Host networking is the whole fix, and only the wrapper can give it: the plan names
+        # it and waits for the image rather than changing something that does not matter.
+        vars_["gpufix_container_runtime_multi_node"] = True
+        what.append("a gpufix-run wrapper with --network host for multi-node NCCL (needs --image)")
+        missing.append("image")
     step = Step(PLAYBOOK, "; ".join(what), vars_)
-    cand = Candidate("container-fix", True, "; ".join(what), [step], _outcome(ctx, shm_gib, image))
+    outcome = _outcome(ctx, shm_gib, image)
+    cand = Candidate("container-fix", True, "; ".join(what), [step], outcome, missing=missing)
     return on_container_host(ctx, cand)
 
 

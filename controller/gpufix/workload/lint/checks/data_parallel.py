@@ -1,6 +1,7 @@
 """GPF002: DataParallel as the only multi-GPU path; GPF011: DataParallel chosen by a framework flag.
 
-GPF011 is not reported for a Trainer used only to test, validate or predict.
+GPF011 reads a constant "dp" or a "dp" branch of a conditional expression; it is not reported for
+a Trainer used only to test, validate or predict.
 GPF002 is not reported where the same module also offers a distributed path (DataParallel is then
 the single-process fallback, as in the Trainer or yolov5), nor inside a function or class whose
 name says it implements a DP option for others (a framework's `DataParallelStrategy`).
@@ -153,6 +154,13 @@ def _only_evaluates(name: str, after: list[ast.stmt]) -> bool:
     return uses > 0 and uses == evaluations
 
 
+def _dp_value(sf: SourceFile, value: ast.expr | None) -> ast.expr | None:
+    """The "dp" in a flag's value: the value itself, or a branch of a conditional expression
+    (`"dp" if args.gpus > 1 else None`: every multi-GPU run gets DataParallel)."""
+    branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    return next((b for b in branches if b is not None and sf.names.const_str(b) == "dp"), None)
+
+
 def _dp_flag(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
     evaluation: set[int] | None = None
     for c in sites:
@@ -163,8 +171,8 @@ def _dp_flag(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
         if id(c.node) in evaluation:
             continue
         for flag in _FLAGS:
-            value = keyword(c.node, flag)
-            if value is None or sf.names.const_str(value) != "dp":
+            value = _dp_value(sf, keyword(c.node, flag))
+            if value is None:
                 continue
             fix = replace_node(sf, value, '"ddp"', f"Use {flag}='ddp'")
             ctx.reporter.add(

@@ -456,6 +456,7 @@ def test_nccl_profiles(k: kb.KnowledgeBase) -> None:
         "nvls-off",
         "proto-simple",
         "algo-ring",
+        "pxn-off",
         "debug",
     }
     default = k.nccl_profile("default")

@@ -43,13 +43,17 @@ def explain(ctx: Ctx, chosen: Candidate) -> dict[str, Any]:
 
 
 def interim_for(ctx: Ctx, chosen: Candidate) -> Interim | None:
-    """The row's no-reboot NCCL profile beside a permanent fix of another kind."""
+    """The row's no-reboot NCCL profile beside a permanent fix of another kind, and the
+    workaround profiles the chosen fix itself needs (a stack whose NCCL has a documented
+    problem on this setup: extra["nccl_companion"], strategies/cuda_downgrade.py)."""
     from gpufix.strategies import nccl_profile  # strategies import the engine's context
 
     d = ctx.decision
-    if d is None or not d.row.interim or chosen.strategy in ("none", "nccl-profile"):
+    companion = (chosen.extra.get("nccl_companion") or {}).get("profiles") or []
+    names = list(dict.fromkeys([*(d.row.interim if d else ()), *companion]))
+    if not names or chosen.strategy in ("none", "nccl-profile"):
         return None
-    cand = nccl_profile.for_profiles(ctx, d.row.interim, f"until {chosen.strategy} is applied")
+    cand = nccl_profile.for_profiles(ctx, names, f"until {chosen.strategy} is applied")
     if not cand.feasible:
         return None
     return Interim(cand.strategy, cand.steps, cand.outcome, reboot_required=False)

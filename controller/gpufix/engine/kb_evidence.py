@@ -84,6 +84,8 @@ NEEDS = (
     "workload",
 )
 KNOB_KINDS = ("tuning", "transport", "interface")
+# Where an NCCL issue happens (NcclIssue.setup): a job across hosts, IB/RoCE devices in the facts.
+SETUPS = ("multi-node", "infiniband")
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,8 @@ class NcclIssue:
     shows: tuple[str, ...]
     source: str
     archs: tuple[str, ...] = ()
+    setup: tuple[str, ...] = ()  # only on hosts with all of these (SETUPS); empty: everywhere
+    workaround: str | None = None  # the nccl_profiles.yaml profile that avoids it
     note: str | None = None
 
     def matches(self, nccl: object) -> bool | None:
@@ -193,13 +197,15 @@ TABLES: Mapping[str, c.Table] = MappingProxyType(
         "nccl_issues": c.table(
             NcclIssue,
             "id",
-            ("archs",),
+            ("archs", "setup", "workaround"),
             id=c.text,
             affected=c.spec,
             fixed_in=c.version,
             symptom=c.text,
             shows=evidence_list,
             archs=c.listof(c.text),
+            setup=c.listof(c.choice(SETUPS)),
+            workaround=c.optional(c.text),
         ),
         "nccl_knobs": c.table(NcclKnob, "name", (), name=c.text, kind=c.choice(KNOB_KINDS)),
         "torch_nccl": c.table(
@@ -231,9 +237,10 @@ def cross_check(rows: Mapping[str, tuple[Any, ...]]) -> str | None:
         if row.fix == "nccl-profile" and not row.profiles:
             return f"{where}: an nccl-profile fix names its profiles"
     for i, issue in enumerate(rows["nccl_issues"], start=1):
+        where = f"knowledge/nccl_issues.yaml row {i} ({issue.id})"
         bad = [a for a in issue.archs if a not in archs]
         if bad:
-            return (
-                f"knowledge/nccl_issues.yaml row {i} ({issue.id}): unknown architecture {bad[0]!r}"
-            )
+            return f"{where}: unknown architecture {bad[0]!r}"
+        if issue.workaround is not None and issue.workaround not in profiles:
+            return f"{where}: workaround {issue.workaround!r} is not in nccl_profiles.yaml"
     return None

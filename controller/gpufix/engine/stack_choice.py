@@ -4,6 +4,10 @@ Up: a newer torch (and the NCCL its wheel pins, torch_nccl.yaml), at least the r
 documented fix when one is known. Down: the newest torch below the installed one. Neither: the
 newest that fits. Every choice fits what the facts know (glibc, Python, driver, GPU
 architectures); a fact they do not know is an assumption the plan states, never a guess at "old".
+
+A release whose NCCL has a documented problem on this host's setup (nccl_issues.yaml `setup`,
+such as a hang on multi-node InfiniBand) is passed over when an older one that moves the same
+way fits; when none does, the choice names the issue so the plan carries its workaround.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from packaging.version import Version
 
 from gpufix import versions
 from gpufix.engine.kb import KnowledgeBase, LibRelease, TorchRelease
+from gpufix.engine.kb_evidence import NcclIssue
 from gpufix.engine.stack import arch_problem, driver_runs_cuda
 from gpufix.facts.host import Host
 
@@ -26,6 +31,32 @@ class Want:
     # Choose even when glibc or Python is not in the facts (stating the assumption): only when
     # the evidence itself asks for a stack change.
     assume: bool = False
+    # The host's setup in NcclIssue.setup's words (see host_setup()): issues of other setups never
+    # count against a release.
+    setup: frozenset[str] = frozenset()
+
+
+def host_setup(h: Host, multi_node: bool) -> frozenset[str]:
+    """The host's setup: "multi-node" when the probe ran across hosts, "infiniband" when the
+    facts list IB/RoCE devices (/sys/class/infiniband holds both)."""
+    return frozenset(
+        name
+        for name, present in (("multi-node", multi_node), ("infiniband", bool(h.infiniband)))
+        if present
+    )
+
+
+def setup_issues(kb: KnowledgeBase, torch: str, where: frozenset[str]) -> list[NcclIssue]:
+    """Documented problems of the NCCL this torch release's wheel pins, on hosts set up like this
+    one; issues that need no particular setup are the decision table's business, not this."""
+    row = kb.torch_nccl_version(torch)
+    if row is None:
+        return []
+    return [
+        i
+        for i in kb.nccl_issues
+        if i.setup and set(i.setup) <= where and i.matches(row.nccl) is True
+    ]
 
 
 @dataclass(frozen=True)
@@ -103,11 +134,17 @@ def _variants(
     return out
 
 
-def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
-    """The stack to install, newest first among the releases that move the way asked."""
-    b = basis(h, kb)
-    if not want.assume and (h.glibc is None or not b.pythons):
-        return None
+@dataclass(frozen=True)
+class _Fit:
+    release: TorchRelease
+    python: str | None
+    cuda: str
+    native: bool
+
+
+def _fits(h: Host, b: Basis, want: Want, kb: KnowledgeBase) -> list[_Fit]:
+    """Every release that moves the way asked and fits the host, newest first."""
+    out = []
     for t in sorted(kb.torch_releases, key=lambda r: versions.key(r.version), reverse=True):
         if not _moves(t, b, want, kb):
             continue
@@ -115,30 +152,62 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
         if b.pythons and not pys:
             continue
         fits = _variants(t, h, b, kb)
-        if not fits:
-            continue
-        native, _, cu = max(fits)
-        py = pys[0] if pys else None
-        tr = _newest_lib(kb.transformers_releases, py, t.version)
-        ac = _newest_lib(kb.accelerate_releases, py, t.version)
-        build = kb.torch_build(t.version, cu)
-        nccl = kb.torch_nccl_version(t.version)
-        return {
-            "python": py,
-            "torch": t.version,
-            "cuda": cu,
-            "archs": list(build.archs) if build else None,
-            "tag": versions.cuda_tag(versions.major_minor(cu) or (0, 0)),
-            "minor_compat": not native,
-            "transformers": tr.version if tr else None,
-            "accelerate": ac.version if ac else None,
-            "nccl": nccl.nccl
-            if nccl and versions.parse(nccl.torch) == versions.parse(t.version)
-            else None,
-            "direction": direction(b.current, t.version),
-            "assumed": b.assumed,
-        }
-    return None
+        if fits:
+            native, _, cu = max(fits)
+            out.append(_Fit(t, pys[0] if pys else None, cu, native))
+    return out
+
+
+def _issue(i: NcclIssue, kb: KnowledgeBase) -> dict[str, Any]:
+    profile = kb.nccl_profile(i.workaround) if i.workaround else None
+    return {
+        "id": i.id,
+        "affected": i.affected,
+        "fixed_in": i.fixed_in,
+        "symptom": i.symptom,
+        "setup": list(i.setup),
+        "workaround": i.workaround,
+        "workaround_cost": profile.cost if profile else None,
+        "source": i.source,
+    }
+
+
+def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
+    """The stack to install, newest first among the releases that move the way asked, passing
+    over those whose NCCL has a documented problem on this host's setup while another fits."""
+    b = basis(h, kb)
+    if not want.assume and (h.glibc is None or not b.pythons):
+        return None
+    fits = _fits(h, b, want, kb)
+    if not fits:
+        return None
+    clear = [f for f in fits if not setup_issues(kb, f.release.version, want.setup)]
+    pick = clear[0] if clear else fits[0]
+    passed = [f.release.version for f in fits[: fits.index(pick)]]
+    t, py, cu = pick.release, pick.python, pick.cuda
+    tr = _newest_lib(kb.transformers_releases, py, t.version)
+    ac = _newest_lib(kb.accelerate_releases, py, t.version)
+    build = kb.torch_build(t.version, cu)
+    nccl = kb.torch_nccl_version(t.version)
+    return {
+        "python": py,
+        "torch": t.version,
+        "cuda": cu,
+        "archs": list(build.archs) if build else None,
+        "tag": versions.cuda_tag(versions.major_minor(cu) or (0, 0)),
+        "minor_compat": not pick.native,
+        "transformers": tr.version if tr else None,
+        "accelerate": ac.version if ac else None,
+        "nccl": nccl.nccl
+        if nccl and versions.parse(nccl.torch) == versions.parse(t.version)
+        else None,
+        "direction": direction(b.current, t.version),
+        "assumed": b.assumed,
+        # Newer releases that fit but whose NCCL has a problem on this setup, and the problems
+        # the chosen one still has (its plan carries their workaround).
+        "passed_over": {v: [i.id for i in setup_issues(kb, v, want.setup)] for v in passed},
+        "nccl_issues": [_issue(i, kb) for i in setup_issues(kb, t.version, want.setup)],
+    }
 
 
 def direction(current: str | None, target: str) -> str | None:

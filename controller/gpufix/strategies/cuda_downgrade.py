@@ -15,10 +15,35 @@ PLAYBOOK = "cuda_downgrade.yml"
 
 def want(ctx: Ctx) -> stack_choice.Want:
     """Which way the decision table asks the stack to move (up to a fixed NCCL, or down)."""
+    multi_node = ctx.signals is not None and ctx.signals.scope == "multi-node"
+    where = stack_choice.host_setup(ctx.host, multi_node)
     d = ctx.decision
     if d is None or d.fix != "cuda-downgrade":
-        return stack_choice.Want()
-    return stack_choice.Want(d.row.direction, d.issue.fixed_in if d.issue else None, assume=True)
+        return stack_choice.Want(setup=where)
+    return stack_choice.Want(
+        d.row.direction, d.issue.fixed_in if d.issue else None, assume=True, setup=where
+    )
+
+
+def _setup_notes(best: dict[str, Any]) -> tuple[str, list[str]]:
+    """What the reason adds about releases passed over for this setup, and the risks of a
+    chosen NCCL that still has a documented problem here (with the workaround the plan carries)."""
+    passed = "; ".join(
+        f"not torch {v}: its NCCL has {', '.join(ids)} on this setup"
+        for v, ids in best["passed_over"].items()
+    )
+    risks = [
+        f"NCCL {best['nccl']} has {i['id']} on this setup ({i['symptom']}; fixed in NCCL "
+        f"{i['fixed_in']}, which no torch release in the knowledge base that fits bundles)"
+        + (
+            f": the interim writes NCCL profile {i['workaround']} and it stays with this stack"
+            f" (cost: {i['workaround_cost']})"
+            if i["workaround"]
+            else ""
+        )
+        for i in best["nccl_issues"]
+    ]
+    return passed, risks
 
 
 def best_stack(ctx: Ctx) -> dict[str, Any] | None:
@@ -88,6 +113,9 @@ def evaluate(ctx: Ctx) -> Candidate:
             f"the installed torch {current} is already the newest stack that fits",
         )
     why = _why(ctx, best)
+    passed, setup_risks = _setup_notes(best)
+    if passed:
+        why += f"; {passed}"
     step = Step(
         PLAYBOOK, f"build a venv at {ctx.c.venv_path}: {why.split(':')[0]}", _vars(ctx, best)
     )
@@ -104,13 +132,20 @@ def evaluate(ctx: Ctx) -> Candidate:
         outcome += (
             f" (driver {h.driver} runs CUDA {best['cuda']} through minor-version compatibility)"
         )
-    risks = list(best["assumed"])
+    risks = [*best["assumed"], *setup_risks]
     if current:
         risks.append(f"code written for torch {current} may need changes for {best['torch']}")
     if h.kernel and versions.at_least(h.kernel, ctx.kb.accelerate_kernel_check.threshold) is False:
         risks.append("accelerate will still print the kernel warning; it is a risk factor only")
     missing = ["python-env"] if best["assumed"] else []
-    extra = {"stack": best, "stack_direction": best["direction"]}
+    extra: dict[str, Any] = {"stack": best, "stack_direction": best["direction"]}
+    companions = [i["workaround"] for i in best["nccl_issues"] if i["workaround"]]
+    if companions:
+        # explain.interim_for writes these beside the stack (gpufix apply PLANFILE --interim).
+        extra["nccl_companion"] = {
+            "profiles": companions,
+            "issues": [i["id"] for i in best["nccl_issues"]],
+        }
     return Candidate(
         "cuda-downgrade", True, why, [step], outcome, risks, extra=extra, missing=missing
     )

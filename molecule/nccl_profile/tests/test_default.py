@@ -12,6 +12,7 @@ def test_profiles_compose_in_order(host):
         "NCCL_SOCKET_IFNAME==eth0",
         "NCCL_IB_DISABLE=1",
         "NCCL_SHM_DISABLE=1",
+        "NCCL_PXN_DISABLE=1",
         "NCCL_IB_TIMEOUT=22",
     ]
 
@@ -29,6 +30,7 @@ def test_each_profile_says_when_and_what_it_costs(host):
     assert conf.mode == 0o644
     assert conf.contains("^# Ansible managed")
     assert conf.contains("^# --- profile p2p-level-pxb ---$")
+    assert conf.contains("^# --- profile pxn-off ---$")
     assert conf.contains("^# when: P2P works between GPUs behind the same PCIe switch")
     assert conf.contains("^# cost: Traffic between GPUs on different root complexes")
     assert conf.contains("^# source: https://docs.nvidia.com/deeplearning/nccl/")

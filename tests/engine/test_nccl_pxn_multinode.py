@@ -1,0 +1,199 @@
+"""NCCL's multi-node InfiniBand hang from 2.29.7, fixed in 2.30.7, avoided with NCCL_PXN_DISABLE=1
+(nccl_issues.yaml pxn-multinode-ib-hang; NVIDIA's cuBLASMp troubleshooting page, Known Issues).
+
+torch -> the NCCL its default wheel pins (torch_nccl.yaml, PyPI METADATA): 2.11.0 -> 2.28.9,
+2.12.0 -> 2.29.7, 2.13.0 -> 2.29.7. A stack move for a multi-node host with IB/RoCE passes over
+2.12/2.13 while an older release that moves the same way fits; when none does, the plan keeps the
+move, names the hang in its risks and writes the pxn-off profile as its interim. A single-node
+host's plans do not change. The host is the recorded noble 4x RTX 5090 host with H100 GPUs (P2P
+reads OK, ACS and the IOMMU off: the case is about NCCL only), driver 580.95.05 (runs CUDA 13.0)
+and an mlx5 adapter where the case is about IB.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from gpufix.engine import decide as engine
+from gpufix.engine import kb as kbmod
+from gpufix.engine import stack_choice
+from gpufix.engine.kb import DEFAULT_DIR, load
+from gpufix.engine.plan import Plan
+from gpufix.engine.rules import load as load_rules
+from gpufix.errors import GpufixError
+from gpufix.facts.host import from_facts
+
+HOSTS = Path(__file__).parents[1] / "fixtures" / "hosts"
+ROLE_VARS = Path(__file__).parents[2] / "roles" / "nccl_profile" / "vars" / "main.yml"
+KB = load()
+decide = partial(engine.decide, kb=KB, rules=load_rules())
+ISSUE = "pxn-multinode-ib-hang"
+MULTI_IB = frozenset({"multi-node", "infiniband"})
+
+
+def host(torch: str, ib: bool = True) -> dict[str, Any]:
+    f = copy.deepcopy(json.loads((HOSTS / "noble-4x5090.json").read_text())["facts"])
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["driver"]["userspace_sources"] = dict.fromkeys(f["driver"]["userspace_sources"], "580.95.05")
+    for gpu in f["gpus"]:  # GPUs with P2P, so the case is about NCCL only
+        gpu.update(name="NVIDIA H100 80GB HBM3", compute_capability="9.0")
+    f["p2p"]["read"] = {a: dict.fromkeys(row, "OK") for a, row in f["p2p"]["read"].items()}
+    for bridge in f["pcie"]["bridges"]:  # ACS off, IOMMU off: no PCIe suspect either
+        bridge["acs_enabled"] = False
+    f["python_envs"][0]["packages"]["torch"] = torch
+    f["network"]["infiniband"] = ["mlx5_0"] if ib else []
+    return f
+
+
+def none_decided(multi_node: bool) -> dict[str, Any]:
+    """A collective hang that no knob experiment turned healthy (the probe contract's form)."""
+    exps = [
+        {"id": i, "env": {}, "gpus": None, "verdict": "hung", "stalled": None, "error": None,
+         "elapsed_s": 1.0}
+        for i in ("ib-off", "proto-simple", "algo-ring", "p2p-off", "shm-off", "cumem-off")
+    ]  # fmt: skip
+    v: dict[str, Any] = {"format": "gpufix-probe", "version": 1, "verdict": "hung",
+                         "causes": [], "stalled": {"phase": "allreduce", "ranks": [0, 1]},
+                         "experiments": exps, "decided_by": None}  # fmt: skip
+    if multi_node:
+        v |= {"scope": "multi-node", "hosts": ["gpu01", "gpu02"], "failed_layer": "collective",
+              "failed_hosts": []}  # fmt: skip
+    return v
+
+
+def torch_of(plan: Plan) -> str:
+    return str(plan.steps[0].vars["gpufix_ml_stack_torch_version"])
+
+
+# --- the knowledge ------------------------------------------------------------------------------
+
+
+def test_the_row_names_the_range_the_fix_the_setup_and_the_workaround() -> None:
+    issue = next(i for i in KB.nccl_issues if i.id == ISSUE)
+    assert issue.matches("2.29.7") and issue.matches("2.30.3") and issue.matches("2.30.4")
+    assert issue.matches("2.29.3") is False and issue.matches("2.28.9") is False
+    assert issue.fixed_in == "2.30.7" and issue.matches(issue.fixed_in) is False
+    assert issue.setup == ("multi-node", "infiniband")
+    assert issue.workaround == "pxn-off"
+    assert "docs.nvidia.com/cuda/cuest/troubleshooting" in issue.source
+    assert "env.html#nccl-pxn-disable" in issue.source
+    # torch 2.12 and 2.13 pin nvidia-nccl-cu13==2.29.7: both inside the range, 2.11 below it.
+    for torch, inside in (("2.11.0", False), ("2.12.0", True), ("2.13.0", True)):
+        row = KB.torch_nccl_version(torch)
+        assert row is not None and issue.matches(row.nccl) is inside, torch
+
+
+def test_pxn_off_is_one_profile_in_the_knowledge_base_and_the_role() -> None:
+    profile = KB.nccl_profile("pxn-off")
+    assert profile is not None and dict(profile.settings) == {"NCCL_PXN_DISABLE": "1"}
+    assert "inter-node" in profile.cost and not profile.debug
+    role = yaml.safe_load(ROLE_VARS.read_text())["_gpufix_nccl_profile_catalogue"]["pxn-off"]
+    assert role["settings"] == {"NCCL_PXN_DISABLE": "1"}
+    for label in ("when", "cost", "source"):
+        assert "=" not in role[label], label  # comment lines of /etc/nccl.conf (NVIDIA/nccl#1540)
+
+
+def test_a_workaround_that_is_not_a_profile_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "knowledge"
+    shutil.copytree(DEFAULT_DIR, d)
+    rows = yaml.safe_load((d / "nccl_issues.yaml").read_text())
+    next(r for r in rows if r["id"] == ISSUE)["workaround"] = "pxn-of"
+    (d / "nccl_issues.yaml").write_text(yaml.safe_dump(rows, sort_keys=False))
+    with pytest.raises(
+        GpufixError, match=re.escape("workaround 'pxn-of' is not in nccl_profiles.yaml")
+    ):
+        kbmod.load(d)
+
+
+def test_an_unknown_setup_word_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "knowledge"
+    shutil.copytree(DEFAULT_DIR, d)
+    rows = yaml.safe_load((d / "nccl_issues.yaml").read_text())
+    next(r for r in rows if r["id"] == ISSUE)["setup"] = ["multinode"]
+    (d / "nccl_issues.yaml").write_text(yaml.safe_dump(rows, sort_keys=False))
+    with pytest.raises(GpufixError, match=re.escape("'multinode'")):
+        kbmod.load(d)
+
+
+# --- the stack choice ---------------------------------------------------------------------------
+
+
+def test_the_host_setup_reads_the_probe_scope_and_the_ib_devices() -> None:
+    assert stack_choice.host_setup(from_facts(host("2.9.0+cu130")), True) == MULTI_IB
+    assert stack_choice.host_setup(from_facts(host("2.9.0+cu130")), False) == {"infiniband"}
+    assert stack_choice.host_setup(from_facts(host("2.9.0+cu130", ib=False)), True) == {
+        "multi-node"
+    }
+
+
+def test_a_multi_node_ib_host_moving_up_passes_over_the_affected_releases() -> None:
+    h = from_facts(host("2.9.0+cu130"))
+    best = stack_choice.choose(h, KB, stack_choice.Want("up", setup=MULTI_IB))
+    assert best is not None and best["torch"] == "2.11.0" and best["direction"] == "up"
+    assert best["nccl"] == "2.28.9" and best["nccl_issues"] == []
+    assert best["passed_over"] == {"2.13.0": [ISSUE], "2.12.0": [ISSUE]}
+
+
+@pytest.mark.parametrize(
+    "where", [frozenset(), frozenset({"infiniband"}), frozenset({"multi-node"})]
+)
+def test_without_the_whole_setup_the_newest_release_is_chosen(where: frozenset[str]) -> None:
+    h = from_facts(host("2.9.0+cu130"))
+    best = stack_choice.choose(h, KB, stack_choice.Want("up", setup=where))
+    assert best is not None and best["torch"] == "2.13.0"
+    assert best["passed_over"] == {} and best["nccl_issues"] == []
+
+
+def test_when_only_affected_releases_move_the_way_asked_the_choice_names_the_issue() -> None:
+    h = from_facts(host("2.11.0+cu130"))
+    best = stack_choice.choose(h, KB, stack_choice.Want("up", setup=MULTI_IB))
+    assert best is not None and best["torch"] == "2.13.0" and best["passed_over"] == {}
+    [issue] = best["nccl_issues"]
+    assert issue["id"] == ISSUE and issue["fixed_in"] == "2.30.7"
+    assert issue["workaround"] == "pxn-off" and issue["workaround_cost"]
+
+
+# --- the plan, through decide() -----------------------------------------------------------------
+
+
+def test_multi_node_ib_plan_moves_up_to_a_release_outside_the_range() -> None:
+    plan = decide(host("2.9.0+cu130"), none_decided(multi_node=True))
+    assert plan.extra["decision"]["row"] == "experiments-none-decided"
+    assert plan.strategy == "cuda-downgrade" and plan.extra["stack_direction"] == "up"
+    assert torch_of(plan) == "2.11.0"
+    assert "not torch 2.13.0" in next(
+        o.reason for o in plan.options if o.strategy == "cuda-downgrade"
+    )
+    assert not any(ISSUE in r for r in plan.risks) and plan.interim is None
+
+
+def test_the_same_host_on_one_node_moves_up_to_the_newest() -> None:
+    plan = decide(host("2.9.0+cu130"), none_decided(multi_node=False))
+    assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.13.0"
+    assert not any(ISSUE in r for r in plan.risks) and plan.interim is None
+    assert "nccl_companion" not in plan.extra
+
+
+def test_no_release_outside_the_range_keeps_the_move_with_pxn_off_and_the_risk() -> None:
+    plan = decide(host("2.11.0+cu130"), none_decided(multi_node=True))
+    assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.13.0"
+    risk = next(r for r in plan.risks if ISSUE in r)
+    assert "2.30.7" in risk and "pxn-off" in risk and "cost:" in risk
+    assert plan.extra["nccl_companion"] == {"profiles": ["pxn-off"], "issues": [ISSUE]}
+    assert plan.interim is not None and plan.interim.strategy == "nccl-profile"
+    assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["pxn-off"]
+    assert not plan.interim.reboot_required
+
+
+def test_one_node_with_ib_on_the_same_stack_gets_no_pxn_profile() -> None:
+    plan = decide(host("2.11.0+cu130"), none_decided(multi_node=False))
+    assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.13.0"
+    assert not any(ISSUE in r for r in plan.risks) and plan.interim is None

@@ -197,6 +197,10 @@ def _nccl_affected(f: Facts, v: Verdict, row: EvidenceFix) -> None:
             continue
         hit = [t for t in KB.torch_nccl if issue.matches(t.nccl)]
         if hit:
+            if "infiniband" in issue.setup:  # the HCA the problem needs (as /sys/class lists it)
+                f["network"]["infiniband"] = ["mlx5_0"]
+            if "multi-node" in issue.setup:
+                _multi_node(f, v, row)
             env = f["python_envs"][0]["packages"]
             env["nvidia-nccl-cu12"] = hit[0].nccl
             env["torch"] = hit[0].torch

@@ -16,6 +16,7 @@ from gpufix.engine.diagnose import acs_bridges_that_matter, known_driver_issues,
 from gpufix.engine.kb import DriverIssue
 from gpufix.engine.kb_evidence import CONDITIONS, NcclIssue
 from gpufix.engine.signals import Signals
+from gpufix.engine.stack_choice import host_setup
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,13 @@ def nccl_issue(s: Subject) -> NcclIssue | None:
     if version is None:
         return None
     archs = {a.name for a in (s.ctx.kb.arch_for_cc(cc) for cc in s.ctx.host.compute_caps) if a}
+    where = host_setup(s.ctx.host, s.signals.scope == "multi-node")
     for issue in s.ctx.kb.nccl_issues:
         if s.evidence not in issue.shows or issue.matches(version) is not True:
             continue
         if issue.archs and not archs & set(issue.archs):
+            continue
+        if not set(issue.setup) <= where:  # a problem only on a setup this host is not
             continue
         return issue
     return None

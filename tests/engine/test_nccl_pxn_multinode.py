@@ -278,6 +278,9 @@ def test_ib_off_on_an_affected_nccl_moves_up_to_the_fixed_nccl() -> None:
     assert plan.extra["stack"]["nccl_issues"] == []
     assert not any(ISSUE in r for r in plan.risks)
     assert "nccl_companion" not in plan.extra
+    # The row's interim keeps RDMA until the new stack runs; it is no longer a risk of the stack.
+    assert plan.interim is not None
+    assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["pxn-off"]
 
 
 def test_ib_off_on_an_affected_nccl_before_the_fix_shipped_is_the_pxn_off_profile(
@@ -287,3 +290,16 @@ def test_ib_off_on_an_affected_nccl_before_the_fix_shipped_is_the_pxn_off_profil
     assert plan.extra["decision"]["row"] == "ib-off-known-nccl-issue"
     assert plan.strategy == "nccl-profile"
     assert plan.steps[0].vars["gpufix_nccl_profile_names"] == ["pxn-off"]
+
+
+def test_the_ib_layer_failing_on_an_affected_nccl_moves_up_to_the_fixed_nccl() -> None:
+    v: dict[str, Any] = {"format": "gpufix-probe", "version": 1, "verdict": "hung", "causes": [],
+                         "stalled": {"phase": "allreduce", "ranks": [0, 1]},
+                         "scope": "multi-node", "hosts": ["gpu01", "gpu02"],
+                         "failed_layer": "ib", "failed_hosts": ["gpu02"]}  # fmt: skip
+    plan = decide(host("2.13.0+cu130"), v)
+    assert plan.extra["decision"]["row"] == "layer-ib-known-nccl-issue"
+    assert plan.strategy == "cuda-downgrade" and torch_of(plan) in FIXED
+    assert plan.extra["stack"]["nccl"] == "2.30.7" and not any(ISSUE in r for r in plan.risks)
+    assert plan.interim is not None
+    assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["pxn-off"]

@@ -2,10 +2,12 @@
 (nccl_issues.yaml pxn-multinode-ib-hang; NVIDIA's cuBLASMp troubleshooting page, Known Issues).
 
 torch -> the NCCL its default wheel pins (torch_nccl.yaml, PyPI METADATA): 2.11.0 -> 2.28.9,
-2.12.0 -> 2.29.7, 2.13.0 -> 2.29.7. A stack move for a multi-node host with IB/RoCE passes over
-2.12/2.13 while an older release that moves the same way fits; when none does, the plan keeps the
-move, names the hang in its risks and writes the pxn-off profile as its interim. A single-node
-host's plans do not change. The host is the recorded noble 4x RTX 5090 host with H100 GPUs (P2P
+2.12.0 and 2.13.0 -> 2.29.7, 2.14.0, 2.14.1 and 2.15.0 -> 2.30.7 (the fix). A multi-node host with
+IB/RoCE moves up to a release with the fixed NCCL. How the choice treats affected releases is
+tested on the knowledge base as it stood before the fix shipped (`before_fix`: the rows up to
+torch 2.13.0): a move passes over 2.12/2.13 while an older release that moves the same way fits;
+when none does, the plan keeps the move, names the hang in its risks and writes the pxn-off
+profile as its interim. A single-node host's plans do not change. The host is the recorded noble 4x RTX 5090 host with H100 GPUs (P2P
 reads OK, ACS and the IOMMU off: the case is about NCCL only), driver 580.95.05 (runs CUDA 13.0)
 and an mlx5 adapter where the case is about IB.
 """
@@ -22,10 +24,11 @@ from typing import Any
 
 import pytest
 import yaml
+from gpufix import versions
 from gpufix.engine import decide as engine
 from gpufix.engine import kb as kbmod
 from gpufix.engine import stack_choice
-from gpufix.engine.kb import DEFAULT_DIR, load
+from gpufix.engine.kb import DEFAULT_DIR, KnowledgeBase, load
 from gpufix.engine.plan import Plan
 from gpufix.engine.rules import load as load_rules
 from gpufix.errors import GpufixError
@@ -37,6 +40,20 @@ KB = load()
 decide = partial(engine.decide, kb=KB, rules=load_rules())
 ISSUE = "pxn-multinode-ib-hang"
 MULTI_IB = frozenset({"multi-node", "infiniband"})
+FIXED = ("2.14.0", "2.14.1", "2.15.0")  # the releases whose wheel pins NCCL 2.30.7
+
+
+@pytest.fixture(scope="module")
+def before_fix(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBase:
+    """The knowledge base without the torch releases after 2.13.0: no release bundles the fix."""
+    d = tmp_path_factory.mktemp("kb") / "knowledge"
+    shutil.copytree(DEFAULT_DIR, d)
+    for name, key in (("torch_releases.yaml", "version"), ("torch_nccl.yaml", "torch")):
+        rows = yaml.safe_load((d / name).read_text())
+        kept = [r for r in rows if versions.key(r[key]) <= versions.key("2.13.0")]
+        assert len(kept) == len(rows) - len(FIXED), name
+        (d / name).write_text(yaml.safe_dump(kept, sort_keys=False))
+    return kbmod.load(d)
 
 
 def host(torch: str, ib: bool = True) -> dict[str, Any]:
@@ -69,6 +86,16 @@ def none_decided(multi_node: bool) -> dict[str, Any]:
     return v
 
 
+def ib_off_decided() -> dict[str, Any]:
+    """A multi-node collective hang that turning InfiniBand off (NCCL_IB_DISABLE=1) made healthy."""
+    exp = {"id": "ib-off", "env": {"NCCL_IB_DISABLE": "1"}, "gpus": None, "verdict": "healthy",
+           "stalled": None, "error": None, "elapsed_s": 1.0}  # fmt: skip
+    return {"format": "gpufix-probe", "version": 1, "verdict": "hung", "causes": [],
+            "stalled": {"phase": "allreduce", "ranks": [0, 1]}, "experiments": [exp],
+            "decided_by": "ib-off", "scope": "multi-node", "hosts": ["gpu01", "gpu02"],
+            "failed_layer": "collective", "failed_hosts": []}  # fmt: skip
+
+
 def torch_of(plan: Plan) -> str:
     return str(plan.steps[0].vars["gpufix_ml_stack_torch_version"])
 
@@ -85,10 +112,16 @@ def test_the_row_names_the_range_the_fix_the_setup_and_the_workaround() -> None:
     assert issue.workaround == "pxn-off"
     assert "docs.nvidia.com/cuda/cuest/troubleshooting" in issue.source
     assert "env.html#nccl-pxn-disable" in issue.source
-    # torch 2.12 and 2.13 pin nvidia-nccl-cu13==2.29.7: both inside the range, 2.11 below it.
-    for torch, inside in (("2.11.0", False), ("2.12.0", True), ("2.13.0", True)):
+    # torch 2.12 and 2.13 pin nvidia-nccl-cu13==2.29.7: both inside the range, 2.11 below it;
+    # 2.14.0, 2.14.1 and 2.15.0 pin the fixed 2.30.7.
+    for torch, inside in (
+        ("2.11.0", False), ("2.12.0", True), ("2.13.0", True), *((t, False) for t in FIXED)
+    ):  # fmt: skip
         row = KB.torch_nccl_version(torch)
         assert row is not None and issue.matches(row.nccl) is inside, torch
+    for torch in FIXED:
+        row = KB.torch_nccl_version(torch)
+        assert row is not None and row.torch == torch and row.nccl == issue.fixed_in
 
 
 def test_pxn_off_is_one_profile_in_the_knowledge_base_and_the_role() -> None:
@@ -134,9 +167,20 @@ def test_the_host_setup_reads_the_probe_scope_and_the_ib_devices() -> None:
     }
 
 
-def test_a_multi_node_ib_host_moving_up_passes_over_the_affected_releases() -> None:
+def test_a_multi_node_ib_host_moving_up_gets_the_fixed_nccl() -> None:
     h = from_facts(host("2.9.0+cu130"))
     best = stack_choice.choose(h, KB, stack_choice.Want("up", setup=MULTI_IB))
+    assert best is not None and best["torch"] == "2.15.0" and best["direction"] == "up"
+    assert best["nccl"] == "2.30.7" and best["nccl_issues"] == [] and best["passed_over"] == {}
+    # Its only variant is CUDA 13.2, which driver 580.95.05 runs through minor-version compat.
+    assert best["cuda"] == "13.2" and best["minor_compat"] is True
+
+
+def test_a_multi_node_ib_host_moving_up_passes_over_the_affected_releases(
+    before_fix: KnowledgeBase,
+) -> None:
+    h = from_facts(host("2.9.0+cu130"))
+    best = stack_choice.choose(h, before_fix, stack_choice.Want("up", setup=MULTI_IB))
     assert best is not None and best["torch"] == "2.11.0" and best["direction"] == "up"
     assert best["nccl"] == "2.28.9" and best["nccl_issues"] == []
     assert best["passed_over"] == {"2.13.0": [ISSUE], "2.12.0": [ISSUE]}
@@ -145,16 +189,20 @@ def test_a_multi_node_ib_host_moving_up_passes_over_the_affected_releases() -> N
 @pytest.mark.parametrize(
     "where", [frozenset(), frozenset({"infiniband"}), frozenset({"multi-node"})]
 )
-def test_without_the_whole_setup_the_newest_release_is_chosen(where: frozenset[str]) -> None:
+def test_without_the_whole_setup_the_newest_release_is_chosen(
+    where: frozenset[str], before_fix: KnowledgeBase
+) -> None:
     h = from_facts(host("2.9.0+cu130"))
-    best = stack_choice.choose(h, KB, stack_choice.Want("up", setup=where))
+    best = stack_choice.choose(h, before_fix, stack_choice.Want("up", setup=where))
     assert best is not None and best["torch"] == "2.13.0"
     assert best["passed_over"] == {} and best["nccl_issues"] == []
 
 
-def test_when_only_affected_releases_move_the_way_asked_the_choice_names_the_issue() -> None:
+def test_when_only_affected_releases_move_the_way_asked_the_choice_names_the_issue(
+    before_fix: KnowledgeBase,
+) -> None:
     h = from_facts(host("2.11.0+cu130"))
-    best = stack_choice.choose(h, KB, stack_choice.Want("up", setup=MULTI_IB))
+    best = stack_choice.choose(h, before_fix, stack_choice.Want("up", setup=MULTI_IB))
     assert best is not None and best["torch"] == "2.13.0" and best["passed_over"] == {}
     [issue] = best["nccl_issues"]
     assert issue["id"] == ISSUE and issue["fixed_in"] == "2.30.7"
@@ -164,8 +212,18 @@ def test_when_only_affected_releases_move_the_way_asked_the_choice_names_the_iss
 # --- the plan, through decide() -----------------------------------------------------------------
 
 
-def test_multi_node_ib_plan_moves_up_to_a_release_outside_the_range() -> None:
+def test_multi_node_ib_plan_moves_up_to_the_fixed_nccl() -> None:
     plan = decide(host("2.9.0+cu130"), none_decided(multi_node=True))
+    assert plan.extra["decision"]["row"] == "experiments-none-decided"
+    assert plan.strategy == "cuda-downgrade" and plan.extra["stack_direction"] == "up"
+    assert torch_of(plan) == "2.15.0" and plan.extra["stack"]["nccl"] == "2.30.7"
+    assert not any(ISSUE in r for r in plan.risks) and plan.interim is None
+
+
+def test_multi_node_ib_plan_moves_up_to_a_release_outside_the_range(
+    before_fix: KnowledgeBase,
+) -> None:
+    plan = decide(host("2.9.0+cu130"), none_decided(multi_node=True), kb=before_fix)
     assert plan.extra["decision"]["row"] == "experiments-none-decided"
     assert plan.strategy == "cuda-downgrade" and plan.extra["stack_direction"] == "up"
     assert torch_of(plan) == "2.11.0"
@@ -177,13 +235,15 @@ def test_multi_node_ib_plan_moves_up_to_a_release_outside_the_range() -> None:
 
 def test_the_same_host_on_one_node_moves_up_to_the_newest() -> None:
     plan = decide(host("2.9.0+cu130"), none_decided(multi_node=False))
-    assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.13.0"
+    assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.15.0"
     assert not any(ISSUE in r for r in plan.risks) and plan.interim is None
     assert "nccl_companion" not in plan.extra
 
 
-def test_no_release_outside_the_range_keeps_the_move_with_pxn_off_and_the_risk() -> None:
-    plan = decide(host("2.11.0+cu130"), none_decided(multi_node=True))
+def test_no_release_outside_the_range_keeps_the_move_with_pxn_off_and_the_risk(
+    before_fix: KnowledgeBase,
+) -> None:
+    plan = decide(host("2.11.0+cu130"), none_decided(multi_node=True), kb=before_fix)
     assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.13.0"
     risk = next(r for r in plan.risks if ISSUE in r)
     assert "2.30.7" in risk and "pxn-off" in risk and "cost:" in risk
@@ -193,7 +253,53 @@ def test_no_release_outside_the_range_keeps_the_move_with_pxn_off_and_the_risk()
     assert not plan.interim.reboot_required
 
 
-def test_one_node_with_ib_on_the_same_stack_gets_no_pxn_profile() -> None:
-    plan = decide(host("2.11.0+cu130"), none_decided(multi_node=False))
+def test_one_node_with_ib_on_the_same_stack_gets_no_pxn_profile(
+    before_fix: KnowledgeBase,
+) -> None:
+    plan = decide(host("2.11.0+cu130"), none_decided(multi_node=False), kb=before_fix)
     assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.13.0"
     assert not any(ISSUE in r for r in plan.risks) and plan.interim is None
+
+
+def test_with_a_fixed_release_the_move_needs_no_pxn_off() -> None:
+    plan = decide(host("2.11.0+cu130"), none_decided(multi_node=True))
+    assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.15.0"
+    assert not any(ISSUE in r for r in plan.risks) and plan.interim is None
+    assert "nccl_companion" not in plan.extra
+
+
+def test_ib_off_on_an_affected_nccl_moves_up_to_the_fixed_nccl() -> None:
+    """torch 2.13 (NCCL 2.29.7) across two IB hosts, healthy with IB off: the stack moves up to
+    a wheel that pins NCCL 2.30.7, and the hang is no longer a risk of the chosen stack."""
+    plan = decide(host("2.13.0+cu130"), ib_off_decided())
+    assert plan.extra["decision"]["row"] == "ib-off-known-nccl-issue"
+    assert plan.strategy == "cuda-downgrade" and plan.extra["stack_direction"] == "up"
+    assert torch_of(plan) in FIXED and plan.extra["stack"]["nccl"] == "2.30.7"
+    assert plan.extra["stack"]["nccl_issues"] == []
+    assert not any(ISSUE in r for r in plan.risks)
+    assert "nccl_companion" not in plan.extra
+    # The row's interim keeps RDMA until the new stack runs; it is no longer a risk of the stack.
+    assert plan.interim is not None
+    assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["pxn-off"]
+
+
+def test_ib_off_on_an_affected_nccl_before_the_fix_shipped_is_the_pxn_off_profile(
+    before_fix: KnowledgeBase,
+) -> None:
+    plan = decide(host("2.13.0+cu130"), ib_off_decided(), kb=before_fix)
+    assert plan.extra["decision"]["row"] == "ib-off-known-nccl-issue"
+    assert plan.strategy == "nccl-profile"
+    assert plan.steps[0].vars["gpufix_nccl_profile_names"] == ["pxn-off"]
+
+
+def test_the_ib_layer_failing_on_an_affected_nccl_moves_up_to_the_fixed_nccl() -> None:
+    v: dict[str, Any] = {"format": "gpufix-probe", "version": 1, "verdict": "hung", "causes": [],
+                         "stalled": {"phase": "allreduce", "ranks": [0, 1]},
+                         "scope": "multi-node", "hosts": ["gpu01", "gpu02"],
+                         "failed_layer": "ib", "failed_hosts": ["gpu02"]}  # fmt: skip
+    plan = decide(host("2.13.0+cu130"), v)
+    assert plan.extra["decision"]["row"] == "layer-ib-known-nccl-issue"
+    assert plan.strategy == "cuda-downgrade" and torch_of(plan) in FIXED
+    assert plan.extra["stack"]["nccl"] == "2.30.7" and not any(ISSUE in r for r in plan.risks)
+    assert plan.interim is not None
+    assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["pxn-off"]

@@ -10,16 +10,13 @@ Runs resolve.yml with ansible-playbook against localhost (connection=local, --ch
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from role_check import run_tasks
 
-ROOT = Path(__file__).resolve().parent.parent
 REPO_URI = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
 BLIND = {
     "gpufix_driver_source": "nvidia",
@@ -33,28 +30,7 @@ BLIND = {
 
 
 def resolve(tmp_path: Path, vars_: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    book = tmp_path / "resolve.yml"
-    book.write_text(
-        "- hosts: localhost\n"
-        "  gather_facts: true\n"
-        "  tasks:\n"
-        "    - ansible.builtin.include_role:\n"
-        "        name: driver\n"
-        "        tasks_from: resolve\n"
-    )
-    extra = tmp_path / "vars.json"
-    extra.write_text(json.dumps({**vars_, "ansible_python_interpreter": sys.executable}))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    return subprocess.run(
-        ["ansible-playbook", "-i", "localhost,", "-c", "local", "--check",
-         "-e", f"@{extra}", str(book)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )  # fmt: skip
+    return run_tasks(tmp_path, "driver", "resolve", vars_)
 
 
 @pytest.mark.slow

@@ -8,13 +8,13 @@ on what the Ubuntu archive can install. Preflight only asserts; it reads no pack
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from role_check import run_tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
@@ -40,36 +40,9 @@ def preflight(
     tmp_path: Path, vars_: dict[str, Any], kernel: str
 ) -> subprocess.CompletedProcess[str]:
     """Run the role's preflight on this machine; `kernel` stands in for the target's uname -r."""
-    book = tmp_path / "preflight.yml"
-    book.write_text(
-        "- hosts: localhost\n"
-        "  gather_facts: true\n"
-        "  tasks:\n"
-        "    - ansible.builtin.include_role:\n"
-        "        name: driver\n"
-        "        tasks_from: preflight\n"
+    return run_tasks(
+        tmp_path, "driver", "preflight", {**vars_, "gpufix_driver_kernel_release": kernel}
     )
-    extra = tmp_path / "vars.json"
-    extra.write_text(
-        json.dumps(
-            {
-                **vars_,
-                "gpufix_driver_kernel_release": kernel,
-                "ansible_python_interpreter": sys.executable,
-            }
-        )
-    )
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    return subprocess.run(
-        ["ansible-playbook", "-i", "localhost,", "-c", "local", "--check",
-         "-e", f"@{extra}", str(book)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )  # fmt: skip
 
 
 def host_kernel(snapshot: str) -> str:

@@ -233,8 +233,15 @@ def test_multi_node_ib_plan_moves_up_to_a_release_outside_the_range(
     assert not any(ISSUE in r for r in plan.risks) and plan.interim is None
 
 
-def test_the_same_host_on_one_node_moves_up_to_the_newest() -> None:
-    plan = decide(host("2.9.0+cu130"), none_decided(multi_node=False))
+@pytest.mark.parametrize(
+    ("installed", "multi_node"),
+    [
+        ("2.9.0+cu130", False),  # one node: the setup's issue does not count
+        ("2.11.0+cu130", True),  # a fixed release exists: the newest has the fix, no pxn-off
+    ],
+)
+def test_the_move_goes_to_the_newest_without_pxn_off(installed: str, multi_node: bool) -> None:
+    plan = decide(host(installed), none_decided(multi_node=multi_node))
     assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.15.0"
     assert not any(ISSUE in r for r in plan.risks) and plan.interim is None
     assert "nccl_companion" not in plan.extra
@@ -259,13 +266,6 @@ def test_one_node_with_ib_on_the_same_stack_gets_no_pxn_profile(
     plan = decide(host("2.11.0+cu130"), none_decided(multi_node=False), kb=before_fix)
     assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.13.0"
     assert not any(ISSUE in r for r in plan.risks) and plan.interim is None
-
-
-def test_with_a_fixed_release_the_move_needs_no_pxn_off() -> None:
-    plan = decide(host("2.11.0+cu130"), none_decided(multi_node=True))
-    assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.15.0"
-    assert not any(ISSUE in r for r in plan.risks) and plan.interim is None
-    assert "nccl_companion" not in plan.extra
 
 
 def test_ib_off_on_an_affected_nccl_moves_up_to_the_fixed_nccl() -> None:

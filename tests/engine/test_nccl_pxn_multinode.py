@@ -27,7 +27,7 @@ import yaml
 from gpufix import versions
 from gpufix.engine import decide as engine
 from gpufix.engine import kb as kbmod
-from gpufix.engine import stack_choice
+from gpufix.engine import setup, stack_choice
 from gpufix.engine.kb import DEFAULT_DIR, KnowledgeBase, load
 from gpufix.engine.plan import Plan
 from gpufix.engine.rules import load as load_rules
@@ -160,11 +160,45 @@ def test_an_unknown_setup_word_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_host_setup_reads_the_probe_scope_and_the_ib_devices() -> None:
-    assert stack_choice.host_setup(from_facts(host("2.9.0+cu130")), True) == MULTI_IB
-    assert stack_choice.host_setup(from_facts(host("2.9.0+cu130")), False) == {"infiniband"}
-    assert stack_choice.host_setup(from_facts(host("2.9.0+cu130", ib=False)), True) == {
-        "multi-node"
-    }
+    assert setup.shown(from_facts(host("2.9.0+cu130")), True) == MULTI_IB
+    assert setup.shown(from_facts(host("2.9.0+cu130")), False) == {"infiniband"}
+    assert setup.shown(from_facts(host("2.9.0+cu130", ib=False)), True) == {"multi-node"}
+
+
+def unread_network(torch: str) -> dict[str, Any]:
+    f = host(torch)
+    del f["network"]["infiniband"]
+    return f
+
+
+def test_unread_network_facts_cannot_rule_out_ib() -> None:
+    """An empty list is "no IB/RoCE device"; a missing one is "not read" (a gather that failed,
+    or a snapshot without it), which must not count as none."""
+    assert setup.unread(from_facts(host("2.9.0+cu130", ib=False))) == frozenset()
+    assert setup.unread(from_facts(host("2.9.0+cu130"))) == frozenset()
+    h = from_facts(unread_network("2.9.0+cu130"))
+    assert setup.shown(h, True) == {"multi-node"} and setup.unread(h) == {"infiniband"}
+
+
+def test_with_ib_unread_the_move_passes_over_the_affected_releases_and_says_why(
+    before_fix: KnowledgeBase,
+) -> None:
+    plan = decide(unread_network("2.9.0+cu130"), none_decided(multi_node=True), kb=before_fix)
+    assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.11.0"
+    reason = next(o.reason for o in plan.options if o.strategy == "cuda-downgrade")
+    assert "not torch 2.13.0" in reason and "if it has IB/RoCE devices" in reason
+    assert plan.interim is None and "nccl_companion" not in plan.extra
+
+
+def test_with_ib_unread_and_only_affected_releases_the_risk_is_named_not_worked_around(
+    before_fix: KnowledgeBase,
+) -> None:
+    """Nothing shows the setup, so no pxn-off is written; the risk says what would matter."""
+    plan = decide(unread_network("2.11.0+cu130"), none_decided(multi_node=True), kb=before_fix)
+    assert plan.strategy == "cuda-downgrade" and torch_of(plan) == "2.13.0"
+    risk = next(r for r in plan.risks if ISSUE in r)
+    assert "do not say whether the host has IB/RoCE devices" in risk and "pxn-off" in risk
+    assert plan.interim is None and "nccl_companion" not in plan.extra
 
 
 def test_a_multi_node_ib_host_moving_up_gets_the_fixed_nccl() -> None:

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from gpufix import versions
+from gpufix.engine import setup
 from gpufix.engine.context import Ctx
 from gpufix.engine.diagnose import acs_bridges_that_matter, known_driver_issues, no_p2p
 from gpufix.engine.kb import DriverIssue
 from gpufix.engine.kb_evidence import CONDITIONS, NcclIssue
 from gpufix.engine.signals import Signals
-from gpufix.engine.stack_choice import host_setup
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def nccl_issue(s: Subject) -> NcclIssue | None:
     if version is None:
         return None
     archs = {a.name for a in (s.ctx.kb.arch_for_cc(cc) for cc in s.ctx.host.compute_caps) if a}
-    where = host_setup(s.ctx.host, s.signals.scope == "multi-node")
+    where = setup.shown(s.ctx.host, s.signals.scope == "multi-node")
     for issue in s.ctx.kb.nccl_issues:
         if s.evidence not in issue.shows or issue.matches(version) is not True:
             continue

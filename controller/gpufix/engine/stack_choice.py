@@ -31,19 +31,11 @@ class Want:
     # Choose even when glibc or Python is not in the facts (stating the assumption): only when
     # the evidence itself asks for a stack change.
     assume: bool = False
-    # The host's setup in NcclIssue.setup's words (see host_setup()): issues of other setups never
-    # count against a release.
+    # The host's setup in NcclIssue.setup's words (engine/setup.py): issues of other setups never
+    # count against a release. `unread`: setups the facts cannot rule out (IB when the network
+    # was not read); a release with an issue there is passed over too, and the risk is named.
     setup: frozenset[str] = frozenset()
-
-
-def host_setup(h: Host, multi_node: bool) -> frozenset[str]:
-    """The host's setup: "multi-node" when the probe ran across hosts, "infiniband" when the
-    facts list IB/RoCE devices (/sys/class/infiniband holds both)."""
-    return frozenset(
-        name
-        for name, present in (("multi-node", multi_node), ("infiniband", bool(h.infiniband)))
-        if present
-    )
+    unread: frozenset[str] = frozenset()
 
 
 def setup_issues(kb: KnowledgeBase, torch: str, where: frozenset[str]) -> list[NcclIssue]:
@@ -181,7 +173,8 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
     fits = _fits(h, b, want, kb)
     if not fits:
         return None
-    clear = [f for f in fits if not setup_issues(kb, f.release.version, want.setup)]
+    maybe = want.setup | want.unread
+    clear = [f for f in fits if not setup_issues(kb, f.release.version, maybe)]
     pick = clear[0] if clear else fits[0]
     passed = [f.release.version for f in fits[: fits.index(pick)]]
     t, py, cu = pick.release, pick.python, pick.cuda
@@ -205,8 +198,15 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
         "assumed": b.assumed,
         # Newer releases that fit but whose NCCL has a problem on this setup, and the problems
         # the chosen one still has (its plan carries their workaround).
-        "passed_over": {v: [i.id for i in setup_issues(kb, v, want.setup)] for v in passed},
+        "passed_over": {v: [i.id for i in setup_issues(kb, v, maybe)] for v in passed},
         "nccl_issues": [_issue(i, kb) for i in setup_issues(kb, t.version, want.setup)],
+        # Problems it has only if the host is set up the way unread facts cannot rule out.
+        "unread_issues": [
+            _issue(i, kb)
+            for i in setup_issues(kb, t.version, maybe)
+            if not set(i.setup) <= want.setup
+        ],
+        "unread_setup": sorted(want.unread - want.setup),
     }
 
 

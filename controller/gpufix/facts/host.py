@@ -81,6 +81,7 @@ class Host:
     # Fewest NVLinks between any two GPUs (NV12 -> 12); None when some pair is not on NVLink.
     nvlink_min: int | None = None
     fabricmanager_known: bool = False  # the facts say whether it is installed (None there: not)
+    network_read: bool = False  # network.infiniband was read (an empty list: no IB/RoCE)
 
     @property
     def multi_gpu(self) -> bool:
@@ -315,6 +316,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         interfaces=_interfaces(facts),
         infiniband=tuple(str(x) for x in _list(fget(facts, "network.infiniband"))),
         nvlink_min=_nvlink_min(fget(facts, "topology.matrix")),
+        network_read=isinstance(fget(facts, "network.infiniband"), list),
         fabricmanager_known=isinstance(fget(facts, "fabricmanager"), dict)
         and not is_unknown(fget(facts, "fabricmanager.installed")),
     )

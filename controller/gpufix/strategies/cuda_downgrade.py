@@ -5,31 +5,39 @@ from __future__ import annotations
 from typing import Any
 
 from gpufix import versions
-from gpufix.engine import stack_choice
+from gpufix.engine import setup, stack_choice
 from gpufix.engine.context import Candidate, Ctx
 from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
 
 PLAYBOOK = "cuda_downgrade.yml"
+_SETUP_WORDS = {"infiniband": "IB/RoCE devices", "multi-node": "more than one node"}
 
 
 def want(ctx: Ctx) -> stack_choice.Want:
     """Which way the decision table asks the stack to move (up to a fixed NCCL, or down)."""
     multi_node = ctx.signals is not None and ctx.signals.scope == "multi-node"
-    where = stack_choice.host_setup(ctx.host, multi_node)
+    where = setup.shown(ctx.host, multi_node)
+    unread = setup.unread(ctx.host)
     d = ctx.decision
     if d is None or d.fix != "cuda-downgrade":
-        return stack_choice.Want(setup=where)
+        return stack_choice.Want(setup=where, unread=unread)
     return stack_choice.Want(
-        d.row.direction, d.issue.fixed_in if d.issue else None, assume=True, setup=where
+        d.row.direction,
+        d.issue.fixed_in if d.issue else None,
+        assume=True,
+        setup=where,
+        unread=unread,
     )
 
 
 def _setup_notes(best: dict[str, Any]) -> tuple[str, list[str]]:
     """What the reason adds about releases passed over for this setup, and the risks of a
     chosen NCCL that still has a documented problem here (with the workaround the plan carries)."""
+    unread = " or ".join(_SETUP_WORDS.get(x, x) for x in best["unread_setup"])
     passed = "; ".join(
         f"not torch {v}: its NCCL has {', '.join(ids)} on this setup"
+        + (f" if it has {unread} (the facts do not say)" if unread else "")
         for v, ids in best["passed_over"].items()
     )
     risks = [
@@ -43,6 +51,18 @@ def _setup_notes(best: dict[str, Any]) -> tuple[str, list[str]]:
         )
         for i in best["nccl_issues"]
     ]
+    if best["unread_issues"]:
+        risks.append(
+            f"the facts do not say whether the host has {unread} (network not read):"
+            " if it does, NCCL "
+            f"{best['nccl']} has "
+            + "; ".join(
+                f"{i['id']} ({i['symptom']}; fixed in NCCL {i['fixed_in']}"
+                + (f"; NCCL profile {i['workaround']} avoids it" if i["workaround"] else "")
+                + ")"
+                for i in best["unread_issues"]
+            )
+        )
     return passed, risks
 
 

@@ -4,7 +4,8 @@ Multi-rank code here means a module that calls init_process_group or wraps a mod
 DDP/FSDP (`callsites.is_multi_rank`). A module that sets CUDA_VISIBLE_DEVICES itself gives each
 rank one visible GPU, so `cuda:0` is right there and GPF005/GPF008 stay silent. GPF005 also
 stays silent in code no rank runs as its own: a function called only under a rank test, and a
-function that starts the ranks.
+function that starts the ranks. A group of one rank (`world_size=1`, a self-test) has no other
+rank to collide with: GPF006 skips it and GPF008 skips loads in the code that starts it.
 """
 
 from __future__ import annotations
@@ -141,12 +142,34 @@ def _same_gpu(ctx: CheckContext, sf: SourceFile) -> None:
         )
 
 
+def _scope(site: CallSite) -> tuple[tuple[str, ...], bool]:
+    """The code a call runs in: its function, or module level (apart from the __main__ block)."""
+    return site.owners, not site.owners and any("__name__" in _names_in(t) for t in site.tests)
+
+
+def _one_rank_scopes(sf: SourceFile) -> set[tuple[tuple[str, ...], bool]]:
+    """Where the code starts a group of one rank (`world_size=1`, a self-test): a load there
+    lands on that rank's own GPU, no other rank's."""
+    return {_scope(site) for site in call_sites(sf) if _one_rank(site)}
+
+
+def _one_rank(site: CallSite) -> bool:
+    return (
+        site.name in PROCESS_GROUP and getattr(keyword(site.node, "world_size"), "value", None) == 1
+    )
+
+
 def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
+    one_rank: set[tuple[tuple[str, ...], bool]] | None = None
     for site in call_sites(sf):
         call = site.node
         if site.name not in _LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
             continue
         if _rank_zero_only(site) or _under_branch(site, _DEVICE_BRANCH):
+            continue
+        if one_rank is None:
+            one_rank = _one_rank_scopes(sf)
+        if _scope(site) in one_rank:
             continue
         source = segment(sf, call.args[0]) if call.args else ""
         if source and _NO_TENSORS.search(source):
@@ -224,6 +247,7 @@ def _process_group(ctx: CheckContext, sf: SourceFile) -> None:
         c
         for c in call_sites(sf)
         if c.name in PROCESS_GROUP
+        and not _one_rank(c)  # one rank: the current GPU is its own
         and not keyword(c.node, "device_id")
         and _backend_may_be_nccl(sf, c.node)
     ]

@@ -287,6 +287,23 @@ def test_gpf011_trainer_used_only_to_evaluate_is_left_alone() -> None:
     assert _codes(src) == [(10, "GPF011"), (20, "GPF011")]
 
 
+def test_gpf011_reading_the_evaluating_trainers_attributes_does_not_make_it_train() -> None:
+    # From real code: leon-marx/bachelor-lightning tools/check_dg.py runs .test() on a "dp"
+    # Trainer and reads trainer.logger (judged FP). Calling any other method of it still counts.
+    src = """
+        import pytorch_lightning as pl
+        def check(model, dm):
+            trainer = pl.Trainer(gpus=2, strategy="dp")
+            trainer.test(model, dm)
+            trainer.logger.log_metrics(trainer.callback_metrics)
+        def tune_then_test(model, dm):
+            trainer = pl.Trainer(gpus=2, strategy="dp")
+            trainer.tune(model, dm)
+            trainer.test(model, dm)
+        """
+    assert _codes(src) == [(8, "GPF011")]
+
+
 def _apply_fixes(text: str, findings: list) -> str:
     """Apply one-line replacements, right to left within a line so columns stay valid."""
     lines = text.splitlines(keepends=True)

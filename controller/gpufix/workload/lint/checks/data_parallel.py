@@ -134,7 +134,9 @@ def _evaluation_only(sf: SourceFile) -> set[int]:
 
 
 def _only_evaluates(name: str, after: list[ast.stmt]) -> bool:
-    uses = evaluations = 0
+    """Every use is `name.test/validate/predict(...)` or an attribute read (`name.logger`): no
+    other method runs and the Trainer is not handed on."""
+    uses = attributes = evaluations = 0
     for stmt in after:
         if isinstance(stmt, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == name for t in stmt.targets
@@ -143,15 +145,18 @@ def _only_evaluates(name: str, after: list[ast.stmt]) -> bool:
         for n in ast.walk(stmt):
             if isinstance(n, ast.Name) and n.id == name:
                 uses += 1
+            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+                attributes += n.value.id == name
             elif (
                 isinstance(n, ast.Call)
                 and isinstance(n.func, ast.Attribute)
-                and n.func.attr in _EVALUATE
                 and isinstance(n.func.value, ast.Name)
                 and n.func.value.id == name
             ):
+                if n.func.attr not in _EVALUATE:
+                    return False
                 evaluations += 1
-    return uses > 0 and uses == evaluations
+    return evaluations > 0 and uses == attributes
 
 
 def _dp_value(sf: SourceFile, value: ast.expr | None) -> ast.expr | None:

@@ -36,7 +36,8 @@ def nccl_version(ctx: Ctx) -> str | None:
     env = ctx.host.env
     if env is not None and env.nccl:
         return env.nccl
-    row = ctx.kb.torch_nccl_version(env.torch) if env is not None and env.torch else None
+    torch = env.torch if env is not None else None
+    row = ctx.kb.torch_nccl_version(torch, ctx.host.torch_cuda) if torch else None
     if row is not None:
         return row.nccl
     declared = ctx.host.nccl_settings.get("NCCL_VERSION")

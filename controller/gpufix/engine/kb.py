@@ -531,9 +531,10 @@ class KnowledgeBase:
     def nccl_profile(self, name: str) -> NcclProfile | None:
         return next((p for p in self.nccl_profiles if p.name == name), None)
 
-    def torch_nccl_version(self, torch: object) -> TorchNccl | None:
-        """The NCCL the default wheel of a torch release pins ('2.1.2+cu121' reads as 2.1.2);
-        for a release not recorded, the newest recorded one of the same minor."""
+    def torch_nccl_version(self, torch: object, cuda: object = None) -> TorchNccl | None:
+        """The NCCL a torch wheel pins ('2.1.2+cu121' reads as 2.1.2): the CUDA build `cuda`'s
+        ('12.6' or (12, 6)) where it differs from PyPI's default wheel, else the default's; for
+        a release not recorded, the newest recorded one of the same minor."""
         v = versions.parse(str(torch).split("+", 1)[0]) if torch is not None else None
         if v is None:
             return None
@@ -544,7 +545,13 @@ class KnowledgeBase:
             if versions.major_minor(r.torch) == (v.major, v.minor) and versions.key(r.torch) <= v
         ]
         rows = same or minor
-        return max(rows, key=lambda r: versions.key(r.torch)) if rows else None
+        if not rows:
+            return None
+        newest = max(versions.key(r.torch) for r in rows)
+        rows = [r for r in rows if versions.key(r.torch) == newest]
+        mm = f"{cuda[0]}.{cuda[1]}" if isinstance(cuda, tuple) else _mm(cuda)
+        build = next((r for r in rows if r.variant and r.cuda == mm), None)
+        return build or next((r for r in rows if not r.variant), None)
 
     def nccl_debug_knobs(self) -> tuple[str, ...]:
         """The NCCL settings that belong in a diagnosis run only: the debug profile's keys."""

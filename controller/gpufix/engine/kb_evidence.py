@@ -148,13 +148,15 @@ class NcclKnob:
 
 @dataclass(frozen=True)
 class TorchNccl:
-    """The NCCL a torch release's default wheel pins (nvidia-nccl-cuXX in its METADATA)."""
+    """The NCCL a torch wheel pins (nvidia-nccl-cuXX in its METADATA): PyPI's default wheel, or
+    with `variant` a CUDA build on download.pytorch.org whose pin differs from the default's."""
 
     torch: str
     cuda: str
     nccl: str
     package: str
     source: str
+    variant: bool = False
     note: str | None = None
 
 
@@ -211,11 +213,12 @@ TABLES: Mapping[str, c.Table] = MappingProxyType(
         "torch_nccl": c.table(
             TorchNccl,
             "",
-            (),
+            ("variant",),
             torch=c.version,
             cuda=c.version,
             nccl=c.version,
             package=c.text,
+            variant=c.boolean,
         ),
     }
 )
@@ -243,4 +246,20 @@ def cross_check(rows: Mapping[str, tuple[Any, ...]]) -> str | None:
             return f"{where}: unknown architecture {bad[0]!r}"
         if issue.workaround is not None and issue.workaround not in profiles:
             return f"{where}: workaround {issue.workaround!r} is not in nccl_profiles.yaml"
+    return _torch_nccl_problem(rows["torch_nccl"])
+
+
+def _torch_nccl_problem(rows: tuple[TorchNccl, ...]) -> str | None:
+    """One default-wheel row per release, and a variant only beside it, for another CUDA: the
+    lookup falls back to the default wheel and must not find two answers."""
+    defaults = {versions.key(r.torch): r.cuda for r in rows if not r.variant}
+    seen: set[tuple[Any, str, bool]] = set()
+    for i, r in enumerate(rows, start=1):
+        where = f"knowledge/torch_nccl.yaml row {i} ({r.torch}, CUDA {r.cuda})"
+        k = (versions.key(r.torch), r.cuda if r.variant else "", r.variant)
+        if k in seen:
+            return f"{where}: a second row for the same wheel"
+        seen.add(k)
+        if r.variant and defaults.get(k[0]) in (None, r.cuda):
+            return f"{where}: a variant needs the default wheel's row, for another CUDA"
     return None

@@ -181,7 +181,7 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
     tr = _newest_lib(kb.transformers_releases, py, t.version)
     ac = _newest_lib(kb.accelerate_releases, py, t.version)
     build = kb.torch_build(t.version, cu)
-    nccl = kb.torch_nccl_version(t.version)
+    nccl = kb.torch_nccl_version(t.version, cu)
     return {
         "python": py,
         "torch": t.version,

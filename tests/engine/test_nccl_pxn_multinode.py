@@ -243,6 +243,29 @@ def test_when_only_affected_releases_move_the_way_asked_the_choice_names_the_iss
     assert issue["workaround"] == "pxn-off" and issue["workaround_cost"]
 
 
+def test_the_setup_issue_is_judged_on_the_build_chosen_not_the_pypi_wheel(
+    before_fix: KnowledgeBase,
+) -> None:
+    """Volta GPUs get torch's CUDA 12.6 build, which pins NCCL 2.29.3 (below the hang's range),
+    not the default wheel's 2.29.7: nothing to pass over."""
+    f = host("2.9.0+cu126")
+    for gpu in f["gpus"]:
+        gpu.update(name="Tesla V100-SXM2-32GB", compute_capability="7.0")
+    best = stack_choice.choose(from_facts(f), before_fix, stack_choice.Want("up", setup=MULTI_IB))
+    assert best is not None and best["torch"] == "2.13.0" and best["cuda"] == "12.6"
+    assert best["nccl"] == "2.29.3" and best["passed_over"] == {} and best["nccl_issues"] == []
+
+
+def test_a_fixed_nccl_asked_for_is_judged_on_the_build_chosen() -> None:
+    """The fix is in NCCL 2.30.7: torch 2.14's default wheel has it, its CUDA 12.6 build (2.29.3)
+    does not, so a Volta host finds no release that carries it."""
+    f = host("2.9.0+cu126")
+    for gpu in f["gpus"]:
+        gpu.update(name="Tesla V100-SXM2-32GB", compute_capability="7.0")
+    want = stack_choice.Want("up", nccl_min="2.30.7", setup=MULTI_IB)
+    assert stack_choice.choose(from_facts(f), KB, want) is None
+
+
 # --- the plan, through decide() -----------------------------------------------------------------
 
 

@@ -38,10 +38,13 @@ class Want:
     unread: frozenset[str] = frozenset()
 
 
-def setup_issues(kb: KnowledgeBase, torch: str, where: frozenset[str]) -> list[NcclIssue]:
-    """Documented problems of the NCCL this torch release's wheel pins, on hosts set up like this
-    one; issues that need no particular setup are the decision table's business, not this."""
-    row = kb.torch_nccl_version(torch)
+def setup_issues(
+    kb: KnowledgeBase, torch: str, where: frozenset[str], cuda: str | None = None
+) -> list[NcclIssue]:
+    """Documented problems of the NCCL this torch build pins (the PyPI wheel's when `cuda` is
+    not given), on hosts set up like this one; issues that need no particular setup are the
+    decision table's business, not this."""
+    row = kb.torch_nccl_version(torch, cuda)
     if row is None:
         return []
     return [
@@ -95,7 +98,7 @@ def _newest_lib(rows: tuple[LibRelease, ...], py: str | None, torch: str) -> Lib
     return max(ok, key=lambda r: versions.key(r.version), default=None)
 
 
-def _moves(t: TorchRelease, b: Basis, want: Want, kb: KnowledgeBase) -> bool:
+def _moves(t: TorchRelease, b: Basis, want: Want) -> bool:
     """The release goes the way asked (and carries the NCCL fix when one is named)."""
     if b.current and want.direction in ("up", "down"):
         here, there = versions.key(b.current.split("+")[0]), versions.key(t.version)
@@ -103,10 +106,15 @@ def _moves(t: TorchRelease, b: Basis, want: Want, kb: KnowledgeBase) -> bool:
             want.direction == "down" and there >= here
         ):
             return False
-    if want.nccl_min:
-        row = kb.torch_nccl_version(t.version)
-        return row is not None and versions.key(row.nccl) >= versions.key(want.nccl_min)
     return True
+
+
+def _has_nccl(kb: KnowledgeBase, torch: str, cuda: str, least: str | None) -> bool:
+    """The build's NCCL is at least `least` (a fixed issue); True when none is asked for."""
+    if not least:
+        return True
+    row = kb.torch_nccl_version(torch, cuda)
+    return row is not None and versions.key(row.nccl) >= versions.key(least)
 
 
 def _variants(
@@ -138,12 +146,12 @@ def _fits(h: Host, b: Basis, want: Want, kb: KnowledgeBase) -> list[_Fit]:
     """Every release that moves the way asked and fits the host, newest first."""
     out = []
     for t in sorted(kb.torch_releases, key=lambda r: versions.key(r.version), reverse=True):
-        if not _moves(t, b, want, kb):
+        if not _moves(t, b, want):
             continue
         pys = [p for p in b.pythons if _in_range(p, t.python_min, t.python_max)]
         if b.pythons and not pys:
             continue
-        fits = _variants(t, h, b, kb)
+        fits = [f for f in _variants(t, h, b, kb) if _has_nccl(kb, t.version, f[2], want.nccl_min)]
         if fits:
             native, _, cu = max(fits)
             out.append(_Fit(t, pys[0] if pys else None, cu, native))
@@ -174,9 +182,9 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
     if not fits:
         return None
     maybe = want.setup | want.unread
-    clear = [f for f in fits if not setup_issues(kb, f.release.version, maybe)]
+    clear = [f for f in fits if not setup_issues(kb, f.release.version, maybe, f.cuda)]
     pick = clear[0] if clear else fits[0]
-    passed = [f.release.version for f in fits[: fits.index(pick)]]
+    passed = fits[: fits.index(pick)]
     t, py, cu = pick.release, pick.python, pick.cuda
     tr = _newest_lib(kb.transformers_releases, py, t.version)
     ac = _newest_lib(kb.accelerate_releases, py, t.version)
@@ -198,12 +206,15 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
         "assumed": b.assumed,
         # Newer releases that fit but whose NCCL has a problem on this setup, and the problems
         # the chosen one still has (its plan carries their workaround).
-        "passed_over": {v: [i.id for i in setup_issues(kb, v, maybe)] for v in passed},
-        "nccl_issues": [_issue(i, kb) for i in setup_issues(kb, t.version, want.setup)],
+        "passed_over": {
+            f.release.version: [i.id for i in setup_issues(kb, f.release.version, maybe, f.cuda)]
+            for f in passed
+        },
+        "nccl_issues": [_issue(i, kb) for i in setup_issues(kb, t.version, want.setup, cu)],
         # Problems it has only if the host is set up the way unread facts cannot rule out.
         "unread_issues": [
             _issue(i, kb)
-            for i in setup_issues(kb, t.version, maybe)
+            for i in setup_issues(kb, t.version, maybe, cu)
             if not set(i.setup) <= want.setup
         ],
         "unread_setup": sorted(want.unread - want.setup),

@@ -15,44 +15,6 @@ UNSTATED = {"unknown": "not stated in the thread"}
 GATHERED_AT = "2000-01-01T00:00:00Z"  # a constant: the corpus is not a point in time
 CODENAMES = {"16.04": "xenial", "18.04": "bionic", "20.04": "focal", "22.04": "jammy"}
 CODENAMES |= {"24.04": "noble"}
-# Compute capability by GPU name, NVIDIA's "CUDA GPUs" table (developer.nvidia.com/cuda-gpus).
-# Longest names first so "A6000 Ada"/"5880 Ada" win over "A6000".
-COMPUTE_CAPABILITY = (
-    ("RTX PRO 6000", "12.0"),
-    ("5090", "12.0"),
-    ("B200", "10.0"),
-    ("GH200", "9.0"),
-    ("H200", "9.0"),
-    ("H800", "9.0"),
-    ("H100", "9.0"),
-    ("H20", "9.0"),
-    ("6000 Ada", "8.9"),
-    ("5880 Ada", "8.9"),
-    ("A6000 Ada", "8.9"),
-    ("L40", "8.9"),
-    ("L4", "8.9"),
-    ("4090", "8.9"),
-    ("4080", "8.9"),
-    ("A800", "8.0"),
-    ("A100", "8.0"),
-    ("A40", "8.6"),
-    ("A10", "8.6"),
-    ("A6000", "8.6"),
-    ("A5000", "8.6"),
-    ("A4000", "8.6"),
-    ("3090", "8.6"),
-    ("3080", "8.6"),
-    ("T4", "7.5"),
-    ("2080", "7.5"),
-    ("V100", "7.0"),
-    ("Titan V", "7.0"),
-    ("P100", "6.0"),
-    ("P40", "6.1"),
-    ("P6000", "6.1"),
-    ("1080", "6.1"),
-    ("Titan Xp", "6.1"),
-    ("K80", "3.7"),
-)
 LINK_WORDS = (
     ("nvswitch", "NV12"),
     ("nvlink", "NV4"),
@@ -112,15 +74,13 @@ def _gpu_count_and_name(text: str) -> tuple[int, str | None]:
 def _gpus(env: dict[str, Any]) -> list[dict[str, Any]]:
     text = str(_stated(env, "gpus") or "")
     count, name = _gpu_count_and_name(text)
-    low = text.lower()
-    cc = next((c for key, c in COMPUTE_CAPABILITY if key.lower() in low), None)
     return [
         {
             "index": i,
             "name": name,
             "pci_bus_id": None,
             "memory_mib": None,
-            "compute_capability": cc if cc else UNSTATED,
+            "compute_capability": UNSTATED,
             "uuid": None,
         }
         for i in range(count)

@@ -44,6 +44,14 @@ def check_gpus(i: Inputs) -> Iterator[Finding]:
         yield i.finding("gpus-unknown", "", {"gpus": "unknown"})
     elif h.gpu_count == 1:
         yield i.finding("single-gpu-host", "", {"gpus": list(h.gpu_names)})
+    if h.compute_caps_named:
+        yield i.finding(
+            "compute-capability-from-name",
+            f"compute capability {'/'.join(sorted(set(h.compute_caps)))} taken from the GPU "
+            f"name ({', '.join(sorted(set(h.gpu_names)))}): the facts do not carry it "
+            "(R470's nvidia-smi has no compute_cap field)",
+            {"gpus.name": list(dict.fromkeys(h.gpu_names)), "gpus.compute_capability": "unknown"},
+        )
 
 
 def check_gathered_in(i: Inputs) -> Iterator[Finding]:

@@ -166,6 +166,14 @@ class GpuP2p:
 
 
 @dataclass(frozen=True)
+class GpuModel:
+    match: str  # the model as NVIDIA writes it ("A100", "RTX 4090")
+    compute_capability: str
+    source: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class DriverBranch:
     branch: int
     kind: str
@@ -321,6 +329,7 @@ _TABLES: Mapping[str, c.Table] = MappingProxyType(
             kernel_modules=c.choice(_MODULES),
         ),
         "gpu_p2p": c.table(GpuP2p, "match", (), match=c.text, p2p=c.boolean, checked=c.day),
+        "gpu_models": c.table(GpuModel, "match", (), match=c.text, compute_capability=c.version),
         "torch_builds": c.table(
             TorchBuild,
             "",
@@ -468,6 +477,7 @@ class KnowledgeBase:
     accelerate_releases: tuple[LibRelease, ...]
     gpu_archs: tuple[GpuArch, ...]
     gpu_p2p: tuple[GpuP2p, ...]
+    gpu_models: tuple[GpuModel, ...]
     torch_builds: tuple[TorchBuild, ...]
     driver_branches: tuple[DriverBranch, ...]
     driver_issues: tuple[DriverIssue, ...]
@@ -577,6 +587,12 @@ class KnowledgeBase:
         row = next((r for r in self.gpu_p2p if r.match in str(name)), None)
         return row.p2p if row else None
 
+    def compute_capability_of(self, name: object) -> str | None:
+        """The compute capability NVIDIA lists for this GPU name (gpu_models.yaml), the longest
+        model that matches; None when no row does."""
+        found = [r for r in self.gpu_models if _names_model(str(name), r.match)]
+        return max(found, key=lambda r: len(r.match)).compute_capability if found else None
+
     def first_driver_branch(self, arch: GpuArch) -> int | None:
         """The branch of the first toolkit's minimum driver (Blackwell: CUDA 12.8 -> R570)."""
         return versions.driver_branch(self.cuda_min_driver(arch.first_cuda))
@@ -628,6 +644,7 @@ def _load(directory: str) -> KnowledgeBase:
         accelerate_releases=rows["accelerate_releases"],
         gpu_archs=rows["gpu_archs"],
         gpu_p2p=rows["gpu_p2p"],
+        gpu_models=rows["gpu_models"],
         torch_builds=rows["torch_builds"],
         driver_branches=rows["driver_branches"],
         driver_issues=rows["driver_issues"],
@@ -644,8 +661,22 @@ def _load(directory: str) -> KnowledgeBase:
     )
 
 
+def _names_model(name: str, model: str) -> bool:
+    """`model` stands in `name` on its own: no letter or digit before it, no digit after it."""
+    return (
+        re.search(rf"(?<![A-Za-z0-9]){re.escape(model)}(?![0-9])", name, re.IGNORECASE) is not None
+    )
+
+
 def _cross_check(rows: Mapping[str, tuple[Any, ...]]) -> None:
     """References between tables must resolve, or a decision would silently miss a fact."""
+    known = {cc for a in rows["gpu_archs"] for cc in a.compute_capabilities}
+    for i, model in enumerate(rows["gpu_models"], start=1):
+        if model.compute_capability not in known:
+            raise GpufixError(
+                f"knowledge base: knowledge/gpu_models.yaml row {i} ({model.match}): compute "
+                f"capability {model.compute_capability} is in no gpu_archs.yaml row"
+            )
     codenames = {u.codename for u in rows["ubuntu"]}
     branches = {b.branch for b in rows["driver_branches"]}
     for name in ("cuda_packaged", "ubuntu_driver_packages"):

@@ -82,6 +82,7 @@ class Host:
     nvlink_min: int | None = None
     fabricmanager_known: bool = False  # the facts say whether it is installed (None there: not)
     network_read: bool = False  # network.infiniband was read (an empty list: no IB/RoCE)
+    compute_caps_named: bool = False  # compute_caps come from the GPU names, not the facts
 
     @property
     def multi_gpu(self) -> bool:

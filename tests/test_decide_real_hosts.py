@@ -153,6 +153,23 @@ def test_keeping_a_driver_keeps_its_package_flavour() -> None:
     assert plain.steps[0].vars["gpufix_driver_flavour"] == ""
 
 
+@pytest.mark.parametrize("installable", [True, False])
+def test_fabric_manager_on_the_desktop_flavour_names_the_archive_s_server_coupling(
+    installable: bool,
+) -> None:
+    """Canonical's fabric manager follows the -server driver's uploads (535-server-jammy has
+    535.216.03, 535-jammy 535.216.01): the plan says the role may refuse and what gets out."""
+    plan = decide(fm_host(installable), constraints=Constraints(plan_date=TODAY))
+    assert plan.steps[0].vars["gpufix_driver_fabricmanager"] is True
+    assert any("builds fabric manager beside the -server driver" in r for r in plan.risks)
+    server = fm_host(installable)
+    server["packages"]["nvidia"] = {
+        k.replace("-535", "-535-server"): v for k, v in server["packages"]["nvidia"].items()
+    }
+    plan = decide(server, constraints=Constraints(plan_date=TODAY))
+    assert not any("beside the -server driver" in r for r in plan.risks)
+
+
 def fm_host(installable: bool | None) -> dict[str, Any]:
     f = copy.deepcopy(facts("a100-fm-mismatch"))
     if installable is not None:

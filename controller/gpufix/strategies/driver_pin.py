@@ -53,6 +53,21 @@ def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> DriverTarget:
     return DriverTarget(vars_, why, reboot=reboot, moves=reboot, risks=risks)
 
 
+def _desktop_fm_risk(ctx: Ctx, vars_: dict[str, Any]) -> list[str]:
+    """Canonical builds fabric manager beside the -server driver (its uploads follow the -server
+    versions): on the desktop flavour a pocket can offer no fabric manager at the driver's
+    version, and the driver role then refuses before it pins anything."""
+    flavour = str(vars_.get("gpufix_driver_flavour", ctx.host.driver_packages_flavour or ""))
+    if vars_.get("gpufix_driver_source", "ubuntu") != "ubuntu" or "server" in flavour:
+        return []
+    return [
+        "the driver stays on the desktop flavour, and the Ubuntu archive builds fabric manager "
+        "beside the -server driver: when the pocket offers no fabric manager at the desktop "
+        "driver's version, the driver role refuses before changing anything; the -server "
+        "flavour (it replaces every driver package) is the way out"
+    ]
+
+
 def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
     """Fabric manager missing or at another version than the driver (Fabric Manager guide: the
     same version as the driver, or it refuses to start). Only the fabric manager package moves,
@@ -70,12 +85,13 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
             missing=["driver"],
         )
     if h.driver_reinstallable is True:
-        return _keep(
+        kept = _keep(
             ctx,
             version,
             f"install fabric manager at exactly the driver's {version}, start it and hold both",
             False,
         )
+        return replace(kept, risks=[*kept.risks, *_desktop_fm_risk(ctx, kept.vars)])
     branch = str(version.split(".")[0])
     kept = _keep(ctx, version, "", True)
     vars_ = {k: v for k, v in kept.vars.items() if k != "gpufix_driver_version"}
@@ -90,7 +106,8 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
         f"{gone}: move the driver and fabric manager together to the newest R{branch} the source "
         "offers, reboot to load it, and hold both"
     )
-    return DriverTarget(vars_, why, reboot=True, moves=True, risks=kept.risks)
+    risks = [*kept.risks, *_desktop_fm_risk(ctx, vars_)]
+    return DriverTarget(vars_, why, reboot=True, moves=True, risks=risks)
 
 
 def _move(ctx: Ctx, want: branches.Wanted, why: str) -> DriverTarget | str:

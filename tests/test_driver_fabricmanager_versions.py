@@ -1,0 +1,79 @@
+"""The driver role refuses, before it pins anything, a driver version fabric manager is not offered
+at: fabric manager runs only at the driver's exact version, and Canonical's fabric manager follows
+the -server driver's uploads (canonical/nvidia-graphics-drivers: 535-jammy @ 52ca25bc has desktop
+535.216.01, 535.183.01, 535.161.07; 535-server-jammy @ f9c1433d has 535.216.03, 535.183.06,
+535.161.08; canonical/apt-packaging-fabric-manager 535-jammy @ f00f2b03 is 535.216.03). The jammy
+pockets after the 535.216 uploads are recorded in tool_outputs/apt_madison_535_jammy_fm_apart.txt;
+an `apt-cache` on PATH answers from it (madison) and with a record without Depends (show), which
+the transitional-package check once could not word a message for. Before, the role wrote the pin
+and apt failed on `nvidia-fabricmanager-535=535.216.01-*`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from role_check import run_tasks
+
+MADISON = Path(__file__).parent / "fixtures" / "tool_outputs" / "apt_madison_535_jammy_fm_apart.txt"
+BASE = {
+    "gpufix_driver_source": "ubuntu",
+    "gpufix_driver_branch": "535",
+    "gpufix_driver_kernel_release": "5.15.0-126-generic",
+}
+
+
+@pytest.fixture()
+def apt_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "apt-cache"
+    shim.write_text(
+        "#!/bin/sh\n"
+        'cmd="$1"; shift\n'
+        'if [ "$cmd" = madison ]; then\n'
+        f'  for p in "$@"; do grep "^$p |" "{MADISON}" | sed "s/^/ /"; done\n'
+        'elif [ "$cmd" = show ]; then\n'
+        '  printf "Package: %s\\nSection: restricted/libs\\n" "${1%%=*}"\n'
+        "fi\n"
+    )
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+
+
+def resolve(tmp_path: Path, vars_: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return run_tasks(tmp_path, "driver", "resolve", {**BASE, **vars_})
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("apt_cache")
+def test_desktop_driver_with_fabric_manager_at_another_version_is_refused(tmp_path: Path) -> None:
+    r = resolve(tmp_path, {"gpufix_driver_flavour": "", "gpufix_driver_fabricmanager": True})
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out[-3000:]
+    assert (
+        "nvidia-headless-no-dkms-535 (535.216.01) and nvidia-fabricmanager-535 (535.216.03)" in out
+    )
+    assert "share no version" in out and "nothing was pinned, installed or held" in out
+    assert "set gpufix_driver_flavour to server." in out
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("apt_cache")
+@pytest.mark.parametrize(
+    "vars_",
+    [
+        {"gpufix_driver_flavour": "server", "gpufix_driver_fabricmanager": True},
+        {"gpufix_driver_flavour": "", "gpufix_driver_fabricmanager": False},
+    ],
+    ids=["server-with-fabric-manager", "desktop-without"],
+)
+def test_a_version_both_are_offered_at_or_no_fabric_manager_resolves(
+    tmp_path: Path, vars_: dict[str, Any]
+) -> None:
+    r = resolve(tmp_path, vars_)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "share no version" not in r.stdout

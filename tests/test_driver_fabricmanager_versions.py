@@ -11,6 +11,7 @@ and apt failed on `nvidia-fabricmanager-535=535.216.01-*`.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,12 @@ from typing import Any
 import pytest
 from role_check import run_tasks
 
-MADISON = Path(__file__).parent / "fixtures" / "tool_outputs" / "apt_madison_535_jammy_fm_apart.txt"
+OUTPUTS = Path(__file__).parent / "fixtures" / "tool_outputs"
+MADISON = OUTPUTS / "apt_madison_535_jammy_fm_apart.txt"
+# Ubuntu's 530 is a transitional package built from the 535 source (canonical/nvidia-graphics-
+# drivers 535-jammy @ 52ca25bc: nvidia-headless-no-dkms-530 depends on -535, Section libs, not
+# oldlibs), so it is offered at 535.288.01 only.
+TRANSITIONAL = OUTPUTS / "apt_madison_530_jammy_transitional.txt"
 BASE = {
     "gpufix_driver_source": "ubuntu",
     "gpufix_driver_branch": "535",
@@ -26,8 +32,7 @@ BASE = {
 }
 
 
-@pytest.fixture()
-def apt_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def fake_apt_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, madison: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "apt-cache"
@@ -35,13 +40,18 @@ def apt_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "#!/bin/sh\n"
         'cmd="$1"; shift\n'
         'if [ "$cmd" = madison ]; then\n'
-        f'  for p in "$@"; do grep "^$p |" "{MADISON}" | sed "s/^/ /"; done\n'
+        f'  for p in "$@"; do grep "^$p |" "{madison}" | sed "s/^/ /"; done\n'
         'elif [ "$cmd" = show ]; then\n'
         '  printf "Package: %s\\nSection: restricted/libs\\n" "${1%%=*}"\n'
         "fi\n"
     )
     shim.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+@pytest.fixture()
+def apt_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_apt_cache(tmp_path, monkeypatch, MADISON)
 
 
 def resolve(tmp_path: Path, vars_: dict[str, Any]) -> subprocess.CompletedProcess[str]:
@@ -77,3 +87,15 @@ def test_a_version_both_are_offered_at_or_no_fabric_manager_resolves(
     r = resolve(tmp_path, vars_)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert "share no version" not in r.stdout
+
+
+@pytest.mark.slow
+def test_a_branch_offered_only_as_another_branch_s_transitional_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_apt_cache(tmp_path, monkeypatch, TRANSITIONAL)
+    r = resolve(tmp_path, {"gpufix_driver_branch": "530", "gpufix_driver_flavour": ""})
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out[-3000:]
+    assert "nvidia-headless-no-dkms-530 of branch 530 is not in the Ubuntu archive" in out
+    assert "offered only at 535.288.01, a version of another branch: a transitional" in out

@@ -96,10 +96,15 @@ _STARTS_PROCESSES = frozenset({"spawn", "Process", "start_processes"})
 
 def _not_every_rank(sf: SourceFile) -> set[str]:
     """Functions no rank runs as its own code: those the module calls only under a rank test
-    (`if rank == 0: evaluate(...)`, the single-process branch one call away) and those that
-    start the ranks (`mp.spawn`, `mp.Process`: the parent process, not a rank)."""
+    (`if rank == 0: evaluate(...)`, the single-process branch one call away), those that start
+    the ranks (`mp.spawn`, `mp.Process`: the parent process, not a rank), and process targets
+    that never start a process group, themselves or through a function of the module they call
+    (a one-off profiling process that picks its own GPU)."""
     calls: dict[str, list[bool]] = {}
     parents: set[str] = set()
+    targets: set[str] = set()
+    callees: dict[str, set[str]] = {}
+    starts_group = {s.owners[-1] for s in call_sites(sf) if s.owners and s.name in PROCESS_GROUP}
     stack: list[tuple[ast.AST, tuple[ast.expr, ...], str]] = []
     if sf.tree is not None:
         stack.append((sf.tree, (), ""))
@@ -112,14 +117,40 @@ def _not_every_rank(sf: SourceFile) -> set[str]:
             stack.extend((c, (*tests, node.test), func) for c in (*node.body, *node.orelse))
             continue
         elif isinstance(node, ast.Call):
-            f = node.func
-            name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
-            if name in _STARTS_PROCESSES and func:
-                parents.add(func)
+            name = _callee(node.func)
+            if name in _STARTS_PROCESSES:
+                if func:
+                    parents.add(func)
+                targets.update(_target(node))
             branchy = any(_BRANCHY.search(n) for t in tests for n in _names_in(t))
             calls.setdefault(name, []).append(branchy)
+            callees.setdefault(func, set()).add(name)
         stack.extend((c, tests, func) for c in ast.iter_child_nodes(node))
-    return {n for n, seen in calls.items() if all(seen)} | parents
+    ranks = _reaching(starts_group, callees)
+    return {n for n, seen in calls.items() if all(seen)} | parents | (targets - ranks)
+
+
+def _callee(f: ast.expr) -> str:
+    return f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+
+
+def _target(call: ast.Call) -> list[str]:
+    """The function a process start runs: `Process(target=f)`, `spawn(f, ...)`."""
+    t = keyword(call, "target") or (call.args[0] if call.args else None)
+    return [t.id] if isinstance(t, ast.Name) else []
+
+
+def _reaching(seeds: set[str], callees: dict[str, set[str]]) -> set[str]:
+    """The functions that call into `seeds`, directly or through other functions of the module."""
+    out = set(seeds)
+    grew = True
+    while grew:
+        grew = False
+        for f, called in callees.items():
+            if f and f not in out and called & out:
+                out.add(f)
+                grew = True
+    return out
 
 
 def _same_gpu(ctx: CheckContext, sf: SourceFile) -> None:

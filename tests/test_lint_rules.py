@@ -527,3 +527,14 @@ def test_flags_exactly_the_writes_after_a_certain_import(steps: list[str]) -> No
         line += step.count("\n")
     got = [f.line for f in lint_source(src, "gen.py")]
     assert got == expected
+
+
+def test_a_trigger_that_holds_another_adds_no_scan() -> None:
+    """The checks' byte filter keeps the same files with fewer scans (bench/lint_bench.py)."""
+    from gpufix.workload.lint.checks import _fewest
+
+    assert _fewest((b"NCCL_DEBUG", b"NCCL_", b"LAUNCH_BLOCKING", b"CUDA_LAUNCH_BLOCKING")) == (
+        b"NCCL_",
+        b"LAUNCH_BLOCKING",
+    )
+    assert _fewest((b"a", b"a", b"b")) == (b"a", b"b")

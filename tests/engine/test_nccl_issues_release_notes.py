@@ -1,0 +1,171 @@
+"""NCCL fixed hangs and start-up failures read from the release commits 2.12-2.28
+(nccl_issues.yaml): the table loads, each row's fix lies outside its range, and the decision reads
+the two kinds of evidence a nccl-version-affected row of evidence_fixes.yaml exists for.
+
+- experiment:cumem-off, cumem-host-numa-init-failure (2.24.3 to before 2.26.3): torch 2.7.0 pins
+  NCCL 2.26.2 (torch_nccl.yaml); a run that cuMem off made healthy moves up to an NCCL with the
+  fix, with cuMem off as the interim; torch 2.8.0 (NCCL 2.27.3) keeps the cumem-off profile. The
+  host is the recorded jammy 4x P100 host with A100 GPUs (as in test_nccl_issues_cumem.py).
+- experiments:none-decided, hetero-arch-tuning-hang (before 2.24.3): its range lies inside
+  multi-comm-connect-hang's (before 2.26.2, same evidence), and the decision takes the first
+  matching row; an environment whose nvidia-nccl wheel is 2.23.4 keeps the later fix as the
+  floor. The host is the recorded noble 4x RTX 5090 host with driver 580.95.05 (runs CUDA 13.0)
+  and H100 GPUs.
+
+The other keys the new rows show (experiment:proto-simple, experiment:nvls-off, experiment:shm-off,
+signature:*, layer:bootstrap) have no nccl-version-affected row in evidence_fixes.yaml: the rows
+are cited knowledge there, not a decision.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpufix import versions
+from gpufix.engine import decide as engine
+from gpufix.engine.kb import load
+from gpufix.engine.kb_evidence import EVIDENCE
+from gpufix.engine.plan import Plan
+from gpufix.engine.rules import load as load_rules
+
+HOSTS = Path(__file__).parents[1] / "fixtures" / "hosts"
+KB = load()
+decide = partial(engine.decide, kb=KB, rules=load_rules())
+NEW = {
+    "h100-ring-ll128-hang": ("2.15.5", "cb111f76"),
+    "hetero-arch-tuning-hang": ("2.24.3", "6aae3792"),
+    "cumem-host-numa-init-failure": ("2.26.3", "0524aef7"),
+    "nvls-init-error": ("2.27.3", "72d24320"),
+    "bootstrap-stray-connection": ("2.27.3", "72d24320"),
+}
+
+
+def issue(id_: str) -> Any:
+    return next(i for i in KB.nccl_issues if i.id == id_)
+
+
+def row(plan: Plan) -> str | None:
+    return (plan.extra.get("decision") or {}).get("row")
+
+
+def bundled(plan: Plan) -> str:
+    target = plan.steps[0].vars["gpufix_ml_stack_torch_version"]
+    found = KB.torch_nccl_version(target)
+    assert found is not None, target
+    return found.nccl
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+
+def test_the_knowledge_base_loads_with_the_new_rows() -> None:
+    assert set(NEW) <= {i.id for i in KB.nccl_issues}
+
+
+@pytest.mark.parametrize("id_", sorted(NEW))
+def test_each_new_row_cites_its_release_commit_and_fix(id_: str) -> None:
+    fixed_in, commit = NEW[id_]
+    i = issue(id_)
+    assert i.fixed_in == fixed_in
+    assert f"releases/tag/v{fixed_in}-1" in i.source and f"release commit {commit}" in i.source
+    assert all(EVIDENCE.fullmatch(k) for k in i.shows)
+
+
+def test_every_fix_lies_outside_its_range() -> None:
+    """The loader checks this for driver_issues.yaml only; here for every NCCL row."""
+    for i in KB.nccl_issues:
+        assert i.matches(i.fixed_in) is False, i.id
+
+
+def test_the_ranges_start_where_the_notes_say() -> None:
+    host_alloc = issue("cumem-host-numa-init-failure")  # cuMem host allocations from 2.24
+    assert host_alloc.matches("2.24.3") and host_alloc.matches("2.26.2")
+    assert host_alloc.matches("2.23.4") is False
+    nvls = issue("nvls-init-error")  # NVLS from 2.17.1
+    assert nvls.matches("2.17.1") and nvls.matches("2.27.2") and nvls.matches("2.16.5") is False
+    assert issue("h100-ring-ll128-hang").archs == ("Hopper",)
+
+
+# --- experiments:none-decided -------------------------------------------------------------------
+
+
+def noble(torch: str, nccl: str | None = None) -> dict[str, Any]:
+    f = copy.deepcopy(json.loads((HOSTS / "noble-4x5090.json").read_text())["facts"])
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["driver"]["userspace_sources"] = dict.fromkeys(f["driver"]["userspace_sources"], "580.95.05")
+    for g in f["gpus"]:
+        g.update(name="NVIDIA H100 80GB HBM3", compute_capability="9.0")
+    f["p2p"]["read"] = {a: dict.fromkeys(r, "OK") for a, r in f["p2p"]["read"].items()}
+    for bridge in f["pcie"]["bridges"]:  # ACS off: the case is about NCCL only
+        bridge["acs_enabled"] = False
+    f["python_envs"][0]["packages"]["torch"] = torch
+    if nccl is not None:
+        f["python_envs"][0]["packages"]["nvidia-nccl-cu12"] = nccl
+    f["network"]["infiniband"] = []
+    return f
+
+
+def none_decided() -> dict[str, Any]:
+    exps = [
+        {"id": i, "env": {}, "gpus": None, "verdict": "hung", "stalled": None, "error": None,
+         "elapsed_s": 1.0}
+        for i in ("proto-simple", "algo-ring", "p2p-off", "shm-off", "cumem-off", "nvls-off")
+    ]  # fmt: skip
+    return {"format": "gpufix-probe", "version": 1, "verdict": "hung", "causes": [],
+            "stalled": {"phase": "allreduce", "ranks": [0, 1]}, "experiments": exps,
+            "decided_by": None}  # fmt: skip
+
+
+def test_the_earlier_heterogeneous_fix_does_not_lower_the_floor() -> None:
+    """Passes before the rows too (multi-comm-connect-hang already covered 2.23.4): what it holds
+    is that the new row, listed after the 2.26.2 ones, does not take its place."""
+    assert issue("hetero-arch-tuning-hang").matches("2.23.4")
+    plan = decide(noble("2.5.1+cu124", "2.23.4"), none_decided())
+    assert row(plan) == "experiments-none-decided-nccl-issue"
+    assert plan.extra["decision"]["nccl_issue"]["id"] == "multi-comm-connect-hang"
+    assert plan.strategy == "cuda-downgrade" and plan.extra["stack_direction"] == "up"
+    assert versions.key(bundled(plan)) >= versions.key("2.26.2")
+
+
+# --- experiment:cumem-off -----------------------------------------------------------------------
+
+
+def jammy(torch: str) -> dict[str, Any]:
+    f = copy.deepcopy(json.loads((HOSTS / "jammy-4xp100-torch28.json").read_text())["facts"])
+    for gpu in f["gpus"]:
+        gpu.update(name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")
+    f["python_envs"][0]["packages"]["torch"] = torch
+    return f
+
+
+def cumem_off_decided() -> dict[str, Any]:
+    exps = [
+        {"id": i, "env": {}, "gpus": None, "verdict": r, "stalled": None, "error": None,
+         "elapsed_s": 1.0}
+        for i, r in (("p2p-off", "hung"), ("shm-off", "hung"), ("cumem-off", "healthy"))
+    ]  # fmt: skip
+    return {"format": "gpufix-probe", "version": 1, "verdict": "hung", "causes": [],
+            "stalled": {"phase": "allreduce", "ranks": [0, 1]}, "experiments": exps,
+            "decided_by": "cumem-off"}  # fmt: skip
+
+
+def test_cumem_host_failure_moves_torch_27_up_with_cumem_off_now() -> None:
+    """Fails without the cumem-host-numa-init-failure row: NCCL 2.26.2 is in no cuMem range, the
+    plan is the cumem-off profile."""
+    plan = decide(jammy("2.7.0+cu126"), cumem_off_decided())
+    assert row(plan) == "cumem-off-known-nccl-issue"
+    assert plan.extra["decision"]["nccl_issue"]["id"] == "cumem-host-numa-init-failure"
+    assert plan.strategy == "cuda-downgrade" and plan.extra["stack_direction"] == "up"
+    assert versions.key(bundled(plan)) >= versions.key("2.26.3")
+    assert plan.interim is not None and plan.interim.strategy == "nccl-profile"
+    assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["cumem-off"]
+
+
+def test_the_fixed_nccl_keeps_the_cumem_off_profile() -> None:
+    plan = decide(jammy("2.8.0+cu128"), cumem_off_decided())  # NCCL 2.27.3
+    assert row(plan) == "cumem-off" and plan.strategy == "nccl-profile"

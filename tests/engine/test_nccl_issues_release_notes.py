@@ -7,9 +7,9 @@ the two kinds of evidence a nccl-version-affected row of evidence_fixes.yaml exi
   fix, with cuMem off as the interim; torch 2.8.0 (NCCL 2.27.3) keeps the cumem-off profile. The
   host is the recorded jammy 4x P100 host with A100 GPUs (as in test_nccl_issues_cumem.py).
 - experiments:none-decided, hetero-arch-tuning-hang (before 2.24.3): its range lies inside
-  multi-comm-connect-hang's (before 2.26.2, same evidence), and the decision takes the first
-  matching row; an environment whose nvidia-nccl wheel is 2.23.4 keeps the later fix as the
-  floor. The host is the recorded noble 4x RTX 5090 host with driver 580.95.05 (runs CUDA 13.0)
+  multi-comm-connect-hang's (before 2.26.2, same evidence), and of the matching rows the decision
+  takes the one fixed last, wherever it is listed; an environment whose nvidia-nccl wheel is
+  2.23.4 keeps the later fix as the floor. The host is the recorded noble 4x RTX 5090 host with driver 580.95.05 (runs CUDA 13.0)
   and H100 GPUs.
 
 The other keys the new rows show (experiment:proto-simple, experiment:nvls-off, experiment:shm-off,
@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from gpufix import versions
 from gpufix.engine import decide as engine
-from gpufix.engine.kb import load
+from gpufix.engine import kb as kbmod
+from gpufix.engine.kb import DEFAULT_DIR, load
 from gpufix.engine.kb_evidence import EVIDENCE
 from gpufix.engine.plan import Plan
 from gpufix.engine.rules import load as load_rules
@@ -121,11 +124,22 @@ def none_decided() -> dict[str, Any]:
             "decided_by": None}  # fmt: skip
 
 
-def test_the_earlier_heterogeneous_fix_does_not_lower_the_floor() -> None:
-    """Passes before the rows too (multi-comm-connect-hang already covered 2.23.4): what it holds
-    is that the new row, listed after the 2.26.2 ones, does not take its place."""
+@pytest.mark.parametrize("first", [False, True], ids=["as-shipped", "listed-first"])
+def test_the_earlier_heterogeneous_fix_does_not_lower_the_floor(
+    first: bool, tmp_path: Path
+) -> None:
+    """Of the rows that match, the one fixed last sets the floor, wherever it is listed (listed
+    first, the 2.24.3 row took the place of the 2.26.2 one before)."""
     assert issue("hetero-arch-tuning-hang").matches("2.23.4")
-    plan = decide(noble("2.5.1+cu124", "2.23.4"), none_decided())
+    kb = KB
+    if first:
+        d = tmp_path / "knowledge"
+        shutil.copytree(DEFAULT_DIR, d)
+        rows = yaml.safe_load((d / "nccl_issues.yaml").read_text())
+        rows.sort(key=lambda r: r["id"] != "hetero-arch-tuning-hang")
+        (d / "nccl_issues.yaml").write_text(yaml.safe_dump(rows, sort_keys=False))
+        kb = kbmod.load(d)
+    plan = decide(noble("2.5.1+cu124", "2.23.4"), none_decided(), kb=kb)
     assert row(plan) == "experiments-none-decided-nccl-issue"
     assert plan.extra["decision"]["nccl_issue"]["id"] == "multi-comm-connect-hang"
     assert plan.strategy == "cuda-downgrade" and plan.extra["stack_direction"] == "up"

@@ -45,21 +45,22 @@ def nccl_version(ctx: Ctx) -> str | None:
 
 
 def nccl_issue(s: Subject) -> NcclIssue | None:
-    """A documented NCCL problem in the host's NCCL that shows the way this evidence does."""
+    """A documented NCCL problem in the host's NCCL that shows the way this evidence does; of
+    several, the one fixed last, so that the release it asks for fixes them all."""
     version = nccl_version(s.ctx)
     if version is None:
         return None
     archs = {a.name for a in (s.ctx.kb.arch_for_cc(cc) for cc in s.ctx.host.compute_caps) if a}
     where = setup.shown(s.ctx.host, s.signals.scope == "multi-node")
-    for issue in s.ctx.kb.nccl_issues:
-        if s.evidence not in issue.shows or issue.matches(version) is not True:
-            continue
-        if issue.archs and not archs & set(issue.archs):
-            continue
-        if not set(issue.setup) <= where:  # a problem only on a setup this host is not
-            continue
-        return issue
-    return None
+    found = [
+        issue
+        for issue in s.ctx.kb.nccl_issues
+        if s.evidence in issue.shows
+        and issue.matches(version) is True
+        and (not issue.archs or archs & set(issue.archs))
+        and set(issue.setup) <= where  # not a problem only on a setup this host is not
+    ]
+    return max(found, key=lambda i: versions.key(i.fixed_in), default=None)
 
 
 def driver_issue(s: Subject) -> DriverIssue | None:

@@ -35,6 +35,7 @@ from gpufix.engine.kb import DEFAULT_DIR, load
 from gpufix.engine.kb_evidence import EVIDENCE
 from gpufix.engine.plan import Plan
 from gpufix.engine.rules import load as load_rules
+from gpufix.errors import GpufixError
 
 HOSTS = Path(__file__).parents[1] / "fixtures" / "hosts"
 KB = load()
@@ -79,10 +80,15 @@ def test_each_new_row_cites_its_release_commit_and_fix(id_: str) -> None:
     assert all(EVIDENCE.fullmatch(k) for k in i.shows)
 
 
-def test_every_fix_lies_outside_its_range() -> None:
-    """The loader checks this for driver_issues.yaml only; here for every NCCL row."""
-    for i in KB.nccl_issues:
-        assert i.matches(i.fixed_in) is False, i.id
+def test_a_fix_inside_its_own_range_stops_the_load(tmp_path: Path) -> None:
+    """A row whose fixed_in is still affected would send a stack to a release with the bug."""
+    d = tmp_path / "knowledge"
+    shutil.copytree(DEFAULT_DIR, d)
+    rows = yaml.safe_load((d / "nccl_issues.yaml").read_text())
+    next(r for r in rows if r["id"] == "nvls-init-error")["affected"] = ">=2.17.1,<=2.27.3"
+    (d / "nccl_issues.yaml").write_text(yaml.safe_dump(rows, sort_keys=False))
+    with pytest.raises(GpufixError, match=r"nvls-init-error\): fixed_in 2\.27\.3 lies inside"):
+        kbmod.load(d)
 
 
 def test_the_ranges_start_where_the_notes_say() -> None:

@@ -246,6 +246,8 @@ def cross_check(rows: Mapping[str, tuple[Any, ...]]) -> str | None:
             return f"{where}: unknown architecture {bad[0]!r}"
         if issue.workaround is not None and issue.workaround not in profiles:
             return f"{where}: workaround {issue.workaround!r} is not in nccl_profiles.yaml"
+        if issue.matches(issue.fixed_in) is not False:
+            return f"{where}: fixed_in {issue.fixed_in} lies inside affected {issue.affected!r}"
     return _torch_nccl_problem(rows["torch_nccl"])
 
 

@@ -99,7 +99,7 @@ def _newest_lib(rows: tuple[LibRelease, ...], py: str | None, torch: str) -> Lib
 
 
 def _moves(t: TorchRelease, b: Basis, want: Want) -> bool:
-    """The release goes the way asked (and carries the NCCL fix when one is named)."""
+    """The release goes the way asked (the NCCL fix, when one is named, is per build: _has_nccl)."""
     if b.current and want.direction in ("up", "down"):
         here, there = versions.key(b.current.split("+")[0]), versions.key(t.version)
         if (want.direction == "up" and there <= here) or (

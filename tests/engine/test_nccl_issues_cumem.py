@@ -10,42 +10,19 @@ by default), 2.3.0 -> 2.20.5 (fixed). The host is the recorded jammy 4x P100 wit
 
 from __future__ import annotations
 
-import copy
-import json
 from functools import partial
-from pathlib import Path
-from typing import Any
 
 import pytest
+from a100_cumem import a100_host, cumem_off_decided
 from gpufix import versions
 from gpufix.engine import decide as engine
 from gpufix.engine.kb import load
 from gpufix.engine.plan import Plan
 from gpufix.engine.rules import load as load_rules
 
-HOSTS = Path(__file__).parents[1] / "fixtures" / "hosts"
 KB = load()
 decide = partial(engine.decide, kb=KB, rules=load_rules())
 ISSUE = "cumem-a2a-connect-deadlock"
-
-
-def host(torch: str) -> dict[str, Any]:
-    f = copy.deepcopy(json.loads((HOSTS / "jammy-4xp100-torch28.json").read_text())["facts"])
-    for gpu in f["gpus"]:
-        gpu.update(name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")
-    f["python_envs"][0]["packages"]["torch"] = torch
-    return f
-
-
-def cumem_off_decided() -> dict[str, Any]:
-    exps = [
-        {"id": i, "env": {}, "gpus": None, "verdict": r, "stalled": None, "error": None,
-         "elapsed_s": 1.0}
-        for i, r in (("p2p-off", "hung"), ("shm-off", "hung"), ("cumem-off", "healthy"))
-    ]  # fmt: skip
-    return {"format": "gpufix-probe", "version": 1, "verdict": "hung", "causes": [],
-            "stalled": {"phase": "allreduce", "ranks": [0, 1]}, "experiments": exps,
-            "decided_by": "cumem-off"}  # fmt: skip
 
 
 def row(plan: Plan) -> str | None:
@@ -62,7 +39,7 @@ def test_the_row_cites_the_fix_and_cumem_s_first_release() -> None:
 
 
 def test_affected_nccl_moves_the_stack_up_with_cumem_off_now() -> None:
-    plan = decide(host("2.2.0+cu121"), cumem_off_decided())
+    plan = decide(a100_host("2.2.0+cu121"), cumem_off_decided())
     assert row(plan) == "cumem-off-known-nccl-issue"
     assert plan.extra["decision"]["nccl_issue"]["id"] == ISSUE
     assert plan.strategy == "cuda-downgrade" and plan.extra["stack_direction"] == "up"
@@ -76,6 +53,6 @@ def test_affected_nccl_moves_the_stack_up_with_cumem_off_now() -> None:
 @pytest.mark.parametrize("torch", ["2.3.0+cu121", "2.0.0+cu117"])
 def test_outside_the_range_cumem_off_is_the_profile(torch: str) -> None:
     """2.20.5 has the fix; 2.14.3 has no cuMem at all: no release moves, cuMem off stays."""
-    plan = decide(host(torch), cumem_off_decided())
+    plan = decide(a100_host(torch), cumem_off_decided())
     assert row(plan) == "cumem-off" and plan.strategy == "nccl-profile"
     assert plan.steps[0].vars["gpufix_nccl_profile_names"] == ["cumem-off"]

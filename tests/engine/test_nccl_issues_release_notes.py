@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
+from a100_cumem import a100_host, cumem_off_decided
 from gpufix import versions
 from gpufix.engine import decide as engine
 from gpufix.engine import kb as kbmod
@@ -155,29 +156,10 @@ def test_the_earlier_heterogeneous_fix_does_not_lower_the_floor(
 # --- experiment:cumem-off -----------------------------------------------------------------------
 
 
-def jammy(torch: str) -> dict[str, Any]:
-    f = copy.deepcopy(json.loads((HOSTS / "jammy-4xp100-torch28.json").read_text())["facts"])
-    for gpu in f["gpus"]:
-        gpu.update(name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")
-    f["python_envs"][0]["packages"]["torch"] = torch
-    return f
-
-
-def cumem_off_decided() -> dict[str, Any]:
-    exps = [
-        {"id": i, "env": {}, "gpus": None, "verdict": r, "stalled": None, "error": None,
-         "elapsed_s": 1.0}
-        for i, r in (("p2p-off", "hung"), ("shm-off", "hung"), ("cumem-off", "healthy"))
-    ]  # fmt: skip
-    return {"format": "gpufix-probe", "version": 1, "verdict": "hung", "causes": [],
-            "stalled": {"phase": "allreduce", "ranks": [0, 1]}, "experiments": exps,
-            "decided_by": "cumem-off"}  # fmt: skip
-
-
 def test_cumem_host_failure_moves_torch_27_up_with_cumem_off_now() -> None:
     """Fails without the cumem-host-numa-init-failure row: NCCL 2.26.2 is in no cuMem range, the
     plan is the cumem-off profile."""
-    plan = decide(jammy("2.7.0+cu126"), cumem_off_decided())
+    plan = decide(a100_host("2.7.0+cu126"), cumem_off_decided())
     assert row(plan) == "cumem-off-known-nccl-issue"
     assert plan.extra["decision"]["nccl_issue"]["id"] == "cumem-host-numa-init-failure"
     assert plan.strategy == "cuda-downgrade" and plan.extra["stack_direction"] == "up"
@@ -187,5 +169,5 @@ def test_cumem_host_failure_moves_torch_27_up_with_cumem_off_now() -> None:
 
 
 def test_the_fixed_nccl_keeps_the_cumem_off_profile() -> None:
-    plan = decide(jammy("2.8.0+cu128"), cumem_off_decided())  # NCCL 2.27.3
+    plan = decide(a100_host("2.8.0+cu128"), cumem_off_decided())  # NCCL 2.27.3
     assert row(plan) == "cumem-off" and plan.strategy == "nccl-profile"

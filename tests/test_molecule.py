@@ -108,7 +108,13 @@ def test_scenario(scenario: str) -> None:
         timeout=TIMEOUT_S,
         check=False,
     )
-    tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-80:])
+    lines = (proc.stdout + proc.stderr).splitlines()
+    # The failing task sits in ansible's output, well before molecule's own summary: name the
+    # last failures (a scenario's expected refusals print some too) before the tail.
+    failures = [x for x in lines if "fatal:" in x or "FAILED!" in x or "UNREACHABLE!" in x][-5:]
+    tail = "\n".join(lines[-80:])
     assert proc.returncode == 0, (
-        f"molecule test -s {scenario} failed (rc {proc.returncode}):\n{tail}"
+        f"molecule test -s {scenario} failed (rc {proc.returncode}):\n"
+        + "\n".join(failures)
+        + f"\n...\n{tail}"
     )

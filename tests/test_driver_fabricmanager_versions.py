@@ -2,11 +2,14 @@
 at: fabric manager runs only at the driver's exact version, and Canonical's fabric manager follows
 the -server driver's uploads (canonical/nvidia-graphics-drivers: 535-jammy @ 52ca25bc has desktop
 535.216.01, 535.183.01, 535.161.07; 535-server-jammy @ f9c1433d has 535.216.03, 535.183.06,
-535.161.08; canonical/apt-packaging-fabric-manager 535-jammy @ f00f2b03 is 535.216.03). The jammy
-pockets after the 535.216 uploads are recorded in tool_outputs/apt_madison_535_jammy_fm_apart.txt;
-an `apt-cache` on PATH answers from it (madison) and with a record without Depends (show), which
-the transitional-package check once could not word a message for. Before, the role wrote the pin
-and apt failed on `nvidia-fabricmanager-535=535.216.01-*`.
+535.161.08; canonical/apt-packaging-fabric-manager 535-jammy @ f00f2b03 is 535.216.03).
+tool_outputs/apt_madison_535_jammy_fm_apart.txt is jammy-updates after the 535.216 uploads,
+reconstructed: the versions come from those sources, the URL and pocket words are the shape
+`apt-cache madison` prints (the role reads only the package, the version and whether the URL is
+NVIDIA's repository or the PPA). An `apt-cache` on PATH answers from it (madison) and with a
+record without Depends (show), which the transitional-package check once could not word a
+message for. Before, the role wrote the pin and apt failed on
+`nvidia-fabricmanager-535=535.216.01-*`.
 """
 
 from __future__ import annotations
@@ -99,3 +102,34 @@ def test_a_branch_offered_only_as_another_branch_s_transitional_says_so(
     assert r.returncode != 0, out[-3000:]
     assert "nvidia-headless-no-dkms-530 of branch 530 is not in the Ubuntu archive" in out
     assert "offered only at 535.288.01, a version of another branch: a transitional" in out
+
+
+# A host's apt-cache output is data: versions that carry Jinja reach the role's messages as text.
+HOSTILE = (
+    "nvidia-headless-no-dkms-535 | 535.216.01-0ubuntu0.22.04.1 | {u} jammy-updates/restricted amd64 Packages\n"
+    "nvidia-headless-no-dkms-530 | 535.1{{{{ lookup('pipe', 'touch {m}') }}}}-1 | {u} jammy-updates/restricted amd64 Packages\n"
+    "nvidia-fabricmanager-535 | 535.216.03{{{{ lookup('pipe', 'touch {m}') }}}}-0ubuntu1 | {u} jammy-updates/multiverse amd64 Packages\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("vars_", "where"),
+    [
+        ({"gpufix_driver_fabricmanager": True}, "share no version"),
+        ({"gpufix_driver_branch": "530"}, "offered only at"),
+    ],
+    ids=["fabric-manager-message", "transitional-message"],
+)
+def test_jinja_in_the_host_s_package_index_is_never_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vars_: dict[str, Any], where: str
+) -> None:
+    marker = tmp_path / "pwned"
+    madison = tmp_path / "madison.txt"
+    madison.write_text(HOSTILE.format(u="http://archive.ubuntu.com/ubuntu", m=marker))
+    fake_apt_cache(tmp_path, monkeypatch, madison)
+    r = resolve(tmp_path, {"gpufix_driver_flavour": "", **vars_})
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and where in out, out[-3000:]
+    assert "lookup('pipe'" in out  # shown as text
+    assert not marker.exists()

@@ -3,20 +3,13 @@ shared by the cuMem NCCL-issue tests."""
 
 from __future__ import annotations
 
-import copy
-import json
-from pathlib import Path
 from typing import Any
 
-HOSTS = Path(__file__).parents[1] / "fixtures" / "hosts"
+from recorded import recorded
 
 
 def a100_host(torch: str) -> dict[str, Any]:
-    f = copy.deepcopy(json.loads((HOSTS / "jammy-4xp100-torch28.json").read_text())["facts"])
-    for gpu in f["gpus"]:
-        gpu.update(name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")
-    f["python_envs"][0]["packages"]["torch"] = torch
-    return f
+    return recorded("jammy-4xp100-torch28", torch, "NVIDIA A100-SXM4-80GB", "8.0")
 
 
 def cumem_off_decided() -> dict[str, Any]:

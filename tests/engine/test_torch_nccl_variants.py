@@ -7,8 +7,6 @@ older NCCL. The host is the recorded noble 4x RTX 5090 host with V100 GPUs (driv
 
 from __future__ import annotations
 
-import copy
-import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,17 +20,13 @@ from gpufix.engine.context import Ctx
 from gpufix.engine.kb import DEFAULT_DIR, load
 from gpufix.errors import GpufixError
 from gpufix.facts.host import from_facts
+from recorded import recorded
 
-HOSTS = Path(__file__).parents[1] / "fixtures" / "hosts"
 KB = load()
 
 
 def volta_host(torch: str) -> dict[str, Any]:
-    f = copy.deepcopy(json.loads((HOSTS / "noble-4x5090.json").read_text())["facts"])
-    for gpu in f["gpus"]:
-        gpu.update(name="Tesla V100-SXM2-32GB", compute_capability="7.0")
-    f["python_envs"][0]["packages"]["torch"] = torch
-    return f
+    return recorded("noble-4x5090", torch, "Tesla V100-SXM2-32GB", "7.0")
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ verdict still validates; until then they stay in the case file (README.md, "Verd
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
 from types import ModuleType
@@ -40,6 +41,9 @@ EXPERIMENT_ENV = {
     "nvls-off": {"NCCL_NVLS_ENABLE": "0"},
 }
 LAYERS = ("rendezvous", "bootstrap", "interface", "ib", "container-network", "collective")
+# The NCCL version a thread states, as the probe records it (torch.cuda.nccl.version()): the
+# first X.Y.Z at the start of the case's `nccl`; "before 2.26.2" or "bundled with ..." say none.
+_NCCL_STATED = re.compile(r"(\d+\.\d+\.\d+)(?![\d.])")
 CONTRACT_GROUPS = (
     ("experiments", "decided_by"),
     ("soak",),
@@ -133,6 +137,13 @@ def _causes(ev: dict[str, Any], main: dict[str, Any]) -> list[dict[str, str]]:
     return causes
 
 
+def probe_facts(case: dict[str, Any]) -> dict[str, Any]:
+    """What the probe's own readings would hold: the NCCL the job loaded, when the thread says."""
+    stated = (case.get("environment") or {}).get("nccl")
+    m = _NCCL_STATED.match(str(stated).strip()) if stated is not None else None
+    return {"nccl": m.group(1)} if m else {}
+
+
 def base_verdict(case: dict[str, Any], world: int) -> dict[str, Any]:
     ev = case.get("evidence") or {}
     kind = ev["probe_verdict"]
@@ -166,6 +177,7 @@ def base_verdict(case: dict[str, Any], world: int) -> dict[str, Any]:
         "causes": _causes(ev, main),
         "notes": ["corpus case: built from a public thread, not from a probe run"],
         "nccl_log_tail": [],
+        "facts": probe_facts(case),
     }
 
 

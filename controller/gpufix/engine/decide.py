@@ -18,6 +18,7 @@ from gpufix.engine.context import Candidate, Constraints, Ctx
 from gpufix.engine.diagnose import findings, no_p2p, shares_switch
 from gpufix.engine.explain import explain, interim_for
 from gpufix.engine.gpu_names import with_named_caps
+from gpufix.engine.probe_facts import with_probe_facts
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.plan import Option, Plan, digest
 from gpufix.engine.rules import Rules
@@ -214,7 +215,7 @@ def context(
     rules: Rules,
 ) -> Ctx:
     """The engine's view of one host: facts, findings, what the probe shows, the table's row."""
-    host = with_named_caps(from_facts(facts), kb)
+    host = with_named_caps(with_probe_facts(from_facts(facts), verdict), kb)
     day = c.plan_date or kb.checked()
     order_sev = {"error": 0, "warning": 1, "info": 2}
     found = sorted(

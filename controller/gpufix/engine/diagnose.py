@@ -54,6 +54,25 @@ def check_gpus(i: Inputs) -> Iterator[Finding]:
         )
 
 
+def check_probe_measured(i: Inputs) -> Iterator[Finding]:
+    h = i.host
+    if not h.probe_measured:
+        return
+    now = {
+        "torch": h.env.torch if h.env else None,
+        "nccl": h.env.nccl if h.env else None,
+        "driver": h.driver,
+        "kernel": h.kernel,
+    }
+    taken = {k: now[k] for k in h.probe_measured}
+    yield i.finding(
+        "stack-from-probe",
+        "from the probe's run in the training interpreter: "
+        + ", ".join(f"{k} {v}" for k, v in taken.items()),
+        {f"probe.facts.{k}": v for k, v in taken.items()},
+    )
+
+
 def check_gathered_in(i: Inputs) -> Iterator[Finding]:
     if i.host.from_container:
         yield i.finding("facts-from-container", "", {"gathered_in.where": "container"})
@@ -314,6 +333,7 @@ def check_probe(i: Inputs) -> Iterator[Finding]:
 
 CHECKS: tuple[FactCheck, ...] = (
     check_gpus,
+    check_probe_measured,
     check_gathered_in,
     check_driver_mismatch,
     check_driver_support,

@@ -83,6 +83,8 @@ class Host:
     fabricmanager_known: bool = False  # the facts say whether it is installed (None there: not)
     network_read: bool = False  # network.infiniband was read (an empty list: no IB/RoCE)
     compute_caps_named: bool = False  # compute_caps come from the GPU names, not the facts
+    # What the probe's verdict supplied (torch, nccl, driver, kernel: engine/probe_facts.py).
+    probe_measured: tuple[str, ...] = ()
 
     @property
     def multi_gpu(self) -> bool:

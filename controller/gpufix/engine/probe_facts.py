@@ -1,0 +1,80 @@
+"""What the probe measured where training runs (its verdict's `facts`): the torch and NCCL the
+training interpreter loaded, and the kernel module's driver version.
+
+The facts module guesses the training environment (the first Python with torch); the probe ran in
+the one the user named, so its torch and NCCL win. Its driver and kernel only fill what the facts
+lack. Every value is data from a file: it is taken only when it reads as a version.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from gpufix import versions
+from gpufix.facts.host import Host, PyEnv
+
+# torch.__version__: "2.1.2+cu121", "2.1.0a0+32f93b1" (NVIDIA containers' source builds).
+_TORCH = re.compile(r"\d+\.\d+(?:\.\d+)?(?:(?:a|b|rc)\d+)?(?:\+[0-9A-Za-z.]+)?")
+# ".".join(torch.cuda.nccl.version()): "2.18.6".
+_NCCL = re.compile(r"\d+\.\d+\.\d+")
+_PYTHON = re.compile(r"\d+\.\d+(?:\.\d+)?")
+# /proc/driver/nvidia/version's first line: "NVRM version: NVIDIA UNIX x86_64 Kernel Module
+# 535.104.05  Sat Aug 19 01:15:15 UTC 2023" (the open modules say "Open Kernel Module").
+_NVRM = re.compile(r"NVRM version: .*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)\s")
+_KERNEL = re.compile(r"\d+\.\d+\.\d+[0-9A-Za-z.+_~-]*")
+
+
+def _read(v: Any, pattern: re.Pattern[str]) -> str | None:
+    if not isinstance(v, str) or len(v) > 200:
+        return None
+    s = v.strip()
+    return s if pattern.fullmatch(s) else None
+
+
+def measured(verdict: dict[str, Any] | None) -> dict[str, str]:
+    """The probe's readings that read as versions: torch, nccl, python, driver, kernel."""
+    f = (verdict or {}).get("facts")
+    if not isinstance(f, dict):
+        return {}
+    out = {
+        "torch": _read(f.get("torch"), _TORCH),
+        "nccl": _read(f.get("nccl"), _NCCL),
+        "python": _read(f.get("python"), _PYTHON),
+        "kernel": _read(f.get("kernel"), _KERNEL),
+    }
+    line = f.get("driver")
+    m = _NVRM.match(line) if isinstance(line, str) and len(line) <= 300 else None
+    out["driver"] = m.group(1) if m and versions.driver(m.group(1)) else None
+    return {k: v for k, v in out.items() if v}
+
+
+def with_probe_facts(h: Host, verdict: dict[str, Any] | None) -> Host:
+    """The host with the probe's torch and NCCL as its training environment's, and its driver and
+    kernel where the facts have none; `probe_measured` names what was taken."""
+    m = measured(verdict)
+    taken: list[str] = []
+    env = h.env
+    if "torch" in m or "nccl" in m:
+        base = env or PyEnv(
+            python="", version=m.get("python"), torch=None, transformers=None, accelerate=None
+        )
+        changes: dict[str, Any] = {}
+        for key in ("torch", "nccl"):
+            if key in m and m[key] != getattr(base, key):
+                changes[key] = m[key]
+                taken.append(key)
+        if "torch" in changes and "nccl" not in m:
+            changes["nccl"] = None  # the facts' NCCL wheel went with the torch it replaced
+        env = replace(base, **changes) if changes else env
+    driver, kernel = h.driver, h.kernel
+    if driver is None and "driver" in m:
+        driver = m["driver"]
+        taken.append("driver")
+    if kernel is None and "kernel" in m:
+        kernel = m["kernel"]
+        taken.append("kernel")
+    if not taken:
+        return h
+    return replace(h, env=env, driver=driver, kernel=kernel, probe_measured=tuple(taken))

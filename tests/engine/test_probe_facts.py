@@ -1,0 +1,126 @@
+"""The probe's own readings (its verdict's `facts`: torch and NCCL in the training interpreter,
+the kernel module's driver line, the kernel) reach the decision: the NCCL the job really loaded
+decides whether a documented NCCL hang applies, and a value that does not read as a version is
+ignored (the verdict is a file: data, never trusted text)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from a100_cumem import a100_host, cumem_off_decided
+from corpus.verdict import verdict_for
+from gpufix.engine import decide as engine
+from gpufix.engine.kb import load
+from gpufix.engine.probe_facts import measured, with_probe_facts
+from gpufix.engine.rules import load as load_rules
+from gpufix.facts.host import from_facts
+
+KB = load()
+decide = partial(engine.decide, kb=KB, rules=load_rules())
+NVRM = (
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
+)
+NVRM_OPEN = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  "
+    "(dvs-builder@U16-I3-B03-4-3)  Tue Jul  8 18:13:34 UTC 2025"
+)
+
+
+def with_facts(verdict: dict[str, Any], **facts: Any) -> dict[str, Any]:
+    return {**verdict, "facts": facts}
+
+
+def test_readings_that_are_versions_are_taken() -> None:
+    v = {"facts": {"torch": "2.1.0a0+32f93b1", "nccl": "2.19.3", "python": "3.10.12",
+                   "driver": NVRM, "kernel": "5.4.0-150-generic"}}  # fmt: skip
+    assert measured(v) == {
+        "torch": "2.1.0a0+32f93b1",
+        "nccl": "2.19.3",
+        "python": "3.10.12",
+        "driver": "535.104.05",
+        "kernel": "5.4.0-150-generic",
+    }
+    assert measured({"facts": {"driver": NVRM_OPEN}})["driver"] == "570.172.08"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2.18.6; rm -rf /",
+        "{{ lookup('pipe', 'id') }}",
+        "$(id)",
+        "2.18.6\n2.19.3",
+        "2" * 500,
+        18,
+        None,
+        ["2.18.6"],
+        {"unknown": "not read"},
+    ],
+)
+def test_anything_else_is_ignored(value: object) -> None:
+    v = {"facts": {"torch": value, "nccl": value, "driver": value, "kernel": value}}
+    assert measured(v) == {}
+    host = from_facts(a100_host("2.2.0+cu121"))
+    assert with_probe_facts(host, v) == host
+
+
+def test_a_verdict_without_readings_changes_nothing() -> None:
+    host = from_facts(a100_host("2.2.0+cu121"))
+    for v in (None, {}, {"facts": []}, {"facts": {}}):
+        assert with_probe_facts(host, v) is host
+
+
+def test_the_probe_s_torch_wins_and_the_driver_only_fills_a_gap() -> None:
+    facts = a100_host("2.0.0+cu117")
+    host = from_facts(facts)
+    assert host.driver is not None
+    v = {"facts": {"torch": "2.2.0+cu121", "nccl": "2.19.3", "driver": NVRM_OPEN}}
+    got = with_probe_facts(host, v)
+    assert got.env is not None and (got.env.torch, got.env.nccl) == ("2.2.0+cu121", "2.19.3")
+    assert got.driver == host.driver  # the facts read the driver: kept
+    assert got.probe_measured == ("torch", "nccl")
+
+
+def test_measured_nccl_in_a_fixed_range_moves_the_stack_up() -> None:
+    """torch 2.3.0 bundles NCCL 2.20.5 (fixed), so the facts alone say cuMem off is the profile;
+    the probe measured 2.19.3 in the training interpreter (an nvidia-nccl wheel pinned back, say):
+    the documented cuMem hang applies, and the stack moves up with cuMem off as the interim."""
+    facts = a100_host("2.3.0+cu121")
+    plain = decide(facts, cumem_off_decided())
+    assert plain.strategy == "nccl-profile"
+    plan = decide(facts, with_facts(cumem_off_decided(), nccl="2.19.3"))
+    assert plan.extra["decision"]["row"] == "cumem-off-known-nccl-issue"
+    assert plan.strategy == "cuda-downgrade" and plan.extra["stack_direction"] == "up"
+    found = {f.id: f for f in plan.findings}
+    assert "stack-from-probe" in found
+    assert found["stack-from-probe"].evidence == {"probe.facts.nccl": "2.19.3"}
+
+
+def test_through_the_cli(tmp_path: Path) -> None:
+    """Schema-valid files, as `gpufix facts` and `gpufix probe` write them."""
+    facts = tmp_path / "facts.json"
+    doc = {"format": "gpufix-facts", "version": 1, "host": "h1",
+           "gathered_at": "2026-12-01T00:00:00Z", "facts": a100_host("2.3.0+cu121")}  # fmt: skip
+    facts.write_text(json.dumps(doc))
+    case = {"id": "h1", "environment": {"nccl": "2.19.3"},
+            "evidence": {"probe_verdict": "hung", "stalled_phase": "allreduce",
+                         "experiments": {"p2p-off": "hung", "cumem-off": "healthy"}}}  # fmt: skip
+    built, held = verdict_for(case, 4)
+    assert not held and built["facts"] == {"nccl": "2.19.3"}
+    verdict = tmp_path / "verdict.json"
+    verdict.write_text(json.dumps(built))
+    out = subprocess.run(
+        [sys.executable, "-m", "gpufix", "plan", "h1", "--facts", str(facts),
+         "--probe-verdict", str(verdict), "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)["plans"][0]
+    assert plan["strategy"] == "cuda-downgrade"
+    assert any(f["id"] == "stack-from-probe" for f in plan["findings"])

@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 from a100_cumem import a100_host, cumem_off_decided
 from corpus.verdict import verdict_for
+from gpufix import versions
 from gpufix.engine import decide as engine
 from gpufix.engine.kb import load
+from gpufix.engine.plan import Plan
 from gpufix.engine.probe_facts import measured, with_probe_facts
 from gpufix.engine.rules import load as load_rules
 from gpufix.facts.host import from_facts
 
 KB = load()
 decide = partial(engine.decide, kb=KB, rules=load_rules())
-NVRM = (
-    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
-)
+NVRM = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
 NVRM_OPEN = (
     "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  "
     "(dvs-builder@U16-I3-B03-4-3)  Tue Jul  8 18:13:34 UTC 2025"
@@ -124,3 +124,34 @@ def test_through_the_cli(tmp_path: Path) -> None:
     plan = json.loads(out.stdout)["plans"][0]
     assert plan["strategy"] == "cuda-downgrade"
     assert any(f["id"] == "stack-from-probe" for f in plan["findings"])
+
+
+def known(plan: Plan) -> set[str]:
+    return {f.evidence["issue"] for f in plan.findings if f.id == "nccl-known-issue"}
+
+
+def test_a_known_nccl_problem_is_named_even_on_a_healthy_probe() -> None:
+    """A start-up probe cannot see a hang that comes later (ll-cleanup-hang: long-running jobs);
+    the plan still names it, and decides nothing from it."""
+    healthy = {"format": "gpufix-probe", "version": 1, "verdict": "healthy", "causes": []}
+    plan = decide(a100_host("2.3.0+cu121"), with_facts(healthy, nccl="2.4.2"))
+    assert "ll-cleanup-hang" in known(plan)
+    assert plan.strategy == "none"
+    finding = next(f for f in plan.findings if f.evidence.get("issue") == "ll-cleanup-hang")
+    assert finding.severity == "warning" and "v2.4.6-1" in finding.source
+    assert "fixed in 2.4.6" in finding.message
+
+
+def test_only_on_the_platform_the_release_names() -> None:
+    """h100-ring-ll128-hang is a Hopper problem: an A100 host with the same NCCL has no finding
+    for it; pxn-multinode-ib-hang needs a multi-node InfiniBand run."""
+    plan = decide(a100_host("2.3.0+cu121"), with_facts(cumem_off_decided(), nccl="2.15.1"))
+    assert "h100-ring-ll128-hang" not in known(plan) and known(plan)
+    plan = decide(a100_host("2.3.0+cu121"), with_facts(cumem_off_decided(), nccl="2.29.7"))
+    assert "pxn-multinode-ib-hang" not in known(plan)
+
+
+def test_a_fixed_nccl_has_none() -> None:
+    newest = max((i.fixed_in for i in KB.nccl_issues), key=versions.key)
+    plan = decide(a100_host("2.3.0+cu121"), with_facts(cumem_off_decided(), nccl=newest))
+    assert known(plan) == set()

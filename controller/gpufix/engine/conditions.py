@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from gpufix import versions
-from gpufix.engine import setup
 from gpufix.engine.context import Ctx
 from gpufix.engine.diagnose import acs_bridges_that_matter, known_driver_issues, no_p2p
 from gpufix.engine.kb import DriverIssue
 from gpufix.engine.kb_evidence import CONDITIONS, NcclIssue
+from gpufix.engine.nccl_installed import issues_of, nccl_version_of
 from gpufix.engine.signals import Signals
 
 
@@ -30,18 +30,7 @@ class Subject:
 
 
 def nccl_version(ctx: Ctx) -> str | None:
-    """The NCCL the training environment loads: its nvidia-nccl wheel, else the one its torch
-    release pins (torch_nccl.yaml), else NCCL_VERSION, which NVIDIA's CUDA container images set
-    for the system NCCL their framework builds link (a source build such as 2.1.0a0+32f93b1)."""
-    env = ctx.host.env
-    if env is not None and env.nccl:
-        return env.nccl
-    torch = env.torch if env is not None else None
-    row = ctx.kb.torch_nccl_version(torch, ctx.host.torch_cuda) if torch else None
-    if row is not None:
-        return row.nccl
-    declared = ctx.host.nccl_settings.get("NCCL_VERSION")
-    return declared if declared and versions.parse(declared) is not None else None
+    return nccl_version_of(ctx.host, ctx.kb)
 
 
 def nccl_issue(s: Subject) -> NcclIssue | None:
@@ -50,15 +39,10 @@ def nccl_issue(s: Subject) -> NcclIssue | None:
     version = nccl_version(s.ctx)
     if version is None:
         return None
-    archs = {a.name for a in (s.ctx.kb.arch_for_cc(cc) for cc in s.ctx.host.compute_caps) if a}
-    where = setup.shown(s.ctx.host, s.signals.scope == "multi-node")
     found = [
         issue
-        for issue in s.ctx.kb.nccl_issues
+        for issue in issues_of(s.ctx.host, s.ctx.kb, version, s.signals.scope == "multi-node")
         if s.evidence in issue.shows
-        and issue.matches(version) is True
-        and (not issue.archs or archs & set(issue.archs))
-        and set(issue.setup) <= where  # not a problem only on a setup this host is not
     ]
     return max(found, key=lambda i: versions.key(i.fixed_in), default=None)
 

@@ -18,9 +18,9 @@ from gpufix.engine.context import Candidate, Constraints, Ctx
 from gpufix.engine.diagnose import findings, no_p2p, shares_switch
 from gpufix.engine.explain import explain, interim_for
 from gpufix.engine.gpu_names import with_named_caps
-from gpufix.engine.probe_facts import with_probe_facts
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.plan import Option, Plan, digest
+from gpufix.engine.probe_facts import with_probe_facts
 from gpufix.engine.rules import Rules
 from gpufix.engine.stack import stack
 from gpufix.errors import InvalidInput

@@ -13,6 +13,7 @@ from typing import Any
 from gpufix import versions
 from gpufix.engine import branches
 from gpufix.engine.kb import DriverIssue, KnowledgeBase
+from gpufix.engine.nccl_installed import issues_of, nccl_version_of
 from gpufix.engine.plan import Finding
 from gpufix.engine.rules import Rules
 from gpufix.engine.stack import Stack, stack
@@ -268,6 +269,21 @@ def check_driver_issues(i: Inputs) -> Iterator[Finding]:
         )
 
 
+def check_nccl_issues(i: Inputs) -> Iterator[Finding]:
+    version = nccl_version_of(i.host, i.kb)
+    if version is None:
+        return
+    multi = (i.verdict or {}).get("scope") == "multi-node"
+    for issue in issues_of(i.host, i.kb, version, multi):
+        avoid = f"; {issue.workaround} profile avoids it" if issue.workaround else ""
+        yield i.finding(
+            "nccl-known-issue",
+            f"NCCL {version}: {issue.symptom} (fixed in {issue.fixed_in}{avoid})",
+            {"nccl": version, "issue": issue.id},
+            issue.source,
+        )
+
+
 def check_nccl(i: Inputs) -> Iterator[Finding]:
     h = i.host
     knobs = [k for k in i.kb.nccl_debug_knobs() if k in h.nccl_settings]
@@ -343,6 +359,7 @@ CHECKS: tuple[FactCheck, ...] = (
     check_container,
     check_fabricmanager,
     check_driver_issues,
+    check_nccl_issues,
     check_nccl,
     check_kernel_log,
     check_host_state,

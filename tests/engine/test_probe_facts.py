@@ -140,6 +140,7 @@ def test_a_known_nccl_problem_is_named_even_on_a_healthy_probe() -> None:
     finding = next(f for f in plan.findings if f.evidence.get("issue") == "ll-cleanup-hang")
     assert finding.severity == "warning" and "v2.4.6-1" in finding.source
     assert "fixed in 2.4.6" in finding.message
+    assert any("--soak" in step and "ll-cleanup-hang" in step for step in plan.path)
 
 
 def test_only_on_the_platform_the_release_names() -> None:

@@ -105,6 +105,12 @@ def _probe_floor(ctx: Ctx, want: Prefer) -> None:
     want("container-fallback", "then containers (field notes)")
 
 
+def _later_hangs(ctx: Ctx) -> list[str]:
+    """nccl-known-issue rows that show only after start-up (a soak stall)."""
+    ids = {f.evidence.get("issue") for f in ctx.found if f.id == "nccl-known-issue"}
+    return [i.id for i in ctx.kb.nccl_issues if i.id in ids and "soak:stalled" in i.shows]
+
+
 def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
     """Strategies in the order the evidence calls for them, and the decision path that led there.
 
@@ -130,6 +136,12 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
     probe = v.get("verdict")
     if probe == "healthy" and not any(f.severity == "error" for f in ctx.found):
         path.append("probe healthy and no error findings -> none")
+        later = _later_hangs(ctx)
+        if later and not v.get("soak"):
+            path.append(
+                f"NCCL has a documented hang the start-up probe cannot show ({', '.join(later)}): "
+                "run `gpufix probe HOST --soak` to look for it"
+            )
         return ["none", *order], path
     _driver_and_stack(ctx, want)
     d = ctx.decision

@@ -1,0 +1,53 @@
+"""CUDA's "peer access is not supported between these two devices" (cudaErrorPeerAccessUnsupported,
+217), as NCCL prints it: P2P off, with the ACS/IOMMU facts and the experiments asked for."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import pytest
+from a100_cumem import a100_host
+from gpufix.engine import decide as engine
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
+
+KB = load()
+decide = partial(engine.decide, kb=KB, rules=load_rules())
+TEXTS = (
+    "transport/p2p.cc:275 NCCL WARN Cuda failure 'peer access is not supported between these "
+    "two devices'",
+    "transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer access is not supported between "
+    "these two devices'",
+)
+
+
+def failed(error: str) -> dict[str, Any]:
+    return {"format": "gpufix-probe", "version": 1, "verdict": "failed", "causes": [],
+            "failed_in": {"phase": "allreduce", "ranks": [0]}, "error": error}  # fmt: skip
+
+
+@pytest.mark.parametrize("error", TEXTS)
+def test_peer_access_refused_turns_p2p_off_and_asks_for_the_pcie_facts(error: str) -> None:
+    facts = a100_host("2.8.0+cu128")
+    facts["pcie"]["bridges"] = {"unknown": "lspci without root"}
+    plan = decide(facts, failed(error))
+    assert plan.extra["decision"]["row"] == "text-peer-access"
+    assert plan.strategy == "nccl-profile"
+    assert plan.steps[0].vars["gpufix_nccl_profile_names"] == ["no-p2p"]
+    assert {"acs", "experiments"} <= {n["id"] for n in plan.extra["needs"]}
+
+
+def test_with_acs_redirect_above_the_gpus_the_pcie_settings_are_the_fix() -> None:
+    facts = a100_host("2.8.0+cu128")
+    facts["pcie"]["bridges"] = [
+        {"bdf": "0000:03:00.0", "above_gpu": True, "acs_enabled": True, "port": "downstream"}
+    ]
+    plan = decide(facts, failed(TEXTS[0]))
+    assert plan.extra["decision"]["row"] == "text-peer-access-acs-iommu"
+    assert plan.strategy == "pcie-acs"
+
+
+def test_other_cuda_failures_are_not_peer_access() -> None:
+    plan = decide(a100_host("2.8.0+cu128"), failed("NCCL WARN Cuda failure 2170 'x'"))
+    assert (plan.extra.get("decision") or {}).get("row") != "text-peer-access"

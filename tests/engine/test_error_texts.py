@@ -1,5 +1,6 @@
-"""CUDA's "peer access is not supported between these two devices" (cudaErrorPeerAccessUnsupported,
-217), as NCCL prints it: P2P off, with the ACS/IOMMU facts and the experiments asked for."""
+"""Error texts from CUDA and NCCL. "peer access is not supported between these two devices"
+(cudaErrorPeerAccessUnsupported, 217), as NCCL prints it: P2P off, with the ACS/IOMMU facts and
+the experiments asked for. "Bootstrap : no socket interface found": an interface NCCL may use."""
 
 from __future__ import annotations
 
@@ -51,3 +52,13 @@ def test_with_acs_redirect_above_the_gpus_the_pcie_settings_are_the_fix() -> Non
 def test_other_cuda_failures_are_not_peer_access() -> None:
     plan = decide(a100_host("2.8.0+cu128"), failed("NCCL WARN Cuda failure 2170 'x'"))
     assert (plan.extra.get("decision") or {}).get("row") != "text-peer-access"
+
+
+def test_no_interface_found_asks_for_an_interface_the_host_has() -> None:
+    """NCCL's own message when NCCL_SOCKET_IFNAME matches nothing (src/bootstrap.cc); it is also
+    an "invalid usage" error, which names no layer."""
+    plan = decide(
+        a100_host("2.8.0+cu128"), failed("NCCL WARN Bootstrap : no socket interface found")
+    )
+    assert plan.extra["decision"]["row"] == "text-no-socket-interface"
+    assert plan.strategy == "nccl-profile"

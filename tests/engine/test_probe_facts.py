@@ -127,7 +127,9 @@ def test_through_the_cli(tmp_path: Path) -> None:
 
 
 def known(plan: Plan) -> set[str]:
-    return {f.evidence["issue"] for f in plan.findings if f.id == "nccl-known-issue"}
+    found = [f for f in plan.findings if f.id == "nccl-known-issue"]
+    assert len(found) <= 1  # one finding, however many rows
+    return set(found[0].evidence["issues"]) if found else set()
 
 
 def test_a_known_nccl_problem_is_named_even_on_a_healthy_probe() -> None:
@@ -137,9 +139,12 @@ def test_a_known_nccl_problem_is_named_even_on_a_healthy_probe() -> None:
     plan = decide(a100_host("2.3.0+cu121"), with_facts(healthy, nccl="2.4.2"))
     assert "ll-cleanup-hang" in known(plan)
     assert plan.strategy == "none"
-    finding = next(f for f in plan.findings if f.evidence.get("issue") == "ll-cleanup-hang")
-    assert finding.severity == "warning" and "v2.4.6-1" in finding.source
-    assert "fixed in 2.4.6" in finding.message
+    finding = next(f for f in plan.findings if f.id == "nccl-known-issue")
+    assert finding.severity == "warning" and finding.evidence["nccl"] == "2.4.2"
+    rows = {i.id: i for i in KB.nccl_issues}
+    fixed = [rows[i].fixed_in for i in finding.evidence["issues"]]
+    newest = max(fixed, key=versions.key)
+    assert finding.evidence["fixed_by"] == newest and f"the last in {newest}" in finding.message
     assert any("--soak" in step and "ll-cleanup-hang" in step for step in plan.path)
 
 

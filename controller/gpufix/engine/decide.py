@@ -107,7 +107,7 @@ def _probe_floor(ctx: Ctx, want: Prefer) -> None:
 
 def _later_hangs(ctx: Ctx) -> list[str]:
     """nccl-known-issue rows that show only after start-up (a soak stall)."""
-    ids = {f.evidence.get("issue") for f in ctx.found if f.id == "nccl-known-issue"}
+    ids = {i for f in ctx.found if f.id == "nccl-known-issue" for i in f.evidence["issues"]}
     return [i.id for i in ctx.kb.nccl_issues if i.id in ids and "soak:stalled" in i.shows]
 
 

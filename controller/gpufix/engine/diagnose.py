@@ -270,18 +270,24 @@ def check_driver_issues(i: Inputs) -> Iterator[Finding]:
 
 
 def check_nccl_issues(i: Inputs) -> Iterator[Finding]:
+    """One finding for all the documented fixed problems this NCCL still has here."""
     version = nccl_version_of(i.host, i.kb)
     if version is None:
         return
     multi = (i.verdict or {}).get("scope") == "multi-node"
-    for issue in issues_of(i.host, i.kb, version, multi):
-        avoid = f"; {issue.workaround} profile avoids it" if issue.workaround else ""
-        yield i.finding(
-            "nccl-known-issue",
-            f"NCCL {version}: {issue.symptom} (fixed in {issue.fixed_in}{avoid})",
-            {"nccl": version, "issue": issue.id},
-            issue.source,
-        )
+    found = sorted(issues_of(i.host, i.kb, version, multi), key=lambda x: versions.key(x.fixed_in))
+    if not found:
+        return
+    newest = found[-1].fixed_in
+    listed = "; ".join(f"{x.symptom} (fixed in {x.fixed_in})" for x in found[-3:])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    yield i.finding(
+        "nccl-known-issue",
+        f"NCCL {version}: {len(found)} documented problem(s) fixed in later releases, the last in "
+        f"{newest}: {listed}{more}",
+        {"nccl": version, "issues": [x.id for x in found], "fixed_by": newest},
+        "; ".join(x.source for x in found[-3:]),
+    )
 
 
 def check_nccl(i: Inputs) -> Iterator[Finding]:

@@ -94,9 +94,10 @@ def test_text_plan_says_what_is_missing_and_where_the_decision_comes_from(tmp_pa
     snap = json.loads((HOSTS / "bionic-ga-2x3090.json").read_text())
     snap["facts"]["network"] = {"unknown": "not read"}
     verdict = json.loads((ROOT / "docs" / "device" / "h200-probe-healthy.json").read_text())
+    # The H200's own readings (torch, NCCL, driver) are not this host's: drop them.
     verdict.update(verdict="hung", causes=[], stalled={"phase": "pg_init", "ranks": [1]},
                    scope="multi-node", failed_layer="interface", hosts=["a", "b"],
-                   failed_hosts=["b"])  # fmt: skip
+                   failed_hosts=["b"], facts={})  # fmt: skip
     (tmp_path / "f.json").write_text(json.dumps(snap))
     (tmp_path / "v.json").write_text(json.dumps(verdict))
     r = gpufix("plan", "x", "--facts", str(tmp_path / "f.json"), "--probe-verdict",

@@ -91,9 +91,10 @@ def test_an_incomplete_plan_is_refused_with_its_needs(
     f = facts("bionic-ga-2x3090")["facts"]
     f["network"] = {"unknown": "not read"}
     verdict = json.loads((ROOT / "docs/device/h200-probe-healthy.json").read_text())
+    # The H200's own readings (torch, NCCL, driver) are not this host's: drop them.
     verdict.update(verdict="hung", causes=[], stalled={"phase": "pg_init", "ranks": [1]},
                    scope="multi-node", failed_layer="interface", hosts=["a", "b"],
-                   failed_hosts=["b"])  # fmt: skip
+                   failed_hosts=["b"], facts={})  # fmt: skip
     plan = plan_host(f, verdict, Constraints(), host="h1", python_envs=[], kb=load_kb(),
                      rules=load_rules())  # fmt: skip
     assert plan.steps and plan.extra["complete"] is False, plan.extra

@@ -33,11 +33,11 @@ NVRM_OPEN = (
 
 
 def with_facts(verdict: dict[str, Any], **facts: Any) -> dict[str, Any]:
-    return {**verdict, "facts": facts}
+    return {**verdict, "backend": "nccl", "facts": facts}
 
 
 def test_readings_that_are_versions_are_taken() -> None:
-    v = {"facts": {"torch": "2.1.0a0+32f93b1", "nccl": "2.19.3", "python": "3.10.12",
+    v = {"backend": "nccl", "facts": {"torch": "2.1.0a0+32f93b1", "nccl": "2.19.3", "python": "3.10.12",
                    "driver": NVRM, "kernel": "5.4.0-150-generic"}}  # fmt: skip
     assert measured(v) == {
         "torch": "2.1.0a0+32f93b1",
@@ -46,7 +46,16 @@ def test_readings_that_are_versions_are_taken() -> None:
         "driver": "535.104.05",
         "kernel": "5.4.0-150-generic",
     }
-    assert measured({"facts": {"driver": NVRM_OPEN}})["driver"] == "570.172.08"
+    assert measured({"backend": "nccl", "facts": {"driver": NVRM_OPEN}})["driver"] == "570.172.08"
+
+
+def test_a_run_off_the_gpus_says_nothing_about_their_stack() -> None:
+    """--cpu / gloo: the GPU stack was not used, and the torch may be a CPU build."""
+    for backend in ("gloo", None):
+        assert (
+            measured({"backend": backend, "facts": {"torch": "2.13.0+cpu", "kernel": "6.1.0"}})
+            == {}
+        )
 
 
 @pytest.mark.parametrize(
@@ -64,7 +73,10 @@ def test_readings_that_are_versions_are_taken() -> None:
     ],
 )
 def test_anything_else_is_ignored(value: object) -> None:
-    v = {"facts": {"torch": value, "nccl": value, "driver": value, "kernel": value}}
+    v = {
+        "backend": "nccl",
+        "facts": {"torch": value, "nccl": value, "driver": value, "kernel": value},
+    }
     assert measured(v) == {}
     host = from_facts(a100_host("2.2.0+cu121"))
     assert with_probe_facts(host, v) == host
@@ -80,7 +92,10 @@ def test_the_probe_s_torch_wins_and_the_driver_only_fills_a_gap() -> None:
     facts = a100_host("2.0.0+cu117")
     host = from_facts(facts)
     assert host.driver is not None
-    v = {"facts": {"torch": "2.2.0+cu121", "nccl": "2.19.3", "driver": NVRM_OPEN}}
+    v = {
+        "backend": "nccl",
+        "facts": {"torch": "2.2.0+cu121", "nccl": "2.19.3", "driver": NVRM_OPEN},
+    }
     got = with_probe_facts(host, v)
     assert got.env is not None and (got.env.torch, got.env.nccl) == ("2.2.0+cu121", "2.19.3")
     assert got.driver == host.driver  # the facts read the driver: kept

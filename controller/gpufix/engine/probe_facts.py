@@ -34,9 +34,12 @@ def _read(v: Any, pattern: re.Pattern[str]) -> str | None:
 
 
 def measured(verdict: dict[str, Any] | None) -> dict[str, str]:
-    """The probe's readings that read as versions: torch, nccl, python, driver, kernel."""
-    f = (verdict or {}).get("facts")
-    if not isinstance(f, dict):
+    """The probe's readings that read as versions: torch, nccl, python, driver, kernel. Only from
+    a run on the GPUs (backend nccl): a --cpu or gloo run did not use the GPU stack, and its
+    torch may be a CPU build."""
+    v = verdict or {}
+    f = v.get("facts")
+    if not isinstance(f, dict) or v.get("backend") != "nccl":
         return {}
     out = {
         "torch": _read(f.get("torch"), _TORCH),

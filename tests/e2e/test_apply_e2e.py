@@ -69,7 +69,10 @@ def test_kernel_upgrade_fleet_probe_hung_rolls_back_then_retries(make_lab) -> No
     code, doc, err = _apply(lab, plan, *fleet, "--probe-deadline", "90")
     hosts = _hosts(doc)
     assert hosts["h1"]["state"] == "healthy" and hosts["h1"]["rebooted"], err
-    assert hosts["h2"]["state"] == "rolled-back" and hosts["h2"]["verdict"] == "hung", err
+    assert hosts["h2"]["state"] == "rolled-back" and hosts["h2"]["verdict"] == "hung", (
+        hosts["h2"],
+        err,
+    )
     assert code == 5
     assert _uname(lab, "h1") == "5.4.0-150-generic"
     # healthy: finalized, so GRUB's own order (not the one-shot drop-in) picks the next boot

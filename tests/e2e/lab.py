@@ -77,8 +77,8 @@ class Lab:
                     # reboots inside a container: see ../shared/TESTING.md
                     "gpufix_kernel_boot_time_command": BOOT_TIME,
                     "gpufix_reboot_boot_time_command": BOOT_TIME,
-                    # 300 s as in the molecule scenarios: with three test streams on two cores
-                    # a rollback reboot took longer than 120 s once (h2 "failed", not "rolled-back")
+                    # 300 s as in the molecule scenarios (three test streams on two cores); a
+                    # rollback's reboot takes apply's own --reboot-timeout instead
                     "gpufix_kernel_reboot_timeout": 300,
                     "gpufix_kernel_running_command": "gpufix-bootsim-uname",
                     "gpufix_probe_cpu": True,

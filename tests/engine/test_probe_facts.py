@@ -49,6 +49,15 @@ def test_readings_that_are_versions_are_taken() -> None:
     assert measured({"backend": "nccl", "facts": {"driver": NVRM_OPEN}})["driver"] == "570.172.08"
 
 
+@pytest.mark.parametrize(
+    ("nccl", "driver"),
+    [("2.18.6+cuda12.1", "535.104.05"), ("2.18.6-1", "535.104"), ("2.18.6", NVRM)],
+)
+def test_build_suffixes_and_bare_driver_versions_are_read(nccl: str, driver: str) -> None:
+    got = measured({"backend": "nccl", "facts": {"nccl": nccl, "driver": driver}})
+    assert got["nccl"] == "2.18.6" and got["driver"].startswith("535.104")
+
+
 def test_a_run_off_the_gpus_says_nothing_about_their_stack() -> None:
     """--cpu / gloo: the GPU stack was not used, and the torch may be a CPU build."""
     for backend in ("gloo", None):

@@ -17,8 +17,10 @@ from gpufix.facts.host import Host, PyEnv
 
 # torch.__version__: "2.1.2+cu121", "2.1.0a0+32f93b1" (NVIDIA containers' source builds).
 _TORCH = re.compile(r"\d+\.\d+(?:\.\d+)?(?:(?:a|b|rc)\d+)?(?:\+[0-9A-Za-z.]+)?")
-# ".".join(torch.cuda.nccl.version()): "2.18.6".
-_NCCL = re.compile(r"\d+\.\d+\.\d+")
+# ".".join(torch.cuda.nccl.version()): "2.18.6"; a build suffix ("2.18.6+cuda12.1", "2.18.6-1")
+# is dropped.
+_NCCL = re.compile(r"(\d+\.\d+\.\d+)(?:[+-][0-9A-Za-z.+-]{1,40})?")
+_DRIVER = re.compile(r"\d{3}\.\d{1,3}(?:\.\d{1,3})?")
 _PYTHON = re.compile(r"\d+\.\d+(?:\.\d+)?")
 # /proc/driver/nvidia/version's first line: "NVRM version: NVIDIA UNIX x86_64 Kernel Module
 # 535.104.05  Sat Aug 19 01:15:15 UTC 2023" (the open modules say "Open Kernel Module").
@@ -27,10 +29,11 @@ _KERNEL = re.compile(r"\d+\.\d+\.\d+[0-9A-Za-z.+_~-]*")
 
 
 def _read(v: Any, pattern: re.Pattern[str]) -> str | None:
+    """The value (or its first group) when all of it matches the pattern."""
     if not isinstance(v, str) or len(v) > 200:
         return None
-    s = v.strip()
-    return s if pattern.fullmatch(s) else None
+    m = pattern.fullmatch(v.strip())
+    return (m.group(1) if m.groups() else m.group(0)) if m else None
 
 
 def measured(verdict: dict[str, Any] | None) -> dict[str, str]:
@@ -47,9 +50,11 @@ def measured(verdict: dict[str, Any] | None) -> dict[str, str]:
         "python": _read(f.get("python"), _PYTHON),
         "kernel": _read(f.get("kernel"), _KERNEL),
     }
+    # The probe writes /proc/driver/nvidia/version's line; a bare version is taken too.
     line = f.get("driver")
     m = _NVRM.match(line) if isinstance(line, str) and len(line) <= 300 else None
-    out["driver"] = m.group(1) if m and versions.driver(m.group(1)) else None
+    driver = m.group(1) if m else _read(line, _DRIVER)
+    out["driver"] = driver if driver and versions.driver(driver) else None
     return {k: v for k, v in out.items() if v}
 
 

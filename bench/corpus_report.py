@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from corpus.harness import HERE, Result, cases, expected, run_all  # noqa: E402
 from corpus.snapshot import snapshot_for  # noqa: E402
+from corpus.verdict import probe_facts  # noqa: E402
 
 KERNEL_THRESHOLD = (5, 5)  # accelerate's check_os_kernel() minimum (DOMAIN.md)
 
@@ -177,6 +178,8 @@ def main() -> None:
     print(
         f"{len(rows)} cases; command: gpufix plan CASE --facts SNAP --probe-verdict VERDICT --json"
     )
+    measured = sum(1 for c in selected if probe_facts(c).get("nccl"))
+    print(f"verdicts carrying the probe's NCCL reading (facts.nccl): {measured} of {len(rows)}")
     if held:
         print(
             f"contract fields kept out of the verdicts (probe schema does not declare them): {', '.join(held)}"

@@ -18,8 +18,8 @@ decide = partial(engine.decide, kb=KB, rules=load_rules())
 TEXTS = (
     "transport/p2p.cc:275 NCCL WARN Cuda failure 'peer access is not supported between these "
     "two devices'",
-    "transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer access is not supported between "
-    "these two devices'",
+    "torch.distributed.DistBackendError: NCCL error: unhandled cuda error, NCCL version 2.18.6 "
+    "Last error: Cuda failure 'peer access is not supported between these two devices'",
 )
 
 

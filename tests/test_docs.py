@@ -162,8 +162,11 @@ def run(cmd: Command, cwd: Path, env: dict[str, str], timeout: int = 900) -> str
     if r.returncode == cmd.expect and not broken:
         return None
     tail = " | ".join(line for line in r.stderr.strip().splitlines()[-4:])
+    out = " | ".join(line for line in r.stdout.strip().splitlines()[-6:])
     said = f"exit {r.returncode}, the doc says {cmd.expect}"
-    return f"{cmd.where()}: {said}{' (a traceback)' if broken else ''}; stderr: {tail}"
+    return (
+        f"{cmd.where()}: {said}{' (a traceback)' if broken else ''}; stderr: {tail}; stdout: {out}"
+    )
 
 
 # ------------------------------------------------------------------------------ the parser

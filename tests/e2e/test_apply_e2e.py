@@ -96,7 +96,7 @@ def test_kernel_upgrade_fleet_probe_hung_rolls_back_then_retries(make_lab) -> No
     hosts = _hosts(again)
     assert again["retry_of"] == doc["run"] and again["run"] != doc["run"], err
     assert hosts["h1"]["state"] == "skipped" and doc["run"] in hosts["h1"]["message"]
-    assert hosts["h2"]["state"] == "healthy" and hosts["h2"]["rebooted"], err
+    assert hosts["h2"]["state"] == "healthy" and hosts["h2"]["rebooted"], (hosts["h2"], err)
     assert code == 2 and _pid1_start(lab, "h1") == before
     assert _uname(lab, "h2") == "5.4.0-150-generic"
 

@@ -13,7 +13,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/gpufix-bionic-identity:1"
 REPO = ROOT / "tests" / "fixtures" / "aptrepo" / "build" / "repo"
-BOOT_TIME = "cut -d ' ' -f 22 /proc/1/stat"
+# PID 1's start time, after settling the simulated boot (molecule/_shared/reboot_vars.yml says why)
+BOOT_TIME = "sh -c \"gpufix-bootsim-uname >/dev/null 2>&1; cut -d ' ' -f 22 /proc/1/stat\""
 
 
 @dataclass

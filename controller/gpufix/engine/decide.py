@@ -150,10 +150,10 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
         return order, path
     if d is not None:
         want(d.fix, d.line())
-        if d.row.interim:
+        if d.interim:
             # What the evidence says works now comes before anything the evidence did not call
             # for (a kernel below accelerate's threshold is a risk factor, not this diagnosis).
-            want("nccl-profile", f"{', '.join(d.row.interim)} while {d.fix} cannot be applied")
+            want("nccl-profile", f"{', '.join(d.interim)} while {d.fix} cannot be applied")
     _ordering(ctx, want)
     if probe in ("hung", "failed", "degraded"):
         _probe_floor(ctx, want)

@@ -50,7 +50,7 @@ def interim_for(ctx: Ctx, chosen: Candidate) -> Interim | None:
 
     d = ctx.decision
     companion = (chosen.extra.get("nccl_companion") or {}).get("profiles") or []
-    names = list(dict.fromkeys([*(d.row.interim if d else ()), *companion]))
+    names = list(dict.fromkeys([*(d.interim if d else ()), *companion]))
     if not names or chosen.strategy in ("none", "nccl-profile"):
         return None
     cand = nccl_profile.for_profiles(ctx, names, f"until {chosen.strategy} is applied")

@@ -84,6 +84,8 @@ NEEDS = (
     "workload",
 )
 KNOB_KINDS = ("tuning", "transport", "interface")
+# In a row's interim: the workaround of the NCCL issue behind the row (nccl-version-affected).
+ISSUE_WORKAROUND = "issue-workaround"
 # Where an NCCL issue happens (NcclIssue.setup): a job across hosts, IB/RoCE devices in the facts.
 SETUPS = ("multi-node", "infiniband")
 
@@ -234,9 +236,12 @@ def cross_check(rows: Mapping[str, tuple[Any, ...]]) -> str | None:
         m = EVIDENCE.fullmatch(row.evidence)
         if m and m.group("signature") and m.group("signature") not in signatures:
             return f"{where}: unknown signature in {row.evidence!r}"
-        bad = [p for p in (*row.profiles, *row.interim) if p not in profiles]
+        interim = [p for p in row.interim if p != ISSUE_WORKAROUND]
+        bad = [p for p in (*row.profiles, *interim) if p not in profiles]
         if bad:
             return f"{where}: profile {bad[0]!r} is not in nccl_profiles.yaml"
+        if ISSUE_WORKAROUND in row.interim and "nccl-version-affected" not in row.when:
+            return f"{where}: {ISSUE_WORKAROUND} needs an NCCL issue (when: nccl-version-affected)"
         if row.fix == "nccl-profile" and not row.profiles:
             return f"{where}: an nccl-profile fix names its profiles"
     for i, issue in enumerate(rows["nccl_issues"], start=1):

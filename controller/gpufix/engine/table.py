@@ -11,7 +11,7 @@ from gpufix.engine import overrides as nccl_overrides
 from gpufix.engine.conditions import Subject, driver_issue, holds, nccl_issue, nccl_version
 from gpufix.engine.context import Ctx
 from gpufix.engine.kb import DriverIssue
-from gpufix.engine.kb_evidence import EvidenceFix, NcclIssue
+from gpufix.engine.kb_evidence import ISSUE_WORKAROUND, EvidenceFix, NcclIssue
 from gpufix.engine.signals import Signals
 from gpufix.strategies.evidence import physical_interface
 
@@ -29,6 +29,18 @@ class Decision:
     @property
     def fix(self) -> str:
         return self.row.fix
+
+    @property
+    def interim(self) -> tuple[str, ...]:
+        """The row's interim profiles, with ISSUE_WORKAROUND read as the workaround of the NCCL
+        issue behind the row (none when that issue names no workaround)."""
+        out: list[str] = []
+        for name in self.row.interim:
+            if name != ISSUE_WORKAROUND:
+                out.append(name)
+            elif self.issue is not None and self.issue.workaround:
+                out.append(self.issue.workaround)
+        return tuple(dict.fromkeys(out))
 
     def line(self) -> str:
         return f"{_phrase(self.evidence, self.ifname)}: {self.row.why} [{self.row.id}]"

@@ -104,10 +104,8 @@ def evaluate(ctx: Ctx) -> Candidate:
     d = ctx.decision
     if d is not None and d.fix == "nccl-profile":
         return for_profiles(ctx, d.row.profiles, d.row.why)
-    if d is not None and d.row.interim:
-        return for_profiles(
-            ctx, d.row.interim, f"stopgap while {d.fix} is not applied: {d.row.why}"
-        )
+    if d is not None and d.interim:
+        return for_profiles(ctx, d.interim, f"stopgap while {d.fix} is not applied: {d.row.why}")
     profiles, why = _legacy_profiles(ctx)
     if not profiles:
         return Candidate("nccl-profile", False, "no evidence that an NCCL setting would help")

@@ -21,9 +21,21 @@ def after_healthy(ctx: Ctx, chosen: Candidate) -> tuple[str, ...]:
     return ("workload",) if isinstance(v.get("soak"), dict) else ("soak", "workload")
 
 
+def without_probe(ctx: Ctx) -> tuple[str, ...]:
+    """No verdict for a host with several GPUs (or GPUs nobody could count): what the plan chose
+    rests on facts alone, and the probe is what would decide (issue 12, item 7)."""
+    one_gpu = ctx.host.gpu_count is not None and ctx.host.gpu_count < 2
+    return () if ctx.verdict is not None or one_gpu else ("probe",)
+
+
 def explain(ctx: Ctx, chosen: Candidate) -> dict[str, Any]:
     d = ctx.decision
-    needs = [*(d.needs if d else ()), *chosen.missing, *after_healthy(ctx, chosen)]
+    needs = [
+        *without_probe(ctx),
+        *(d.needs if d else ()),
+        *chosen.missing,
+        *after_healthy(ctx, chosen),
+    ]
     out: dict[str, Any] = {"needs": describe(needs), "complete": not chosen.missing}
     if d is not None:
         out["decision"] = {

@@ -66,6 +66,7 @@ CONDITIONS = (
 )
 # What a plan can ask the operator to gather or run (engine/needs.py words each one).
 NEEDS = (
+    "probe",
     "experiments",
     "multinode-probe",
     "soak",

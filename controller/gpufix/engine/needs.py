@@ -12,6 +12,9 @@ from gpufix.engine.kb_evidence import NEEDS
 
 TEXT: Mapping[str, str] = MappingProxyType(
     {
+        "probe": "run `gpufix probe HOST`: no probe verdict yet, so nothing in this plan was "
+        "decided by the hang itself; the probe names the phase and rank that stall and runs its "
+        "experiments, and the plan made from its verdict (--probe-verdict) can differ",
         "experiments": "run `gpufix probe HOST`: its experiments change one NCCL mechanism at a "
         "time (a bigger --experiment-budget when some were skipped)",
         "multinode-probe": "run `gpufix probe GROUP --multi-node`: it names the failing layer and "

@@ -1,0 +1,34 @@
+"""A plan made without a probe verdict says the probe would decide (issue 12, item 7): the
+example inventory's host01 (2x RTX 3090, bionic) gets kernel-upgrade from its facts alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# A real verdict (the H200 run of docs/gpu-check.md), its readings dropped: not this host's.
+H200 = ROOT / "docs" / "device" / "h200-probe-healthy.json"
+
+
+def _needs(*args: str) -> list[str]:
+    r = subprocess.run(
+        [sys.executable, "-m", "gpufix", "plan", *args, "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return [n["id"] for n in json.loads(r.stdout)["plans"][0]["extra"]["needs"]]
+
+
+def test_no_verdict_needs_the_probe() -> None:
+    assert _needs("host01")[0] == "probe"
+
+
+def test_a_verdict_takes_the_need_away(tmp_path: Path) -> None:
+    verdict = json.loads(H200.read_text())
+    verdict.update(facts={})
+    (tmp_path / "v.json").write_text(json.dumps(verdict))
+    needs = _needs("host01", "--probe-verdict", str(tmp_path / "v.json"))
+    assert "probe" not in needs

@@ -87,11 +87,25 @@ def test_the_legacy_rerun_means_the_p2p_off_experiment() -> None:
 
 
 def test_skipped_experiments_are_evidence_of_nothing() -> None:
+    # A knob left untried (budget) means "none helped" is not shown yet: the plan asks for
+    # the experiments instead of moving the NCCL build on a partial run.
     exps = [experiment("p2p-off", "hung"), experiment("shm-off", "skipped")]
     s = signals.read(verdict(experiments=exps, decided_by=None), KB)
-    assert "experiments:none-decided" in s.evidence() and s.skipped == ("shm-off",)
+    assert "experiments:none-decided" not in s.evidence() and s.skipped == ("shm-off",)
+    assert s.tried == ("p2p-off",)
     only_skipped = signals.read(verdict(experiments=[experiment("p2p-off", "skipped")]), KB)
     assert "experiments:none-decided" not in only_skipped.evidence()
+    # skipped GPU pairs are not knobs
+    pairs = [experiment("p2p-off", "hung"), experiment("gpus-0-1", "skipped")]
+    s2 = signals.read(verdict(experiments=pairs, decided_by=None), KB)
+    assert "experiments:none-decided" in s2.evidence()
+
+
+def test_a_healthy_gpu_pair_decides_nothing_by_itself() -> None:
+    # every pair healthy, no suspects: not "one GPU or link fails"
+    exps = [experiment("gpus-0-1", "healthy"), experiment("gpus-2-3", "healthy")]
+    s = signals.read(verdict(experiments=exps, decided_by=None), KB)
+    assert s.decided_by is None and not any(e.startswith("experiment:") for e in s.evidence())
 
 
 def test_error_texts_are_matched_as_text_and_info_lines_are_not_trouble() -> None:
@@ -165,6 +179,40 @@ def test_p2p_off_with_acs_unread_keeps_p2p_off_and_names_the_facts() -> None:
     assert plan.strategy == "nccl-profile" and profiles(plan) == ["no-p2p"]
     assert {"acs", "iommu"} <= needs(plan) and plan.extra["complete"] is True
     assert any("bandwidth" in r for r in plan.risks)  # a workaround on P2P-capable GPUs
+
+
+ALL_KNOBS = ("p2p-off", "p2p-level-pxb", "shm-off", "cumem-off", "ib-off", "proto-simple",
+             "algo-ring", "nvls-off")  # fmt: skip
+
+
+def test_a_change_the_probe_tried_in_vain_is_not_prescribed() -> None:
+    """ACS and a translating IOMMU above P2P-capable GPUs, and a collective stall: with no
+    experiment the ACS row decides; once P2P off was tried and still hung, the ACS fix (which
+    rests on P2P) and P2P off are out, and every knob failing moves the NCCL build instead."""
+    f = p2p_capable(facts("focal-4x4090"))
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    c = Constraints(plan_date=KB.checked())
+    before = decide(f, verdict(), c)
+    assert before.extra["decision"]["row"] == "collective-acs-iommu"
+    assert before.strategy == "pcie-acs"
+    tried = verdict(experiments=[experiment(k, "hung") for k in ALL_KNOBS], decided_by=None)
+    plan = decide(f, tried, c)
+    assert plan.extra["decision"]["row"].startswith("experiments-none-decided")
+    assert plan.strategy != "pcie-acs" and not plan.reboot_required
+    assert plan.interim is None or "no-p2p" not in plan.interim.steps[0].vars.get(
+        "gpufix_nccl_profile_names", []
+    )
+
+
+def test_a_soak_stall_whose_protocol_experiment_hung_is_not_the_protocol_profile() -> None:
+    f = p2p_capable(facts("focal-4x4090"))
+    v = verdict("healthy", experiments=[], decided_by=None)
+    v.pop("stalled", None)
+    v["soak"] = {"sizes": [1024, 65536], "iters": 5, "verdict": "hung", "stalled_at_bytes": 65536}
+    assert decide(f, v).extra["decision"]["row"] == "soak-stalled"
+    v["experiments"] = [experiment("proto-simple", "hung")]
+    d = decide(f, v).extra.get("decision") or {}
+    assert d.get("row") != "soak-stalled"
 
 
 def test_p2p_off_with_a_driver_in_a_release_note_range_pins_a_fixed_branch(

@@ -38,6 +38,7 @@ class Signals:
     soak_stalled_at: int | None
     soak_stalled: bool
     suspects: bool = False  # GPU-pair experiments named a GPU or link whose runs fail
+    tried: tuple[str, ...] = ()  # experiments that ran and still hung or failed
 
     @property
     def unhealthy(self) -> bool:
@@ -50,6 +51,11 @@ class Signals:
         if d is None:
             return None
         return d.split("-", 1)[0] if d.startswith(("ifname-", "gpus-")) else d
+
+    @property
+    def knobs_skipped(self) -> bool:
+        """Some knob experiment did not run (budget): "none helped" is not shown yet."""
+        return any(not e.startswith("gpus-") for e in self.skipped)
 
     @property
     def ifname(self) -> str | None:
@@ -68,7 +74,7 @@ class Signals:
         out += [f"signature:{s}" for s in self.signatures]
         if self.soak_stalled:
             out.append("soak:stalled")
-        if self.ran and not self.decided_by and self.unhealthy:
+        if self.ran and not self.decided_by and self.unhealthy and not self.knobs_skipped:
             out.append("experiments:none-decided")
         stall = self.stall()
         if stall:
@@ -96,7 +102,13 @@ def _texts(v: dict[str, Any], experiments: list[dict[str, Any]]) -> list[str]:
 def _decided(v: dict[str, Any], experiments: list[dict[str, Any]]) -> str | None:
     if isinstance(v.get("decided_by"), str):
         return str(v["decided_by"])
-    healthy = [e.get("id") for e in experiments if e.get("verdict") == "healthy"]
+    # A healthy GPU pair decides nothing by itself (other pairs may be healthy too): that family
+    # comes from `suspects`, which the probe fills only when some pair's runs fail.
+    healthy = [
+        e.get("id")
+        for e in experiments
+        if e.get("verdict") == "healthy" and not str(e.get("id")).startswith("gpus-")
+    ]
     if healthy and isinstance(healthy[0], str):
         return healthy[0]
     rerun = (v.get("no_p2p_rerun") or {}).get("verdict")
@@ -128,6 +140,7 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         soak_stalled_at=at if isinstance(at, int) else None,
         soak_stalled=soak.get("verdict") in ("hung", "failed") or isinstance(at, int),
         suspects=_suspects(v),
+        tried=tuple(str(e.get("id")) for e in exps if e.get("verdict") in ("hung", "failed")),
     )
 
 

@@ -126,6 +126,35 @@ def evidence_keys(ctx: Ctx, signals: Signals) -> frozenset[str]:
     return frozenset(keys)
 
 
+# The probe experiment that tries what an NCCL profile sets (docs/probe.md, "Experiments").
+PROFILE_EXPERIMENT = MappingProxyType(
+    {
+        "no-p2p": "p2p-off",
+        "p2p-level-pxb": "p2p-level-pxb",
+        "shm-off": "shm-off",
+        "cumem-off": "cumem-off",
+        "ib-off": "ib-off",
+        "proto-simple": "proto-simple",
+        "algo-ring": "algo-ring",
+        "nvls-off": "nvls-off",
+    }
+)
+
+
+def tried_in_vain(row: EvidenceFix, signals: Signals, ifname: str | None) -> str | None:
+    """The experiment that already tried what this row would set (its profiles or its interim,
+    such as P2P off beside an ACS fix, which rests on P2P) and still hung or failed; None when
+    there is none. Such a row does not fire: the probe showed that change does not help here."""
+    tried = set(signals.tried)
+    for profile in (*row.profiles, *row.interim):
+        exp = PROFILE_EXPERIMENT.get(profile)
+        if exp in tried:
+            return exp
+        if profile == "socket-ifname" and ifname and f"ifname-{ifname}" in tried:
+            return f"ifname-{ifname}"
+    return None
+
+
 def choose(ctx: Ctx, signals: Signals) -> Decision | None:
     """The first matching row, or None when the probe shows nothing the table maps."""
     keys = evidence_keys(ctx, signals)
@@ -137,6 +166,8 @@ def choose(ctx: Ctx, signals: Signals) -> Decision | None:
             continue
         issue = nccl_issue(subject) if "nccl-version-affected" in row.when else None
         ifname = _ifname(ctx, signals, row.evidence) if "socket-ifname" in row.profiles else None
+        if tried_in_vain(row, signals, ifname):
+            continue
         drv = driver_issue(subject) if "driver-known-issue" in row.when else None
         return Decision(row, row.evidence, ifname, issue, _needs(ctx, signals, row), drv)
     return None

@@ -31,7 +31,9 @@ def ids(plan) -> set[str]:
 
 # host, probe verdict (or None), expected strategy, findings that must be present
 TABLE = [
-    ("bionic-ga-2x3090", None, "kernel-upgrade", {"kernel-below-accelerate-threshold"}),
+    # No verdict: a kernel below accelerate's threshold and ACS/IOMMU above the GPUs are warnings,
+    # risk factors the probe has not tied to a hang, so no reboot is chosen (the plan needs probe).
+    ("bionic-ga-2x3090", None, "none", {"kernel-below-accelerate-threshold"}),
     (
         "bionic-hwe-8xa100",
         None,
@@ -55,7 +57,7 @@ TABLE = [
     # issue 11's example hosts: Blackwell, Pascal, and facts from inside a container
     ("noble-4x5090", None, "driver-pin", {"torch-cuda-needs-newer-driver", "gpu-no-p2p"}),
     ("jammy-4xp100-torch28", None, "cuda-downgrade", {"gpu-arch-dropped"}),
-    ("container-acs-4xada", None, "pcie-acs", {"acs-enabled-above-gpus", "facts-from-container"}),
+    ("container-acs-4xada", None, "none", {"acs-enabled-above-gpus", "facts-from-container"}),
 ]
 
 
@@ -69,8 +71,20 @@ def test_recorded_hosts(host: str, verdict: Any, strategy: str, must: set[str]) 
     assert all(f.source for f in plan.findings)
 
 
-def test_bionic_kernel_step_says_what_it_really_gets() -> None:
+def test_without_a_verdict_warnings_choose_no_reboot() -> None:
     plan = decide(facts("bionic-ga-2x3090"), host_name="h")
+    assert plan.strategy == "none" and not plan.reboot_required
+    assert any(
+        "not chosen without a probe verdict" in p and "kernel-upgrade" in p for p in plan.path
+    )
+    assert plan.extra["needs"][0]["id"] == "probe"
+    options = {o.strategy: o for o in plan.options}
+    assert options["kernel-upgrade"].feasible and options["pcie-acs"].feasible  # still offered
+
+
+def test_bionic_kernel_step_says_what_it_really_gets() -> None:
+    c = Constraints(strategy="kernel-upgrade")
+    plan = decide(facts("bionic-ga-2x3090"), constraints=c, host_name="h")
     assert plan.reboot_required
     assert "5.4" in plan.outcome and "still below" in plan.outcome
     (step,) = plan.steps

@@ -118,10 +118,10 @@ def test_wheel_runs_from_a_fresh_venv_outside_the_checkout(wheel: Path, tmp_path
             [gpufix, *args], cwd=work, env=env, capture_output=True, text=True, timeout=300
         )
 
-    r = run("plan", "host01")
+    r = run("plan", "host09")  # a driver/library mismatch: driver-pin
     assert r.returncode == 0, r.stderr
-    assert "kernel-upgrade" in r.stdout
-    assert run("plan", "host01", "--detailed-exitcode").returncode == 2
+    assert "driver-pin" in r.stdout
+    assert run("plan", "host09", "--detailed-exitcode").returncode == 2
     # live facts of this machine through the shipped module and ansible-runner
     r = run("plan", "localhost", "--json")
     assert r.returncode == 0, r.stderr
@@ -238,7 +238,8 @@ def test_controller_playbooks_run_gpufix_from_the_collection(
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     r = subprocess.run(
         ["ansible-playbook", "gpufix.fleet.controller_plan",
-         "-e", "gpufix_target=host01", "-e", f"gpufix_plan_file={plan}"],
+         "-e", "gpufix_target=host01", "-e", "gpufix_strategy=kernel-upgrade",
+         "-e", f"gpufix_plan_file={plan}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

@@ -13,7 +13,7 @@ from gpufix.apply.journal import list_runs
 
 from .conftest import CliRun, deep_copy, facts, make_plan, payloads, plan_doc, write
 
-BASE = facts("bionic-ga-2x3090")["facts"]  # the engine picks kernel-upgrade here
+BASE = facts("bionic-ga-2x3090")["facts"]  # kernel-upgrade: make_plan forces it (no verdict)
 
 
 def _leaves(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:

@@ -72,7 +72,7 @@ def test_a_plan_made_inside_a_container_does_not_change_the_container(
 
     from .conftest import facts, make_plan
 
-    plan = make_plan(facts("container-acs-4xada")["facts"])
+    plan = make_plan(facts("container-acs-4xada")["facts"], strategy="pcie-acs")
     assert plan.steps and {s.target for s in plan.steps} == {"container-host"}, plan.steps
     save_plans([plan], tmp_path / "p.json")
     code, _, err = cli("apply", str(tmp_path / "p.json"), "-i", str(dead_inventory), "--yes")

@@ -68,7 +68,9 @@ def _p2p(ctx: Ctx, want: Prefer) -> None:
         want("nccl-profile", f"{evidence}; these GPUs have no P2P to repair")
 
 
-def _ordering(ctx: Ctx, want: Prefer) -> None:
+def _ordering(ctx: Ctx, want: Prefer) -> list[str]:
+    """Ask for what the findings and the probe's causes call for; return what was left unasked
+    because nothing but a warning points at it and there is no verdict."""
     h = ctx.host
     _driver_and_stack(ctx, want)
     _p2p(ctx, want)
@@ -83,15 +85,30 @@ def _ordering(ctx: Ctx, want: Prefer) -> None:
     if ctx.cause(*TRANSPORT_CAUSES):
         want("nccl-profile", "probe: NCCL stalled with P2P off too (transport or interface)")
     static_acs = ctx.has("acs-enabled-above-gpus") or ctx.has("iommu-translated")
+    kernel = ctx.has("kernel-below-accelerate-threshold") and not ctx.has(
+        "kernel-at-release-ceiling"
+    )
+    if ctx.verdict is None:
+        # Warnings alone never choose a reboot: without a verdict nothing says they cause the
+        # hang (issue 12, item 7). The plan needs `probe`; --strategy still applies either.
+        return [
+            *(
+                ["ACS redirect or translating IOMMU above the GPUs (pcie-acs)"]
+                if static_acs
+                else []
+            ),
+            *(["kernel below accelerate's threshold (kernel-upgrade)"] if kernel else []),
+        ]
     if static_acs and shares_switch(h):
         want("pcie-acs", "ACS redirect or translating IOMMU above GPUs that share a PCIe switch")
-    if ctx.has("kernel-below-accelerate-threshold") and not ctx.has("kernel-at-release-ceiling"):
+    if kernel:
         want("kernel-upgrade", "kernel below accelerate's threshold and a newer HWE kernel exists")
     if static_acs:
         want(
             "pcie-acs",
             "ACS redirect or translating IOMMU on the GPUs' root ports (no probe evidence)",
         )
+    return []
 
 
 def _probe_floor(ctx: Ctx, want: Prefer) -> None:
@@ -154,10 +171,15 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
             # What the evidence says works now comes before anything the evidence did not call
             # for (a kernel below accelerate's threshold is a risk factor, not this diagnosis).
             want("nccl-profile", f"{', '.join(d.interim)} while {d.fix} cannot be applied")
-    _ordering(ctx, want)
+    deferred = _ordering(ctx, want)
     if probe in ("hung", "failed", "degraded"):
         _probe_floor(ctx, want)
     elif not order:
+        if deferred:
+            path.append(
+                "not chosen without a probe verdict (warnings, no evidence they cause the hang): "
+                + "; ".join(deferred)
+            )
         path.append("no error findings and no probe evidence: run `gpufix probe HOST`")
         order.append("none")
     return order, path

@@ -228,8 +228,19 @@ def check_probe_verdict(doc: Any, where: str) -> None:
 
 
 def load_probe_verdict(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A verdict file: the verdict itself, or what `gpufix probe HOST --json` prints for one host
+    ({host: verdict}); a document with several hosts' verdicts is refused (which one?)."""
+    where = f"probe verdict file {one_line(str(path))}"
     doc = load_json(path, "verdict", check=_object)
-    check_probe_verdict(doc, f"probe verdict file {one_line(str(path))}")
+    if "format" not in doc and doc and all(isinstance(v, dict) for v in doc.values()):
+        if len(doc) > 1:
+            hosts = one_line(", ".join(sorted(str(k) for k in doc)))
+            raise InvalidInput(
+                f"{where}: verdicts of {len(doc)} hosts ({hosts}); save one host's verdict "
+                "(gpufix probe HOST --json for that host alone)"
+            )
+        (doc,) = doc.values()
+    check_probe_verdict(doc, where)
     result: dict[str, Any] = doc
     return result
 

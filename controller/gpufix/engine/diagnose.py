@@ -107,13 +107,13 @@ def check_driver_support(i: Inputs) -> Iterator[Finding]:
     row = i.kb.driver_branch(h.driver) if h.driver else None
     if row is not None and not row.supported_on(i.day):
         status = (
-            f"support ended {row.eol}"
+            f"R{row.branch}'s support ended {row.eol}"
             if row.eol and row.kind != "new-feature"
-            else f"a {row.kind} branch NVIDIA no longer lists as supported"
+            else f"R{row.branch} is a {row.kind} branch NVIDIA no longer lists as supported"
         )
         yield i.finding(
             "driver-branch-unsupported",
-            f"driver {h.driver}: R{row.branch} is {status} (plan date {i.day.isoformat()})",
+            f"driver {h.driver}: {status} (plan date {i.day.isoformat()})",
             {"driver": h.driver, "branch.eol": row.eol, "branch.kind": row.kind},
             row.source,
         )

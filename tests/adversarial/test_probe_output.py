@@ -1,0 +1,46 @@
+"""`gpufix probe HOST --json` prints {host: verdict}; `gpufix plan --probe-verdict` takes that file
+for one host as it takes a bare verdict. Several hosts' verdicts, or a host key that is not a
+name, give one line and exit 3: which verdict belongs to the host is never guessed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .conftest import ROOT, CliRun
+
+H200 = ROOT / "docs" / "device" / "h200-probe-healthy.json"
+SNAP = ROOT / "tests" / "fixtures" / "hosts" / "bionic-ga-2x3090.json"
+
+
+def _verdict() -> dict:
+    v = json.loads(H200.read_text())
+    v["facts"] = {}  # the H200's own readings are not this host's
+    return v
+
+
+def _plan(cli: CliRun, tmp_path: Path, doc: object) -> tuple[int, str, str]:
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(doc))
+    return cli("plan", "x", "--facts", str(SNAP), "--probe-verdict", str(path), "--json")
+
+
+def test_one_hosts_probe_output_is_a_verdict(cli: CliRun, tmp_path: Path) -> None:
+    bare = _plan(cli, tmp_path, _verdict())
+    wrapped = _plan(cli, tmp_path, {"gpu01": _verdict()})
+    assert bare[0] == wrapped[0] == 0
+    (a,), (b,) = json.loads(bare[1])["plans"], json.loads(wrapped[1])["plans"]
+    assert a["strategy"] == b["strategy"] and a["probe_verdict"] == b["probe_verdict"] == "healthy"
+
+
+def test_several_hosts_are_refused_by_name(cli: CliRun, tmp_path: Path) -> None:
+    code, _, err = _plan(cli, tmp_path, {"gpu01": _verdict(), "gpu02\n$(reboot)": _verdict()})
+    assert code == 3 and len(err.strip().splitlines()) == 1
+    assert "verdicts of 2 hosts" in err and "gpu01" in err
+
+
+def test_a_host_whose_value_is_not_a_verdict_is_a_schema_error(cli: CliRun, tmp_path: Path) -> None:
+    code, _, err = _plan(
+        cli, tmp_path, {"gpu01": {"verdict": "healthy", "{{ lookup('pipe', 'id') }}": 1}}
+    )
+    assert code == 3 and len(err.strip().splitlines()) == 1 and "probe verdict file" in err

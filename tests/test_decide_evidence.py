@@ -171,6 +171,22 @@ def test_p2p_off_with_acs_known_is_pcie_acs_now_p2p_off() -> None:
     assert plan.to_dict()["interim"]["reboot_required"] is False
 
 
+def test_an_interim_left_in_nccl_conf_is_a_risk_of_the_permanent_fix() -> None:
+    """After `apply --interim`, /etc/nccl.conf holds P2P off; the ACS fix planned next says that
+    setting stays through it and would make the probe after the fix prove nothing."""
+    f = p2p_capable(facts("focal-4x4090"))
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["nccl"]["files"]["/etc/nccl.conf"] = {"NCCL_P2P_DISABLE": "1"}
+    plan = decide(f, decided("p2p-off"), Constraints(plan_date=KB.checked()))
+    assert plan.strategy == "pcie-acs"
+    (risk,) = [r for r in plan.risks if "still hold" in r]
+    assert "NCCL_P2P_DISABLE=1" in risk and "no-p2p profile" in risk and "/etc/nccl.conf" in risk
+    # the same setting as the plan's own fix is no leftover
+    f["pcie"], f["iommu"] = UNREAD, UNREAD
+    plan = decide(f, decided("p2p-off"))
+    assert plan.strategy == "nccl-profile" and not [r for r in plan.risks if "still hold" in r]
+
+
 def test_p2p_off_with_acs_unread_keeps_p2p_off_and_names_the_facts() -> None:
     f = p2p_capable(facts("focal-4x4090"))
     f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")

@@ -16,7 +16,7 @@ from typing import Any
 from gpufix.engine import signals, table
 from gpufix.engine.context import Candidate, Constraints, Ctx
 from gpufix.engine.diagnose import findings, no_p2p, shares_switch
-from gpufix.engine.explain import explain, interim_for
+from gpufix.engine.explain import explain, interim_for, leftover_workarounds
 from gpufix.engine.gpu_names import with_named_caps
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.plan import Option, Plan, digest
@@ -207,7 +207,7 @@ def decide(
         for s in ranked
     ]
     chosen = _choose(ctx, order, cands, path, host_name)
-    risks = list(chosen.risks)
+    risks = [*chosen.risks, *leftover_workarounds(ctx, chosen)]
     if (
         chosen.strategy != "none"
         and ctx.has("kernel-below-accelerate-threshold")

@@ -69,3 +69,29 @@ def interim_for(ctx: Ctx, chosen: Candidate) -> Interim | None:
     if not cand.feasible:
         return None
     return Interim(cand.strategy, cand.steps, cand.outcome, reboot_required=False)
+
+
+# Fixes that leave NCCL's settings alone: a mechanism turned off before them stays off.
+_KEEPS_NCCL_SETTINGS = frozenset({"none", "nccl-profile", "single-gpu"})
+
+
+def leftover_workarounds(ctx: Ctx, chosen: Candidate) -> list[str]:
+    """Risks: NCCL settings on the host that turn a mechanism off (an interim profile, a manual
+    workaround) stay through a fix of another kind; the probe after the fix reads them too."""
+    if chosen.strategy in _KEEPS_NCCL_SETTINGS:
+        return []
+    have = ctx.host.nccl_settings
+    out = []
+    for profile in ctx.kb.nccl_profiles:
+        if profile.debug or not profile.settings or profile.name == "socket-ifname":
+            continue
+        if all(have.get(k) == v for k, v in profile.settings.items()):
+            kv = ", ".join(f"{k}={v}" for k, v in profile.settings.items())
+            out.append(
+                f"the host's NCCL settings still hold {kv} (the {profile.name} profile: an "
+                f"interim or a workaround): the probe after {chosen.strategy} reads it too, so it "
+                "cannot show the fix works, and its cost stays; take it out of /etc/nccl.conf "
+                "(gpufix keeps an administrator's original as /etc/nccl.conf.gpufix-orig) or the "
+                "environment before the fix is verified"
+            )
+    return out

@@ -101,6 +101,19 @@ def test_skipped_experiments_are_evidence_of_nothing() -> None:
     assert "experiments:none-decided" in s2.evidence()
 
 
+def test_nccl_knob_experiments_of_a_gloo_run_are_no_evidence() -> None:
+    # gloo (a --cpu run) reads no NCCL setting: a knob "deciding" there is a fault or chance
+    exps = [experiment("p2p-off", "hung"), experiment("shm-off", "healthy")]
+    s = signals.read(verdict(experiments=exps, decided_by="shm-off", backend="gloo"), KB)
+    assert s.decided_by is None and s.tried == () and "experiments:none-decided" not in s.evidence()
+    # interface experiments set GLOO_SOCKET_IFNAME too: they stay evidence
+    ifx = [experiment("ifname-eth1", "healthy")]
+    s2 = signals.read(verdict(experiments=ifx, decided_by="ifname-eth1", backend="gloo"), KB)
+    assert s2.decided_by == "ifname-eth1"
+    nccl = signals.read(verdict(experiments=exps, decided_by="shm-off", backend="nccl"), KB)
+    assert nccl.decided_by == "shm-off"
+
+
 def test_a_healthy_gpu_pair_decides_nothing_by_itself() -> None:
     # every pair healthy, no suspects: not "one GPU or link fails"
     exps = [experiment("gpus-0-1", "healthy"), experiment("gpus-2-3", "healthy")]

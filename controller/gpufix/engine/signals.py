@@ -20,6 +20,12 @@ CAUSE_SIGNATURES = {
     "driver-mismatch": "driver-mismatch",
     "driver-too-old": "driver-insufficient",
 }
+# Experiments that change an NCCL setting only: a gloo run (--cpu) reads none of them, so their
+# results there say nothing (interface experiments set GLOO_SOCKET_IFNAME too).
+NCCL_ONLY = frozenset(
+    {"p2p-off", "p2p-level-pxb", "shm-off", "cumem-off", "ib-off", "proto-simple", "algo-ring",
+     "nvls-off"}
+)  # fmt: skip
 # Log lines that report trouble; NCCL's INFO lines name transports and files in normal runs too.
 _TROUBLE = ("warn", "error", "fail")
 
@@ -119,6 +125,10 @@ def _decided(v: dict[str, Any], experiments: list[dict[str, Any]]) -> str | None
 def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
     v = verdict or {}
     exps = [e for e in v.get("experiments") or [] if isinstance(e, dict)]
+    if v.get("backend") == "gloo":
+        exps = [e for e in exps if e.get("id") not in NCCL_ONLY]
+        if v.get("decided_by") in NCCL_ONLY:
+            v = {**v, "decided_by": None}
     where = v.get("stalled") or v.get("failed_in") or {}
     phase = where.get("phase") if isinstance(where, dict) else None
     text = "\n".join(_texts(v, exps))

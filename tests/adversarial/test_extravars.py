@@ -4,8 +4,8 @@ Jinja payload in a variable is never evaluated, that variables never appear on a
 
 from __future__ import annotations
 
-import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -49,8 +49,13 @@ def local_inventory(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_payloads_in_variables_are_never_templated(
-    tmp_path: Path, marker: Path, local_inventory: Path
+    tmp_path: Path, marker: Path, local_inventory: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A temporary directory of this test's own: the other test streams run gpufix at the same
+    # time, and their private directories come and go in the shared one.
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
     book = tmp_path / "echo.yml"
     book.write_text(PLAYBOOK)
     p = payloads(marker)
@@ -61,7 +66,7 @@ def test_payloads_in_variables_are_never_templated(
         "gpufix_map": {p[0]: p[1], "k": p[0]},
         "gpufix_token": secret,
     }
-    before = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("gpufix-runner-*"))
+    before = set(private_tmp.glob("gpufix-runner-*"))
     res = runner._run(
         inventory=local_inventory,
         progress=None,
@@ -75,7 +80,7 @@ def test_payloads_in_variables_are_never_templated(
     assert hr.data["gpufix_seen"].startswith(p[0])  # the text itself, not its evaluation
     assert secret not in hr.data["gpufix_ps"]  # not on any command line
     assert "-e @" in hr.data["gpufix_ps"] and "gpufix-extravars.yml" in hr.data["gpufix_ps"]
-    after = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("gpufix-runner-*"))
+    after = set(private_tmp.glob("gpufix-runner-*"))
     assert after == before  # the private directory and its vars file are gone
 
 

@@ -91,14 +91,12 @@ def _ordering(ctx: Ctx, want: Prefer) -> list[str]:
     if ctx.verdict is None:
         # Warnings alone never choose a reboot: without a verdict nothing says they cause the
         # hang (issue 12, item 7). The plan needs `probe`; --strategy still applies either.
-        return [
-            *(
-                ["ACS redirect or translating IOMMU above the GPUs (pcie-acs)"]
-                if static_acs
-                else []
-            ),
-            *(["kernel below accelerate's threshold (kernel-upgrade)"] if kernel else []),
-        ]
+        deferred = []
+        if static_acs:
+            deferred.append("ACS redirect or translating IOMMU above the GPUs (pcie-acs)")
+        if kernel:
+            deferred.append("kernel below accelerate's threshold (kernel-upgrade)")
+        return deferred
     if static_acs and shares_switch(h):
         want("pcie-acs", "ACS redirect or translating IOMMU above GPUs that share a PCIe switch")
     if kernel:

@@ -12,7 +12,7 @@ from gpufix.engine.conditions import Subject, driver_issue, holds, nccl_issue, n
 from gpufix.engine.context import Ctx
 from gpufix.engine.kb import DriverIssue
 from gpufix.engine.kb_evidence import ISSUE_WORKAROUND, EvidenceFix, NcclIssue
-from gpufix.engine.signals import Signals
+from gpufix.engine.signals import NCCL_ONLY, Signals
 from gpufix.strategies.evidence import physical_interface
 
 
@@ -139,6 +139,7 @@ PROFILE_EXPERIMENT = MappingProxyType(
         "nvls-off": "nvls-off",
     }
 )
+assert set(PROFILE_EXPERIMENT.values()) == NCCL_ONLY == set(EXPERIMENT_ENV) - {"gpus"}
 
 
 def tried_in_vain(row: EvidenceFix, signals: Signals, ifname: str | None) -> str | None:

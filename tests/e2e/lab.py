@@ -15,6 +15,7 @@ IMAGE = "localhost/gpufix-bionic-identity:1"
 REPO = ROOT / "tests" / "fixtures" / "aptrepo" / "build" / "repo"
 # PID 1's start time, after settling the simulated boot (molecule/_shared/reboot_vars.yml says why)
 BOOT_TIME = "sh -c \"gpufix-bootsim-uname >/dev/null 2>&1; cut -d ' ' -f 22 /proc/1/stat\""
+REBOOT = "sh -c '(sleep 1; shutdown -r now) >/dev/null 2>&1 &'"
 
 
 @dataclass
@@ -81,6 +82,8 @@ class Lab:
                     # 300 s as in the molecule scenarios (three test streams on two cores); a
                     # rollback's reboot takes apply's own --reboot-timeout instead
                     "gpufix_kernel_reboot_timeout": 300,
+                    # detached: molecule/_shared/reboot_vars.yml says why
+                    "gpufix_kernel_reboot_command": REBOOT,
                     "gpufix_kernel_running_command": "gpufix-bootsim-uname",
                     "gpufix_probe_cpu": True,
                     "gpufix_probe_world_size": 2,

@@ -13,9 +13,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/gpufix-bionic-identity:1"
 REPO = ROOT / "tests" / "fixtures" / "aptrepo" / "build" / "repo"
-# PID 1's start time, after settling the simulated boot (molecule/_shared/reboot_vars.yml says why)
-BOOT_TIME = "sh -c \"gpufix-bootsim-uname >/dev/null 2>&1; cut -d ' ' -f 22 /proc/1/stat\""
-REBOOT = "sh -c '(sleep 1; shutdown -r now) >/dev/null 2>&1 &'"
+# The reboot settings the molecule scenarios use, from the one file that says why each is so.
+_REBOOT_VARS = yaml.safe_load((ROOT / "molecule" / "_shared" / "reboot_vars.yml").read_text())
+BOOT_TIME = _REBOOT_VARS["gpufix_test_boot_time_command"]
+REBOOT = _REBOOT_VARS["gpufix_test_reboot_command"]
 
 
 @dataclass
@@ -82,7 +83,6 @@ class Lab:
                     # 300 s as in the molecule scenarios (three test streams on two cores); a
                     # rollback's reboot takes apply's own --reboot-timeout instead
                     "gpufix_kernel_reboot_timeout": 300,
-                    # detached: molecule/_shared/reboot_vars.yml says why
                     "gpufix_kernel_reboot_command": REBOOT,
                     "gpufix_kernel_running_command": "gpufix-bootsim-uname",
                     "gpufix_probe_cpu": True,

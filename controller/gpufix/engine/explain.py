@@ -83,7 +83,7 @@ def leftover_workarounds(ctx: Ctx, chosen: Candidate) -> list[str]:
     have = ctx.host.nccl_settings
     out = []
     for profile in ctx.kb.nccl_profiles:
-        if profile.debug or not profile.settings or profile.name == "socket-ifname":
+        if profile.debug or not profile.settings:
             continue
         if all(have.get(k) == v for k, v in profile.settings.items()):
             kv = ", ".join(f"{k}={v}" for k, v in profile.settings.items())

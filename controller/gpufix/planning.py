@@ -24,6 +24,7 @@ from gpufix.engine.plan import Plan
 from gpufix.engine.rules import Rules
 from gpufix.engine.rules import load as load_rules
 from gpufix.errors import InvalidInput
+from gpufix.inputs import one_line
 from gpufix.runner import FACTS_TIMEOUT_S, FORKS
 from gpufix.strategies import NAMES
 
@@ -117,6 +118,13 @@ def plan_host(
 ) -> Plan:
     """One host's plan, with its inputs recorded. Pure: the same inputs give the same plan."""
     plan = decide(facts, verdict, constraints, kb=kb, rules=rules, host_name=host)
+    if verdict is not None and host not in verdict_hosts(verdict):
+        recorded = one_line(", ".join(verdict_hosts(verdict)), 120)
+        risk = (
+            f"the probe verdict was recorded on {recorded!r}, not on {host!r}: its evidence is "
+            "read as this host's; probe this host (gpufix probe HOST) if it is another machine"
+        )
+        plan = replace(plan, risks=[*plan.risks, risk])
     inputs = {
         "facts": dict(facts),
         "verdict": verdict,
@@ -124,6 +132,37 @@ def plan_host(
         "python_envs": list(python_envs or []),
     }
     return replace(plan, inputs=inputs, verify=verify_python(plan, facts))
+
+
+def verdict_hosts(verdict: Mapping[str, Any]) -> list[str]:
+    """The hosts a verdict speaks for: the host (or group) probed, and a multi-node run's hosts."""
+    hosts = verdict.get("hosts") if verdict.get("scope") == "multi-node" else None
+    more = [str(h) for h in hosts] if isinstance(hosts, list) else []
+    return [str(verdict.get("host") or ""), *more]
+
+
+def bind_verdict(
+    hosts: list[str], verdict: dict[str, Any] | None
+) -> dict[str, dict[str, Any] | None]:
+    """Which planned host gets the saved verdict: the hosts it was recorded on. A verdict that
+    names none of them goes to a lone host (the plan says so: a snapshot's host name is often
+    not the probe's), and is refused for several (whose evidence would it be?)."""
+    if verdict is None:
+        return {}
+    named = verdict_hosts(verdict)
+    bound = {h: verdict for h in hosts if h in named}
+    if bound:
+        return bound
+    if len(hosts) == 1:
+        return {hosts[0]: verdict}
+    if not hosts:
+        return {}
+    shown = ", ".join(hosts[:5]) + (", ..." if len(hosts) > 5 else "")
+    raise InvalidInput(
+        f"probe verdict recorded on {one_line(', '.join(named), 120)!r}, which is none of the "
+        f"{len(hosts)} hosts planned ({one_line(shown, 200)}): plan that host alone, or give "
+        "its verdict"
+    )
 
 
 def make_plans(
@@ -171,7 +210,7 @@ def make_plans(
         )
         snaps = [g.snapshot for g in got if g.snapshot is not None]
         out.failures = [Failure(g.host, g.error, g.unreachable) for g in got if g.snapshot is None]
-    verdicts: dict[str, dict[str, Any] | None] = {s.host: verdict for s in snaps}
+    verdicts = bind_verdict([s.host for s in snaps], verdict)
     if run_probe and facts_file is None:
         from gpufix.probe.remote import probe_hosts
 

@@ -44,3 +44,46 @@ def test_a_host_whose_value_is_not_a_verdict_is_a_schema_error(cli: CliRun, tmp_
         cli, tmp_path, {"gpu01": {"verdict": "healthy", "{{ lookup('pipe', 'id') }}": 1}}
     )
     assert code == 3 and len(err.strip().splitlines()) == 1 and "probe verdict file" in err
+
+
+def _group(cli: CliRun, tmp_path: Path, verdict: dict) -> tuple[int, str, str]:
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(verdict))
+    return cli("plan", "bionic", "--probe-verdict", str(path), "--json")
+
+
+def test_a_group_gives_the_verdict_only_to_the_host_it_was_recorded_on(
+    cli: CliRun, tmp_path: Path
+) -> None:
+    code, out, _ = _group(cli, tmp_path, {**_verdict(), "host": "host02"})
+    assert code == 0
+    got = {p["host"]: p["probe_verdict"] for p in json.loads(out)["plans"]}
+    assert got["host02"] == "healthy"
+    assert [h for h, v in got.items() if v is not None] == ["host02"], got
+
+
+def test_a_verdict_from_no_planned_host_is_refused_for_a_group(cli: CliRun, tmp_path: Path) -> None:
+    code, out, err = _group(cli, tmp_path, {**_verdict(), "host": "gpu77\n$(reboot)"})
+    assert code == 3 and out == "" and len(err.strip().splitlines()) == 1
+    assert "none of the 4 hosts planned" in err and "gpu77" in err
+
+
+def test_a_lone_host_takes_a_verdict_recorded_under_another_name_and_says_so(
+    cli: CliRun, tmp_path: Path
+) -> None:
+    code, out, _ = _plan(cli, tmp_path, {**_verdict(), "host": "gpu77"})
+    (plan,) = json.loads(out)["plans"]
+    assert code == 0 and plan["probe_verdict"] == "healthy"
+    assert any("recorded on 'gpu77'" in r for r in plan["risks"]), plan["risks"]
+    code, out, _ = _plan(cli, tmp_path, {**_verdict(), "host": "bionic-ga-2x3090"})
+    (plan,) = json.loads(out)["plans"]
+    assert not any("recorded on" in r for r in plan["risks"])
+
+
+def test_a_multi_node_verdict_goes_to_every_host_it_ran_on(cli: CliRun, tmp_path: Path) -> None:
+    v = {**_verdict(), "scope": "multi-node", "host": "bionic", "hosts": ["host01", "host02"]}
+    v.update(failed_layer=None, failed_hosts=[])
+    code, out, _ = _group(cli, tmp_path, v)
+    got = {p["host"]: p["probe_verdict"] for p in json.loads(out)["plans"]}
+    assert code == 0 and got["host01"] == got["host02"] == "healthy"
+    assert got["host05"] is None and got["host09"] is None

@@ -106,6 +106,20 @@ def verify_python(plan: Plan, facts: Mapping[str, Any]) -> dict[str, str]:
     return {"from": "no interpreter with torch in the facts: give --python-env at plan time"}
 
 
+def verify_nccl_defaults(plan: Plan, facts: Mapping[str, Any]) -> list[str]:
+    """NCCL settings the probe after a permanent fix runs at NCCL's default: an "off" the
+    host's NCCL settings hold (an interim profile, a manual workaround). Otherwise the probe
+    reads it too and cannot show that the fix works without it (docs/apply.md)."""
+    from gpufix.engine.explain import KEEPS_NCCL_SETTINGS
+    from gpufix.facts.host import from_facts
+    from gpufix.probe.local import nccl_defaults
+
+    if plan.strategy in KEEPS_NCCL_SETTINGS:
+        return []
+    have = from_facts(facts).nccl_settings
+    return sorted(k for k, v in nccl_defaults().items() if have.get(k, v) != v)
+
+
 def plan_host(
     facts: Mapping[str, Any],
     verdict: dict[str, Any] | None,
@@ -131,7 +145,11 @@ def plan_host(
         "constraints": constraints_to_dict(constraints),
         "python_envs": list(python_envs or []),
     }
-    return replace(plan, inputs=inputs, verify=verify_python(plan, facts))
+    verify = verify_python(plan, facts)
+    defaults = verify_nccl_defaults(plan, facts)
+    if defaults:
+        verify["nccl_defaults"] = ",".join(defaults)
+    return replace(plan, inputs=inputs, verify=verify)
 
 
 def verdict_hosts(verdict: Mapping[str, Any]) -> list[str]:

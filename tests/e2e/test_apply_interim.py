@@ -120,6 +120,7 @@ def test_interim_profile_runs_now_and_the_permanent_fix_waits(make_lab) -> None:
     assert [s["playbook"] for s in interim["steps"]] == ["nccl_profile.yml"]
     assert interim["steps"][0]["vars"]["gpufix_nccl_profile_names"] == ["no-p2p"]
     assert all(not s["reboot"] for s in interim["steps"])
+    assert "nccl_defaults" not in plan["verify"]  # nothing turned off on the host yet
 
     # an edited interim is refused like an edited permanent step: exit 3, nothing run
     doc = json.loads(path.read_text())
@@ -172,3 +173,5 @@ def test_interim_profile_runs_now_and_the_permanent_fix_waits(make_lab) -> None:
     _untouched(lab, boot)
     again_plan = _plan(lab, lab.workdir / "plan2.json")
     assert again_plan["strategy"] == "pcie-acs", again_plan["path"]
+    # its verification probe runs with P2P at NCCL's default over the interim's nccl.conf
+    assert again_plan["verify"]["nccl_defaults"] == "NCCL_P2P_DISABLE"

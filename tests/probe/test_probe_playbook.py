@@ -50,12 +50,17 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Hosts, Path
 
 def test_the_probe_runs_with_the_training_environments_python(host: tuple[Hosts, Path]) -> None:
     _, inv = host
-    res = runner.run_playbook(
-        "probe.yml", inv, limit="h1", extravars={**CPU, "gpufix_probe_python": TRAIN}, timeout=600
-    )
+    # as apply verifies a permanent fix while an interim's P2P off is in /etc/nccl.conf
+    extra = {
+        **CPU,
+        "gpufix_probe_python": TRAIN,
+        "gpufix_probe_nccl_defaults": ["NCCL_P2P_DISABLE"],
+    }
+    res = runner.run_playbook("probe.yml", inv, limit="h1", extravars=extra, timeout=600)
     verdict = res.hosts["h1"].data["gpufix_probe_verdict"]
     assert res.rc == 0 and verdict["verdict"] == "healthy", res.hosts["h1"].message
     assert verdict["facts"]["python_executable"] == TRAIN
+    assert any("NCCL_P2P_DISABLE=0" in n for n in verdict["notes"]), verdict["notes"]
 
 
 def test_an_interpreter_without_torch_fails_with_a_message_not_a_verdict(

@@ -108,7 +108,7 @@ class After:
         return back
 
     def verify(self, hosts: list[str]) -> None:
-        todo: dict[str, list[str]] = {}  # interpreter -> hosts
+        todo: dict[tuple[str, str], list[str]] = {}  # (interpreter, NCCL defaults) -> hosts
         for h in hosts:
             if self.state(h) in ("reboot-pending", "failed", "unreachable"):
                 continue
@@ -119,9 +119,13 @@ class After:
             py = self.opts.probe_vars.get("gpufix_probe_python") or self.plans[h].verify.get(
                 "python"
             )
-            todo.setdefault(py or "", []).append(h)
-        for py, group in todo.items():
-            extra = {"gpufix_probe_python": py} if py else {}
+            # an interim's "off" still in /etc/nccl.conf: the probe runs without it (plan.verify)
+            defaults = "" if self.opts.interim else self.plans[h].verify.get("nccl_defaults", "")
+            todo.setdefault((py or "", defaults), []).append(h)
+        for (py, defaults), group in todo.items():
+            extra: dict[str, Any] = {"gpufix_probe_python": py} if py else {}
+            if defaults:
+                extra["gpufix_probe_nccl_defaults"] = defaults.split(",")
             res = runner.run_playbook(
                 "probe.yml",
                 self.opts.inventory,

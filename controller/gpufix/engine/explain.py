@@ -8,6 +8,7 @@ from typing import Any
 from gpufix.engine.context import Candidate, Ctx
 from gpufix.engine.needs import describe
 from gpufix.engine.plan import Interim
+from gpufix.probe.local import nccl_defaults
 
 
 def after_healthy(ctx: Ctx, chosen: Candidate) -> tuple[str, ...]:
@@ -72,13 +73,13 @@ def interim_for(ctx: Ctx, chosen: Candidate) -> Interim | None:
 
 
 # Fixes that leave NCCL's settings alone: a mechanism turned off before them stays off.
-_KEEPS_NCCL_SETTINGS = frozenset({"none", "nccl-profile", "single-gpu"})
+KEEPS_NCCL_SETTINGS = frozenset({"none", "nccl-profile", "single-gpu"})
 
 
 def leftover_workarounds(ctx: Ctx, chosen: Candidate) -> list[str]:
     """Risks: NCCL settings on the host that turn a mechanism off (an interim profile, a manual
     workaround) stay through a fix of another kind; the probe after the fix reads them too."""
-    if chosen.strategy in _KEEPS_NCCL_SETTINGS:
+    if chosen.strategy in KEEPS_NCCL_SETTINGS:
         return []
     have = ctx.host.nccl_settings
     out = []
@@ -87,11 +88,17 @@ def leftover_workarounds(ctx: Ctx, chosen: Candidate) -> list[str]:
             continue
         if all(have.get(k) == v for k, v in profile.settings.items()):
             kv = ", ".join(f"{k}={v}" for k, v in profile.settings.items())
+            held = f"the host's NCCL settings still hold {kv} (the {profile.name} profile: an interim or a workaround)"
+            undo = "take it out of /etc/nccl.conf (gpufix keeps an administrator's original as /etc/nccl.conf.gpufix-orig) or the environment"
+            if set(profile.settings) <= set(nccl_defaults()):
+                out.append(
+                    f"{held}: gpufix apply's probe after {chosen.strategy} runs with it at NCCL's "
+                    f"default (plan verify: nccl_defaults), but training jobs still read it and "
+                    f"its cost stays; once the fix is verified, {undo}"
+                )
+                continue
             out.append(
-                f"the host's NCCL settings still hold {kv} (the {profile.name} profile: an "
-                f"interim or a workaround): the probe after {chosen.strategy} reads it too, so it "
-                "cannot show the fix works, and its cost stays; take it out of /etc/nccl.conf "
-                "(gpufix keeps an administrator's original as /etc/nccl.conf.gpufix-orig) or the "
-                "environment before the fix is verified"
+                f"{held}: the probe after {chosen.strategy} reads it too, so it cannot show the "
+                f"fix works, and its cost stays; {undo} before the fix is verified"
             )
     return out

@@ -1356,6 +1356,14 @@ def add_experiment_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-p2p-rerun", action="store_true", help="leave out p2p-off")
     g.add_argument("--experiments", metavar="ID,...", help="these, in this order, not the plan")
     g.add_argument("--experiment", metavar="ID", help="run the main run with this one change")
+    g.add_argument(
+        "--nccl-default",
+        metavar="VAR",
+        action="append",
+        default=[],
+        help="run with VAR at NCCL's default over any NCCL config file (repeatable; %s)"
+        % ", ".join(sorted(NCCL_DEFAULTS)),
+    )
 
 
 def add_soak_args(p: argparse.ArgumentParser) -> None:
@@ -1419,6 +1427,9 @@ def check_experiment_args(ns: argparse.Namespace) -> None:
         raise ArgError("--experiment-budget must be between 0 and 86400 seconds")
     if ns.ifname is not None and not IFNAME_RE.match(ns.ifname):
         raise ArgError("--ifname %r is not an interface name" % ns.ifname)
+    for var in ns.nccl_default:
+        if var not in NCCL_DEFAULTS:
+            raise ArgError("--nccl-default %r: one of %s" % (var, ", ".join(sorted(NCCL_DEFAULTS))))
     ids = [ns.experiment] if ns.experiment is not None else []
     ids += ns.experiments.split(",") if ns.experiments else []
     try:
@@ -1499,6 +1510,12 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
     world = ns.world_size or max(ngpu, 1)
     backend = "gloo" if ns.cpu or ns.backend == "gloo" else "nccl"
     v = base_verdict(ns, socket.gethostname(), world * ns.nnodes, backend)
+    for var in ns.nccl_default:  # the ranks inherit this environment
+        os.environ[var] = NCCL_DEFAULTS[var]
+        v["notes"].append(
+            "ran with %s=%s in the environment, over any NCCL config file (--nccl-default)"
+            % (var, NCCL_DEFAULTS[var])
+        )
     v["facts"] = cheap_facts(not ns.cpu and ngpu > 1, min(10.0, ns.deadline / 10))
     if not ns.cpu and ngpu > 0:
         # A driver/library mismatch shows in NVML's words, not in torch's (facts module: same).
@@ -1744,6 +1761,17 @@ KNOBS = (
 )
 # Interface names as the kernel allows them (IFNAMSIZ 16, no '/' or blanks).
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+# Settings that turn a mechanism off, at NCCL's documented default (env.rst: "0" leaves it on).
+# NCCL reads ~/.nccl.conf and /etc/nccl.conf only for variables not in the environment
+# (src/misc/param.cc: setEnvFile calls setenv(var, value, 0)), so the default in the
+# environment outweighs an interim's "1" there: the verification of a permanent fix after an
+# interim one runs without the interim (gpufix apply, docs/probe.md).
+NCCL_DEFAULTS = {
+    "NCCL_P2P_DISABLE": "0",
+    "NCCL_SHM_DISABLE": "0",
+    "NCCL_IB_DISABLE": "0",
+    "NCCL_PXN_DISABLE": "0",
+}
 PAIR_RE = re.compile(r"^gpus-(\d{1,3})-(\d{1,3})$")
 
 

@@ -1,0 +1,62 @@
+"""A permanent fix's verification runs without the workaround the host still carries.
+
+An interim nccl-profile (or a hand-made workaround) leaves NCCL_P2P_DISABLE=1 in /etc/nccl.conf;
+the probe after a fix of another kind would read it too and pass whether the fix works or not.
+The plan names the settings the probe takes at NCCL's default (plan.verify.nccl_defaults), from
+the probe program's own list (NCCL_DEFAULTS), and only for a fix that leaves nccl.conf alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpufix.engine.context import Constraints
+from gpufix.engine.kb import load as load_kb
+from gpufix.engine.rules import load as load_rules
+from gpufix.planning import plan_host, verify_nccl_defaults
+from gpufix.probe.local import load_program
+
+ROOT = Path(__file__).resolve().parents[2]
+FACTS = json.loads((ROOT / "tests" / "fixtures" / "hosts" / "bionic-ga-2x3090.json").read_text())
+
+
+def _facts(files: dict[str, str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    facts = copy.deepcopy(FACTS["facts"])
+    facts["nccl"] = {"env": env or {}, "files": {"/etc/nccl.conf": files} if files else {}}
+    return facts
+
+
+def _plan(facts: dict[str, Any], strategy: str) -> Any:
+    c = Constraints(strategy=strategy)
+    return plan_host(facts, None, c, host="h", python_envs=None, kb=load_kb(), rules=load_rules())
+
+
+def test_a_fix_of_another_kind_verifies_with_p2p_at_its_default() -> None:
+    plan = _plan(_facts({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}), "kernel-upgrade")
+    assert plan.strategy == "kernel-upgrade"
+    assert plan.verify["nccl_defaults"] == "NCCL_P2P_DISABLE,NCCL_SHM_DISABLE"
+
+
+def test_the_environment_counts_and_a_setting_at_its_default_does_not() -> None:
+    facts = _facts({"NCCL_P2P_DISABLE": "0"}, env={"NCCL_IB_DISABLE": "1"})
+    assert verify_nccl_defaults(_plan(facts, "kernel-upgrade"), facts) == ["NCCL_IB_DISABLE"]
+    clean = _facts({})
+    assert "nccl_defaults" not in _plan(clean, "kernel-upgrade").verify
+
+
+@pytest.mark.parametrize("strategy", ["none", "single-gpu"])
+def test_a_plan_that_writes_nccl_conf_itself_resets_nothing(strategy: str) -> None:
+    facts = _facts({"NCCL_P2P_DISABLE": "1"})
+    plan = _plan(facts, strategy)
+    assert plan.strategy == strategy and "nccl_defaults" not in plan.verify
+
+
+def test_the_plan_and_the_probe_share_one_list() -> None:
+    prog = load_program()
+    facts = _facts({k: "1" for k in prog.NCCL_DEFAULTS} | {"NCCL_P2P_LEVEL": "PXB"})
+    got = _plan(facts, "kernel-upgrade").verify["nccl_defaults"].split(",")
+    assert got == sorted(prog.NCCL_DEFAULTS)  # P2P_LEVEL has no "off" to undo: left alone

@@ -168,7 +168,7 @@ def bind_verdict(
     if verdict is None:
         return {}
     named = verdict_hosts(verdict)
-    bound = {h: verdict for h in hosts if h in named}
+    bound: dict[str, dict[str, Any] | None] = {h: verdict for h in hosts if h in named}
     if bound:
         return bound
     if len(hosts) == 1:

@@ -62,3 +62,22 @@ def test_no_interface_found_asks_for_an_interface_the_host_has() -> None:
     )
     assert plan.extra["decision"]["row"] == "text-no-socket-interface"
     assert plan.strategy == "nccl-profile"
+
+
+INFO_LINES = (
+    "node1:1234:1300 [0] NCCL INFO NET/IB : No device found.\n"
+    "node1:1234:1300 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+)
+
+
+def test_nccls_info_lines_name_no_failure() -> None:
+    """NCCL_DEBUG=INFO lines print on healthy runs too ("NET/IB : No device found" on a host
+    without IB): only WARN lines and the exception are failure text."""
+    from gpufix.engine.signals import read
+
+    base = "torch.distributed.DistBackendError: NCCL error: unhandled system error"
+    assert "ib-error" not in read(failed(INFO_LINES + base), KB).signatures
+    warn = "node1:1234:1300 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got completion error"
+    assert "ib-error" in read(failed(f"{INFO_LINES}{warn}\n{base}"), KB).signatures
+    tail = {**failed(base), "nccl_log_tail": [*INFO_LINES.splitlines(), "NCCL INFO x failed"]}
+    assert "ib-error" not in read(tail, KB).signatures

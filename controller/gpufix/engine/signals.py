@@ -7,6 +7,7 @@ no-P2P rerun. Error texts are data: they are only searched for the knowledge bas
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ NCCL_ONLY = frozenset(
 )  # fmt: skip
 # Log lines that report trouble; NCCL's INFO lines name transports and files in normal runs too.
 _TROUBLE = ("warn", "error", "fail")
+_INFO = re.compile(r"\bNCCL INFO\b")
 
 
 @dataclass(frozen=True)
@@ -97,11 +99,20 @@ class Signals:
         return "stall:collective"
 
 
+def _without_info(text: str) -> str:
+    """An error text without NCCL's INFO lines: NCCL_DEBUG=INFO prints transports, devices and
+    files on healthy runs too ("NET/IB : No device found"); failures are its WARN lines and the
+    caller's exception (NCCL docs, NCCL_DEBUG: WARN "whenever any NCCL call errors out")."""
+    return "\n".join(line for line in text.splitlines() if not _INFO.search(line))
+
+
 def _texts(v: dict[str, Any], experiments: list[dict[str, Any]]) -> list[str]:
-    texts = [str(v.get("error") or "")]
-    texts += [str(e.get("error") or "") for e in experiments]
+    texts = [_without_info(str(v.get("error") or ""))]
+    texts += [_without_info(str(e.get("error") or "")) for e in experiments]
     tail = [str(x) for x in v.get("nccl_log_tail") or [] if isinstance(x, str)]
-    texts += [line for line in tail if any(t in line.lower() for t in _TROUBLE)]
+    texts += [
+        line for line in tail if any(t in line.lower() for t in _TROUBLE) and not _INFO.search(line)
+    ]
     return [t for t in texts if t]
 
 

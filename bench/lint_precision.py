@@ -9,12 +9,17 @@ path, line, TP|FP, reason); the table prints findings, TP, FP, unjudged and prec
 A finding nobody judged is listed and counted as unjudged, never as right. A judged row that
 no finding matches any more (the rule went quiet there, or the line moved) is counted apart and
 listed with --show gone: a judged TP that is gone is a loss of recall on real code.
+
+A second table counts distinct findings: the same rule on the same line of byte-identical file
+content (a repository's copy of itself, an example copied into three directories, one file in two
+repositories) is counted once, with the verdict of its first occurrence.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import os
 import sys
 from collections import Counter
@@ -47,6 +52,37 @@ def read_judgements(path: Path) -> dict[tuple[str, str, str, int], tuple[str, st
     return out
 
 
+def distinct_counts(
+    findings: list[tuple[str, str, int, str]],
+) -> dict[str, Counter[str]]:
+    """Per rule, verdict counts over distinct findings: (rule, content digest, line) counted once,
+    with the verdict of its first occurrence."""
+    seen: set[tuple[str, str, int]] = set()
+    out: dict[str, Counter[str]] = {}
+    for rule, digest, line, verdict in findings:
+        if (rule, digest, line) not in seen:
+            seen.add((rule, digest, line))
+            out.setdefault(rule, Counter())[verdict] += 1
+    return out
+
+
+def digest(path: str, cache: dict[str, str]) -> str:
+    if path not in cache:
+        cache[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return cache[path]
+
+
+def print_table(counts: dict[str, Counter[str]]) -> None:
+    print(f"{'rule':7} {'findings':>8} {'TP':>4} {'FP':>4} {'unjudged':>8} {'precision':>9}  goal")
+    for rule, c in counts.items():
+        n = sum(c.values())
+        if not n:
+            continue
+        judged_n = c["TP"] + c["FP"]
+        prec = f"{c['TP'] / judged_n:.0%}" if judged_n else "-"
+        print(f"{rule:7} {n:8} {c['TP']:4} {c['FP']:4} {c['unjudged']:8} {prec:>9}  {GOAL:.0%}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.environ.get("GPUFIX_LINT_REPOS", "/tmp/lintrepos"))
@@ -59,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     files = unchecked = 0
     seen: set[tuple[str, str, str, int]] = set()
+    keyed: list[tuple[str, str, int, str]] = []
+    digests: dict[str, str] = {}
     repos = read_repos(args.repos)
     for repo, commit in repos:
         tree = Path(args.root) / repo.replace("/", "+")
@@ -72,19 +110,16 @@ def main(argv: list[str] | None = None) -> int:
             seen.add((f.rule, repo, rel, f.line))
             verdict, reason = judged.get((f.rule, repo, rel, f.line), ("unjudged", ""))
             counts[f.rule][verdict] += 1
+            keyed.append((f.rule, digest(f.path, digests), f.line, verdict))
             rows.append((verdict, f.rule, repo, rel, f.line, f.effective_level, reason, f.message))
     print(
         f"{len(repos)} repositories, {files} files, of which {unchecked} not checked "
         "(tests or library: off by default)"
     )
-    print(f"{'rule':7} {'findings':>8} {'TP':>4} {'FP':>4} {'unjudged':>8} {'precision':>9}  goal")
-    for rule, c in counts.items():
-        n = sum(c.values())
-        if not n:
-            continue
-        judged_n = c["TP"] + c["FP"]
-        prec = f"{c['TP'] / judged_n:.0%}" if judged_n else "-"
-        print(f"{rule:7} {n:8} {c['TP']:4} {c['FP']:4} {c['unjudged']:8} {prec:>9}  {GOAL:.0%}")
+    print_table(counts)
+    once = distinct_counts(keyed)
+    print("distinct (same rule, line and file content counted once):")
+    print_table({r.id: once.get(r.id, Counter()) for r in RULES})
     for verdict, rule, repo, rel, line, level, reason, msg in rows:
         if args.show == "all" or verdict.lower() == args.show:
             print(f"{verdict}\t{rule}\t{repo}\t{rel}\t{line}\t{level}\t{reason or msg[:100]}")

@@ -106,3 +106,27 @@ def test_a_capability_in_no_architecture_is_refused(tmp_path: Path) -> None:
         GpufixError, match=r"gpu_models\.yaml row .* 10\.3 is in no gpu_archs\.yaml"
     ):
         load(d)
+
+
+@pytest.mark.parametrize(
+    ("name", "p2p", "cc"),
+    [
+        ("NVIDIA GeForce RTX 4090", False, "8.9"),
+        ("RTX4090", False, "8.9"),
+        ("rtx 4090", False, "8.9"),
+        ("A6000", None, "8.6"),
+        ("RTX 2080Ti", None, "7.5"),
+        ("RTX3090", None, "8.6"),
+        ("RTX 4000 Ada Generation", None, "8.9"),
+    ],
+)
+def test_both_gpu_tables_read_a_name_spelled_without_nvidias_spaces(
+    name: str, p2p: bool | None, cc: str
+) -> None:
+    """Reports write "RTX4090", "2080Ti", "A6000": the P2P table and the model table take the
+    same spelling (kb.gpu_name), so one unmatched name no longer hides a host's capability."""
+    from gpufix.engine.kb import load
+
+    kb = load()
+    assert kb.gpu_p2p_capable(name) is p2p
+    assert kb.compute_capability_of(name) == cc

@@ -584,13 +584,13 @@ class KnowledgeBase:
 
     def gpu_p2p_capable(self, name: object) -> bool | None:
         """False for GPU models that cannot do PCIe P2P at all; None when nothing is recorded."""
-        row = next((r for r in self.gpu_p2p if r.match in str(name)), None)
+        row = next((r for r in self.gpu_p2p if _names_model(gpu_name(name), r.match)), None)
         return row.p2p if row else None
 
     def compute_capability_of(self, name: object) -> str | None:
         """The compute capability NVIDIA lists for this GPU name (gpu_models.yaml), the longest
         model that matches; None when no row does."""
-        found = [r for r in self.gpu_models if _names_model(str(name), r.match)]
+        found = [r for r in self.gpu_models if _names_model(gpu_name(name), r.match)]
         return max(found, key=lambda r: len(r.match)).compute_capability if found else None
 
     def first_driver_branch(self, arch: GpuArch) -> int | None:
@@ -659,6 +659,15 @@ def _load(directory: str) -> KnowledgeBase:
         digest=hashlib.sha256(blob.encode("utf-8")).hexdigest(),
         path=directory,
     )
+
+
+def gpu_name(name: object) -> str:
+    """A GPU name spelled as NVIDIA's tables write models: "RTX4090" -> "RTX 4090", "1080Ti" ->
+    "1080 Ti", a bare "A6000" -> "RTX A6000" (reports and inventories drop the spaces)."""
+    s = " ".join(str(name).split())
+    s = re.sub(r"\b(RTX|GTX)(?=\d)", r"\1 ", s, flags=re.IGNORECASE)
+    s = re.sub(r"(?<=\d)(Ti|SUPER)\b", r" \1", s, flags=re.IGNORECASE)
+    return re.sub(r"(?<!RTX )\b(A[4-6][05]00)\b", r"RTX \1", s, flags=re.IGNORECASE)
 
 
 def _names_model(name: str, model: str) -> bool:

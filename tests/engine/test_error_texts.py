@@ -81,3 +81,15 @@ def test_nccls_info_lines_name_no_failure() -> None:
     assert "ib-error" in read(failed(f"{INFO_LINES}{warn}\n{base}"), KB).signatures
     tail = {**failed(base), "nccl_log_tail": [*INFO_LINES.splitlines(), "NCCL INFO x failed"]}
     assert "ib-error" not in read(tail, KB).signatures
+
+
+def test_nvls_bind_failure_as_nccl_words_it_is_the_nvls_signature() -> None:
+    """transport/nvls.cc's WARN, as torch re-raises it without the file name."""
+    from gpufix.engine.signals import read
+
+    text = (
+        "torch.distributed.DistBackendError: NCCL error: unhandled cuda error, NCCL version 2.21.5\n"
+        "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 "
+        "'the operation cannot be performed in the present state'."
+    )
+    assert "nvls-failure" in read(failed(text), KB).signatures

@@ -8,6 +8,7 @@ from typing import Any
 from gpufix.engine.context import Candidate, Ctx
 from gpufix.engine.needs import describe
 from gpufix.engine.plan import Interim
+from gpufix.engine.table import passed_over
 from gpufix.probe.local import nccl_defaults
 
 
@@ -34,6 +35,7 @@ def explain(ctx: Ctx, chosen: Candidate) -> dict[str, Any]:
     needs = [
         *without_probe(ctx),
         *(d.needs if d else ()),
+        *(passed_over(ctx, ctx.signals, d) if ctx.signals else ()),
         *chosen.missing,
         *after_healthy(ctx, chosen),
     ]

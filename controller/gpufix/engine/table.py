@@ -156,6 +156,56 @@ def tried_in_vain(row: EvidenceFix, signals: Signals, ifname: str | None) -> str
     return None
 
 
+# The facts that decide a condition, as needs (needs.py). A row passed over because one of them
+# is unknown asks for it, rather than a later row's answer standing as if the facts had ruled
+# the row out (issue 12, item 7: unknown is not evidence).
+CONDITION_NEEDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "gpus-without-p2p": ("gpus",),
+        "acs-or-iommu-on": ("acs", "iommu"),
+        "acs-iommu-off": ("acs", "iommu"),
+        "driver-known-issue": ("driver",),
+        "driver-branch-unsupported": ("driver",),
+        "driver-new-feature-branch": ("driver",),
+        "nvswitch": ("gpus",),
+        "nvlink-peers": ("gpus",),
+        "fabricmanager-not-ok": ("fabricmanager",),
+        "container-shm-default": ("shm",),
+        "nccl-version-affected": ("nccl-version",),
+    }
+)
+
+
+def _unknown_for(
+    row: EvidenceFix, subject: Subject, known: Mapping[str, Callable[[], bool]]
+) -> list[str]:
+    """The unknown facts that kept this row from firing; none when a condition is false on
+    known facts (the row is ruled out) or holds."""
+    out: list[str] = []
+    for name in row.when:
+        if holds(name, subject):
+            continue
+        if name == "container-shm-default" and not holds("in-container", subject):
+            return []  # not a container: no /dev/shm size would make the row fire
+        unknown = [n for n in CONDITION_NEEDS.get(name, ()) if not known[n]()]
+        if not unknown:
+            return []
+        out += unknown
+    return out
+
+
+def passed_over(ctx: Ctx, signals: Signals, chosen: Decision | None) -> tuple[str, ...]:
+    """Needs of the rows before the chosen one (all rows, when none was) that the evidence
+    matched and an unknown fact kept from firing."""
+    keys, known, out = evidence_keys(ctx, signals), _known(ctx, signals), []
+    for row in ctx.kb.evidence_fixes:
+        if chosen is not None and row is chosen.row:
+            break
+        if row.evidence in keys:
+            out += _unknown_for(row, Subject(ctx, signals, row.evidence), known)
+    return tuple(dict.fromkeys(out))
+
+
 def choose(ctx: Ctx, signals: Signals) -> Decision | None:
     """The first matching row, or None when the probe shows nothing the table maps."""
     keys = evidence_keys(ctx, signals)

@@ -46,3 +46,20 @@ def test_an_unknown_driver_is_asked_for_before_the_gpu_is_blamed() -> None:
 def test_a_row_ruled_out_on_known_facts_asks_for_nothing() -> None:
     plan = decide(a100_host("2.8.0+cu128"), _pair_hangs())
     assert "shm" not in _needs(plan) and "acs" not in _needs(plan)
+
+
+def test_a_fabric_manager_fix_without_the_driver_version_asks_for_it() -> None:
+    """The fabric manager must match the driver exactly: with the driver unread, driver-pin
+    cannot be made, and the plan says that the driver version is what is missing."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    doc = json.loads((root / "tests" / "fixtures" / "hosts" / "a100-fm-mismatch.json").read_text())
+    facts = doc["facts"]
+    assert decide(facts, None).strategy == "driver-pin"
+    facts["driver"] = {"unknown": "nvidia-smi not found"}
+    plan = decide(facts, None)
+    (pin,) = [o for o in plan.options if o.strategy == "driver-pin"]
+    assert not pin.feasible and "driver's version" in pin.reason
+    assert "driver" in _needs(plan)

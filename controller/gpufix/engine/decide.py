@@ -231,7 +231,7 @@ def decide(
         # plan_date: the day support windows were judged on, so the plan can be re-derived.
         extra={
             **chosen.extra,
-            **explain(ctx, chosen),
+            **explain(ctx, chosen, _passed_missing(order, cands, chosen)),
             "facts": stable_facts(facts),
             "plan_date": ctx.day.isoformat(),
         },
@@ -257,6 +257,20 @@ def context(
     sig = signals.read(verdict, kb)
     with_signals = replace(base, signals=sig)
     return replace(with_signals, decision=table.choose(with_signals, sig))
+
+
+def _passed_missing(
+    order: list[str], cands: dict[str, Candidate], chosen: Candidate
+) -> tuple[str, ...]:
+    """What the strategies the evidence ranked above the chosen one lack (their `missing`):
+    the facts that would let the evidence's first answer be judged (issue 12, item 7)."""
+    out: list[str] = []
+    for s in order:
+        if s == chosen.strategy:
+            break
+        if not cands[s].feasible:
+            out += cands[s].missing
+    return tuple(out)
 
 
 def _choose(

@@ -30,12 +30,14 @@ def without_probe(ctx: Ctx) -> tuple[str, ...]:
     return () if ctx.verdict is not None or one_gpu else ("probe",)
 
 
-def explain(ctx: Ctx, chosen: Candidate) -> dict[str, Any]:
+def explain(ctx: Ctx, chosen: Candidate, passed: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`passed`: what the strategies ranked above the chosen one lacked (decide._passed_missing)."""
     d = ctx.decision
     needs = [
         *without_probe(ctx),
         *(d.needs if d else ()),
         *(passed_over(ctx, ctx.signals, d) if ctx.signals else ()),
+        *passed,
         *chosen.missing,
         *after_healthy(ctx, chosen),
     ]

@@ -263,7 +263,13 @@ def evaluate(ctx: Ctx) -> Candidate:
         return Candidate("driver-pin", False, "no GPU")
     target = _target(ctx)
     if isinstance(target, str):
-        return Candidate("driver-pin", False, target)
+        # with the driver unread, no driver evidence can show: the driver is what would decide
+        unread = ["driver"] if h.driver is None else []
+        if unread and (
+            ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch")
+        ):
+            target = "the fabric manager goes with the driver's version, which is not in the facts"
+        return Candidate("driver-pin", False, target, missing=unread)
     vars_ = dict(target.vars)
     if h.nvswitch:
         vars_["gpufix_driver_fabricmanager"] = True

@@ -538,3 +538,20 @@ def test_a_trigger_that_holds_another_adds_no_scan() -> None:
         b"LAUNCH_BLOCKING",
     )
     assert _fewest((b"a", b"a", b"b")) == (b"a", b"b")
+
+
+def test_gpf005_ddp_pinned_to_device_zero_on_every_rank() -> None:
+    # DDP's device_ids names the one GPU a rank's replica lives on (PyTorch DDP docs and
+    # tutorial: device_ids=[rank]); [0] puts every rank on the first GPU. A module that sets
+    # CUDA_VISIBLE_DEVICES per rank is left alone, as for cuda:0 (its GPU 0 is the rank's own).
+    src = """
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def run(rank, model):
+            dist.init_process_group("nccl", rank=rank, world_size=2)
+            a = DDP(model, device_ids=[0])
+            b = DDP(model, device_ids=[rank], output_device=0)
+            c = DDP(model, device_ids=[rank])
+            d = DDP(model, device_ids=[False])
+        """
+    assert _codes(src) == [(6, "GPF005"), (7, "GPF005")]

@@ -81,6 +81,15 @@ def _gpu0(sf: SourceFile, site: CallSite) -> ast.AST | None:
         first = call.args[0]
         if isinstance(first, ast.Constant) and first.value == 0:
             return first
+    if (site.name or "").endswith("DistributedDataParallel"):
+        # DDP's device_ids names the one GPU this rank's module lives on (DDP docs: device_ids=
+        # [rank]); a literal [0] (or output_device=0) puts every rank's replica on GPU 0.
+        for kw in ("device_ids", "output_device"):
+            v = keyword(call, kw)
+            if isinstance(v, ast.List) and len(v.elts) == 1:
+                v = v.elts[0]
+            if isinstance(v, ast.Constant) and v.value == 0 and not isinstance(v.value, bool):
+                return v
     if (
         site.name == "torch.device"
         and len(call.args) == 2

@@ -191,10 +191,17 @@ def key_findings(p: Plan, limit: int = 3) -> str:
     return f"{one_line(top[0].severity)}: {ids}" + (f" (+{more})" if more else "")
 
 
+def needs_ids(p: Plan) -> str:
+    """What would still decide or complete the plan (extra.needs ids), "-" when nothing."""
+    needs = p.extra.get("needs") if isinstance(p.extra, dict) else None
+    ids = [str(n.get("id")) for n in needs or [] if isinstance(n, dict) and n.get("id")]
+    return one_line(", ".join(ids)) if ids else "-"
+
+
 def plan_summary(c: Console, plans: Sequence[Plan]) -> None:
     """One row per host: what a fleet operator reads first."""
     t = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-    for col in ("host", "strategy", "reboot", "steps", "key findings"):
+    for col in ("host", "strategy", "reboot", "steps", "needs", "key findings"):
         t.add_column(col, overflow="fold")
     for p in plans:
         t.add_row(
@@ -202,6 +209,7 @@ def plan_summary(c: Console, plans: Sequence[Plan]) -> None:
             one_line(p.strategy),
             "yes" if p.reboot_required else "no",
             str(len(p.steps)),
+            needs_ids(p),
             key_findings(p),
         )
     changes = sum(p.changes for p in plans)

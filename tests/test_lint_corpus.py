@@ -4,26 +4,16 @@ dev-split cases still found (the test split is scored by bench/lint_recall.py, n
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench
 from gpufix.workload.lint import RULES_BY_ID
 
 ROOT = Path(__file__).parents[1]
 
 
-def _recall_module():  # bench/ is not a package: load the scorer the docs tell people to run
-    spec = importlib.util.spec_from_file_location("lint_recall", ROOT / "bench" / "lint_recall.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["lint_recall"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-recall = _recall_module()
+recall = load_bench("lint_recall")
 CASES = recall.load_cases()
 # Dev cases the lint misses on purpose or cannot see, with the reason (docs/lint.md lists them).
 KNOWN_DEV_MISSES = {

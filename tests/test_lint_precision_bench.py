@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+from bench_scripts import load_bench
 
-
-def _precision_module():  # bench/ is not a package: load the script the docs tell people to run
-    spec = importlib.util.spec_from_file_location(
-        "lint_precision", ROOT / "bench" / "lint_precision.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["lint_precision"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-precision = _precision_module()
+precision = load_bench("lint_precision")
 
 SCRIPT = 'import os\nos.environ["NCCL_P2P_DISABLE"] = "1"\nimport torch\n'
 

@@ -242,3 +242,26 @@ def test_reboot_allowed_vars_are_gated_by_allow_reboot() -> None:
     assert phases.step_vars(step, allow_reboot=True, check=True)[key] is False
     no = Step("kernel_upgrade.yml", "", {key: False})
     assert phases.step_vars(no, allow_reboot=True, check=False)[key] is False
+
+
+def test_rollback_leaves_grub_alone_for_a_run_that_could_not_move_the_kernel() -> None:
+    """An NCCL profile's run (no reboot, no kernel step, no linux-image package) rolls back its
+    files only: making the old kernel GRUB's saved default again is for runs that could boot
+    another kernel. Found on the lab: rolling back an interim rewrote GRUB's saved default."""
+    rec = {
+        "strategy": "nccl-profile",
+        "rebooted": False,
+        "steps": [{"playbook": "nccl_profile.yml", "state": "done", "files": ["/etc/nccl.conf"]}],
+        "before": {"packages": {}, "files": {"/etc/nccl.conf": {"exists": False}},
+                   "kernel": {"running": "5.4.0-150-generic"}},
+        "after": {"packages": {}, "files": {"/etc/nccl.conf": {"exists": True}}},
+    }  # fmt: skip
+    v = rollback.rollback_vars(rec)
+    assert v["gpufix_rollback_kernel"] == "" and v["gpufix_rollback_files"]
+    kernel_step = {**rec, "steps": [{"playbook": "kernel_upgrade.yml", "state": "done"}]}
+    assert rollback.rollback_vars(kernel_step)["gpufix_rollback_kernel"] == "5.4.0-150-generic"
+    new_image = {
+        **rec,
+        "after": {**rec["after"], "packages": {"linux-image-5.15.0-1-generic": "1"}},
+    }
+    assert rollback.rollback_vars(new_image)["gpufix_rollback_kernel"] == "5.4.0-150-generic"

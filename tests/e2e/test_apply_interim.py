@@ -107,7 +107,10 @@ def _untouched(lab: Lab, boot: str) -> None:
 
 
 def test_interim_profile_runs_now_and_the_permanent_fix_waits(make_lab) -> None:
-    lab = make_lab(1, setup="driver")
+    # this lab has no boot simulation: the rollback reads the running kernel with uname
+    lab = make_lab(
+        1, setup="driver", hostvars={"h1": {"gpufix_kernel_running_command": "uname -r"}}
+    )
     _acs_host(lab, "h1")
     boot = lab.sh("h1", "cut -d ' ' -f 22 /proc/1/stat").stdout.strip()
     path = lab.workdir / "plan.json"
@@ -175,3 +178,10 @@ def test_interim_profile_runs_now_and_the_permanent_fix_waits(make_lab) -> None:
     assert again_plan["strategy"] == "pcie-acs", again_plan["path"]
     # its verification probe runs with P2P at NCCL's default over the interim's nccl.conf
     assert again_plan["verify"]["nccl_defaults"] == "NCCL_P2P_DISABLE"
+
+    # once the permanent fix is verified, the interim comes off by rolling its run back
+    # (docs/operations.md): the file it wrote goes, as it was not there before
+    r = lab.gpufix("rollback", out["run"], "h1", "-i", str(lab.inventory), "--json", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert lab.sh("h1", f"test -e {NCCL_CONF}", check=False).returncode != 0
+    assert "nccl_defaults" not in _plan(lab, lab.workdir / "plan3.json")["verify"]

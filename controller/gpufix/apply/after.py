@@ -10,11 +10,10 @@ from typing import Any
 from gpufix import inputs, runner
 from gpufix.apply.journal import Journal
 from gpufix.apply.result import HEALTHY, Options
-from gpufix.apply.rollback import rollback
+from gpufix.apply.rollback import KERNEL_PLAYBOOK, rollback
 from gpufix.engine.plan import Plan
 from gpufix.errors import GpufixError
 
-KERNEL_PLAYBOOK = "kernel_upgrade.yml"
 FINALIZE_PLAYBOOK = "kernel_finalize.yml"
 
 

@@ -36,7 +36,7 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
         after_saved = (after.get("files") or {}).get(path)
         if path in written or (after_saved is not None and after_saved != saved):
             files[path] = saved
-    kernel_before = (before.get("kernel") or {}).get("running")
+    kernel_before = (before.get("kernel") or {}).get("running") if _kernel_may_move(rec) else None
     return {
         "gpufix_rollback_install": install,
         "gpufix_rollback_remove": remove,
@@ -49,6 +49,22 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
         "gpufix_rollback_reboot_after": bool(rec.get("rebooted"))
         and bool(strategy and strategy.reboot_after_restore),
     }
+
+
+KERNEL_PLAYBOOK = "kernel_upgrade.yml"
+
+
+def _kernel_may_move(rec: dict[str, Any]) -> bool:
+    """Whether the run could have changed the kernel the host boots: it rebooted, ran a kernel
+    step (a one-shot GRUB entry), or changed a linux-image package. Otherwise rollback leaves
+    GRUB alone (an NCCL profile's rollback has no business with the saved default)."""
+    steps = rec.get("steps") or []
+    if rec.get("rebooted") or any(s.get("playbook") == KERNEL_PLAYBOOK for s in steps):
+        return True
+    before = (rec.get("before") or {}).get("packages") or {}
+    after = (rec.get("after") or {}).get("packages") or {}
+    images = {n for n in (*before, *after) if str(n).startswith("linux-image-")}
+    return any(before.get(n) != after.get(n) for n in images) if after else False
 
 
 def reboots(ev: dict[str, Any]) -> bool:

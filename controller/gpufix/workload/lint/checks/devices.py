@@ -85,11 +85,11 @@ def _gpu0(sf: SourceFile, site: CallSite) -> ast.AST | None:
         # DDP's device_ids names the one GPU this rank's module lives on (DDP docs: device_ids=
         # [rank]); a literal [0] (or output_device=0) puts every rank's replica on GPU 0.
         for kw in ("device_ids", "output_device"):
-            v = keyword(call, kw)
-            if isinstance(v, ast.List) and len(v.elts) == 1:
-                v = v.elts[0]
-            if isinstance(v, ast.Constant) and v.value == 0 and not isinstance(v.value, bool):
-                return v
+            given = keyword(call, kw)
+            if isinstance(given, ast.List) and len(given.elts) == 1:
+                given = given.elts[0]
+            if isinstance(given, ast.Constant) and given.value == 0 and given.value is not False:
+                return given
     if (
         site.name == "torch.device"
         and len(call.args) == 2

@@ -265,3 +265,5 @@ def test_rollback_leaves_grub_alone_for_a_run_that_could_not_move_the_kernel() -
         "after": {**rec["after"], "packages": {"linux-image-5.15.0-1-generic": "1"}},
     }
     assert rollback.rollback_vars(new_image)["gpufix_rollback_kernel"] == "5.4.0-150-generic"
+    failed_step = {k: v for k, v in rec.items() if k != "after"}  # no after-state was read
+    assert rollback.rollback_vars(failed_step)["gpufix_rollback_kernel"] == "5.4.0-150-generic"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -262,3 +263,5 @@ def test_probe_localhost_without_gpu_is_not_applicable_and_cpu_self_test_is_heal
     assert r.returncode == 0, r.stderr
     v = json.loads(r.stdout)["localhost"]
     assert v["verdict"] == "healthy" and v["backend"] == "gloo" and v["world_size"] == 2
+    # the program names the machine; gpufix adds the inventory name it probed, which plan binds
+    assert v["inventory_host"] == "localhost" and v["host"] == socket.gethostname()

@@ -239,7 +239,8 @@ def load_probe_verdict(path: str | os.PathLike[str]) -> dict[str, Any]:
                 f"{where}: verdicts of {len(doc)} hosts ({hosts}); save one host's verdict "
                 "(gpufix probe HOST --json for that host alone)"
             )
-        (doc,) = doc.values()
+        ((name, doc),) = doc.items()
+        doc = {**doc, "inventory_host": doc.get("inventory_host", name)}  # the name probed
     check_probe_verdict(doc, where)
     result: dict[str, Any] = doc
     return result

@@ -106,18 +106,12 @@ def verify_python(plan: Plan, facts: Mapping[str, Any]) -> dict[str, str]:
     return {"from": "no interpreter with torch in the facts: give --python-env at plan time"}
 
 
-def verify_nccl_defaults(plan: Plan, facts: Mapping[str, Any]) -> list[str]:
-    """NCCL settings the probe after a permanent fix runs at NCCL's default: an "off" the
-    host's NCCL settings hold (an interim profile, a manual workaround). Otherwise the probe
-    reads it too and cannot show that the fix works without it (docs/apply.md)."""
-    from gpufix.engine.explain import KEEPS_NCCL_SETTINGS
-    from gpufix.facts.host import from_facts
-    from gpufix.probe.local import nccl_defaults
-
-    if plan.strategy in KEEPS_NCCL_SETTINGS:
-        return []
-    have = from_facts(facts).nccl_settings
-    return sorted(k for k, v in nccl_defaults().items() if have.get(k, v) != v)
+def verify_nccl_defaults(plan: Plan) -> list[str]:
+    """NCCL settings the probe after the fix runs at NCCL's default (engine/explain.py
+    verify_defaults): an "off" the host's NCCL settings hold that is a workaround here. Otherwise
+    the probe reads it too and cannot show that the fix works without it (docs/apply.md)."""
+    found = plan.extra.get("nccl_defaults")
+    return [str(k) for k in found] if isinstance(found, list) else []
 
 
 def plan_host(
@@ -146,40 +140,46 @@ def plan_host(
         "python_envs": list(python_envs or []),
     }
     verify = verify_python(plan, facts)
-    defaults = verify_nccl_defaults(plan, facts)
+    defaults = verify_nccl_defaults(plan)
     if defaults:
         verify["nccl_defaults"] = ",".join(defaults)
     return replace(plan, inputs=inputs, verify=verify)
 
 
 def verdict_hosts(verdict: Mapping[str, Any]) -> list[str]:
-    """The hosts a verdict speaks for: the host (or group) probed, and a multi-node run's hosts."""
+    """The hosts a verdict speaks for: the inventory name probed and the machine's hostname (the
+    program's `host`; a multi-node run's group), and a multi-node run's hosts."""
     hosts = verdict.get("hosts") if verdict.get("scope") == "multi-node" else None
     more = [str(h) for h in hosts] if isinstance(hosts, list) else []
-    return [str(verdict.get("host") or ""), *more]
+    named = [verdict.get("inventory_host"), verdict.get("host")]
+    return [*dict.fromkeys(str(h) for h in named if h), *more] or [""]
 
 
 def bind_verdict(
-    hosts: list[str], verdict: dict[str, Any] | None
+    hosts: list[str], verdict: dict[str, Any] | None, failed: list[str] | None = None
 ) -> dict[str, dict[str, Any] | None]:
     """Which planned host gets the saved verdict: the hosts it was recorded on. A verdict that
-    names none of them goes to a lone host (the plan says so: a snapshot's host name is often
-    not the probe's), and is refused for several (whose evidence would it be?)."""
+    names none of the hosts targeted (`hosts` planned, `failed` not reached) goes to a lone
+    host (the plan says so: a snapshot's host name is often not the probe's), and is refused
+    for several (whose evidence would it be?)."""
     if verdict is None:
         return {}
     named = verdict_hosts(verdict)
+    if any(h in named for h in failed or []):
+        return {}  # that host's verdict, and that host was not reached
     bound: dict[str, dict[str, Any] | None] = {h: verdict for h in hosts if h in named}
     if bound:
         return bound
-    if len(hosts) == 1:
+    if len(hosts) == 1 and not failed:
         return {hosts[0]: verdict}
     if not hosts:
         return {}
-    shown = ", ".join(hosts[:5]) + (", ..." if len(hosts) > 5 else "")
+    targeted = [*hosts, *(failed or [])]
+    shown = ", ".join(targeted[:5]) + (", ..." if len(targeted) > 5 else "")
     raise InvalidInput(
         f"probe verdict recorded on {one_line(', '.join(named), 120)!r}, which is none of the "
-        f"{len(hosts)} hosts planned ({one_line(shown, 200)}): plan that host alone, or give "
-        "its verdict"
+        f"{len(targeted)} hosts planned ({one_line(shown, 200)}): plan that host alone, or "
+        "give its verdict"
     )
 
 
@@ -228,7 +228,8 @@ def make_plans(
         )
         snaps = [g.snapshot for g in got if g.snapshot is not None]
         out.failures = [Failure(g.host, g.error, g.unreachable) for g in got if g.snapshot is None]
-    verdicts = bind_verdict([s.host for s in snaps], verdict)
+    # every host targeted, answered or not: a verdict from one that failed goes to no other
+    verdicts = bind_verdict([s.host for s in snaps], verdict, [f.host for f in out.failures])
     if run_probe and facts_file is None:
         from gpufix.probe.remote import probe_hosts
 

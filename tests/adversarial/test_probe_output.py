@@ -87,3 +87,31 @@ def test_a_multi_node_verdict_goes_to_every_host_it_ran_on(cli: CliRun, tmp_path
     got = {p["host"]: p["probe_verdict"] for p in json.loads(out)["plans"]}
     assert code == 0 and got["host01"] == got["host02"] == "healthy"
     assert got["host05"] is None and got["host09"] is None
+
+
+def test_a_saved_probe_output_binds_by_the_inventory_name_not_the_hostname(
+    cli: CliRun, tmp_path: Path
+) -> None:
+    """`gpufix probe host02 --json` prints {host02: verdict}; the program's `host` is the
+    machine's hostname (gpu-box-7 here), which inventories seldom use."""
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps({"host02": {**_verdict(), "host": "gpu-box-7"}}))
+    code, out, _ = cli("plan", "bionic", "--probe-verdict", str(path), "--json")
+    got = {p["host"]: p["probe_verdict"] for p in json.loads(out)["plans"]}
+    assert code == 0 and got["host02"] == "healthy"
+    assert [h for h, v in got.items() if v] == ["host02"]
+
+
+def test_a_verdict_of_a_host_not_reached_goes_to_no_other_host() -> None:
+    from gpufix.errors import InvalidInput
+    from gpufix.planning import bind_verdict
+
+    v = {**_verdict(), "host": "gpu02"}
+    assert bind_verdict(["gpu01"], v, failed=["gpu02"]) == {}  # gpu02's, and gpu02 failed
+    assert bind_verdict(["gpu01"], v) == {"gpu01": v}  # a lone host: read, with a risk line
+    try:
+        bind_verdict(["gpu01"], {**v, "host": "gpu77"}, failed=["gpu02"])
+    except InvalidInput as exc:
+        assert "none of the 2 hosts planned" in str(exc)
+    else:
+        raise AssertionError("a verdict of no targeted host was bound")

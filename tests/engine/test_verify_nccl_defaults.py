@@ -21,11 +21,14 @@ from gpufix.planning import plan_host, verify_nccl_defaults
 from gpufix.probe.local import load_program
 
 ROOT = Path(__file__).resolve().parents[2]
-FACTS = json.loads((ROOT / "tests" / "fixtures" / "hosts" / "bionic-ga-2x3090.json").read_text())
+HOSTS = ROOT / "tests" / "fixtures" / "hosts"
+FACTS = json.loads((HOSTS / "bionic-ga-2x3090.json").read_text())
 
 
-def _facts(files: dict[str, str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    facts = copy.deepcopy(FACTS["facts"])
+def _facts(
+    files: dict[str, str], env: dict[str, str] | None = None, doc: dict[str, Any] = FACTS
+) -> dict[str, Any]:
+    facts = copy.deepcopy(doc["facts"])
     facts["nccl"] = {"env": env or {}, "files": {"/etc/nccl.conf": files} if files else {}}
     return facts
 
@@ -43,7 +46,7 @@ def test_a_fix_of_another_kind_verifies_with_p2p_at_its_default() -> None:
 
 def test_the_environment_counts_and_a_setting_at_its_default_does_not() -> None:
     facts = _facts({"NCCL_P2P_DISABLE": "0"}, env={"NCCL_IB_DISABLE": "1"})
-    assert verify_nccl_defaults(_plan(facts, "kernel-upgrade"), facts) == ["NCCL_IB_DISABLE"]
+    assert verify_nccl_defaults(_plan(facts, "kernel-upgrade")) == ["NCCL_IB_DISABLE"]
     clean = _facts({})
     assert "nccl_defaults" not in _plan(clean, "kernel-upgrade").verify
 
@@ -60,3 +63,14 @@ def test_the_plan_and_the_probe_share_one_list() -> None:
     facts = _facts({k: "1" for k in prog.NCCL_DEFAULTS} | {"NCCL_P2P_LEVEL": "PXB"})
     got = _plan(facts, "kernel-upgrade").verify["nccl_defaults"].split(",")
     assert got == sorted(prog.NCCL_DEFAULTS)  # P2P_LEVEL has no "off" to undo: left alone
+
+
+def test_p2p_off_on_gpus_without_p2p_is_the_fix_not_a_workaround() -> None:
+    """RTX 4090s have no PCIe P2P (gpu_p2p.yaml): NCCL_P2P_DISABLE=1 stays on through a fix of
+    another kind, its probe keeps it, and no risk tells the operator to take it out."""
+    doc = json.loads((HOSTS / "focal-4x4090.json").read_text())
+    facts = _facts({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, doc=doc)
+    plan = _plan(facts, "kernel-upgrade")
+    assert plan.verify["nccl_defaults"] == "NCCL_SHM_DISABLE"
+    assert not [r for r in plan.risks if "NCCL_P2P_DISABLE=1" in r]
+    assert [r for r in plan.risks if "NCCL_SHM_DISABLE=1" in r]

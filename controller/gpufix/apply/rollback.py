@@ -61,10 +61,12 @@ def _kernel_may_move(rec: dict[str, Any]) -> bool:
     steps = rec.get("steps") or []
     if rec.get("rebooted") or any(s.get("playbook") == KERNEL_PLAYBOOK for s in steps):
         return True
+    if not rec.get("after"):
+        return True  # a step failed before the after-state was read: what it did is not known
     before = (rec.get("before") or {}).get("packages") or {}
-    after = (rec.get("after") or {}).get("packages") or {}
+    after = rec["after"].get("packages") or {}
     images = {n for n in (*before, *after) if str(n).startswith("linux-image-")}
-    return any(before.get(n) != after.get(n) for n in images) if after else False
+    return any(before.get(n) != after.get(n) for n in images)
 
 
 def reboots(ev: dict[str, Any]) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 from gpufix.engine import signals, table
 from gpufix.engine.context import Candidate, Constraints, Ctx
 from gpufix.engine.diagnose import findings, no_p2p, shares_switch
-from gpufix.engine.explain import explain, interim_for, leftover_workarounds
+from gpufix.engine.explain import explain, interim_for, leftover_workarounds, verify_defaults
 from gpufix.engine.gpu_names import with_named_caps
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.plan import Option, Plan, digest
@@ -232,6 +232,7 @@ def decide(
         extra={
             **chosen.extra,
             **explain(ctx, chosen, _passed_missing(order, cands, chosen)),
+            "nccl_defaults": verify_defaults(ctx, chosen),
             "facts": stable_facts(facts),
             "plan_date": ctx.day.isoformat(),
         },

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufix.engine.context import Candidate, Ctx
+from gpufix.engine.diagnose import no_p2p
 from gpufix.engine.needs import describe
 from gpufix.engine.plan import Interim
 from gpufix.engine.table import passed_over
@@ -80,27 +81,59 @@ def interim_for(ctx: Ctx, chosen: Candidate) -> Interim | None:
 KEEPS_NCCL_SETTINGS = frozenset({"none", "nccl-profile", "single-gpu"})
 
 
+def part_of_the_fix(ctx: Ctx, chosen: Candidate) -> set[str]:
+    """NCCL profiles that are the fix here, not a workaround to undo: P2P off on GPUs without
+    P2P (gpu_p2p.yaml, the host's own reading), the chosen stack's companion profiles."""
+    keep = set((chosen.extra.get("nccl_companion") or {}).get("profiles") or [])
+    if no_p2p(ctx.host, ctx.kb):
+        keep.add("no-p2p")
+    return keep
+
+
+def _workarounds_held(ctx: Ctx, chosen: Candidate) -> list[Any]:
+    """The profiles whose "off" the host's NCCL settings hold, through a fix of another kind."""
+    if chosen.strategy in KEEPS_NCCL_SETTINGS:
+        return []
+    have, keep = ctx.host.nccl_settings, part_of_the_fix(ctx, chosen)
+    return [
+        p
+        for p in ctx.kb.nccl_profiles
+        if not p.debug
+        and p.settings
+        and p.name not in keep
+        and all(have.get(k) == v for k, v in p.settings.items())
+    ]
+
+
+def verify_defaults(ctx: Ctx, chosen: Candidate) -> list[str]:
+    """The settings the probe after the fix runs at NCCL's default (plan verify.nccl_defaults):
+    an "off" the host holds that is a workaround here, where NCCL has a default to go back to."""
+    defaults = nccl_defaults()
+    keys = {k for p in _workarounds_held(ctx, chosen) for k in p.settings if k in defaults}
+    return sorted(keys)
+
+
 def leftover_workarounds(ctx: Ctx, chosen: Candidate) -> list[str]:
     """Risks: NCCL settings on the host that turn a mechanism off (an interim profile, a manual
     workaround) stay through a fix of another kind; the probe after the fix reads them too."""
-    if chosen.strategy in KEEPS_NCCL_SETTINGS:
-        return []
-    have = ctx.host.nccl_settings
+    undo = (
+        "take it out of /etc/nccl.conf (gpufix keeps an administrator's original as "
+        "/etc/nccl.conf.gpufix-orig) or the environment"
+    )
     out = []
-    for profile in ctx.kb.nccl_profiles:
-        if profile.debug or not profile.settings:
-            continue
-        if all(have.get(k) == v for k, v in profile.settings.items()):
-            kv = ", ".join(f"{k}={v}" for k, v in profile.settings.items())
-            held = f"the host's NCCL settings still hold {kv} (the {profile.name} profile: an interim or a workaround)"
-            undo = "take it out of /etc/nccl.conf (gpufix keeps an administrator's original as /etc/nccl.conf.gpufix-orig) or the environment"
-            if set(profile.settings) <= set(nccl_defaults()):
-                out.append(
-                    f"{held}: gpufix apply's probe after {chosen.strategy} runs with it at NCCL's "
-                    f"default (plan verify: nccl_defaults), but training jobs still read it and "
-                    f"its cost stays; once the fix is verified, {undo}"
-                )
-                continue
+    for profile in _workarounds_held(ctx, chosen):
+        kv = ", ".join(f"{k}={v}" for k, v in profile.settings.items())
+        held = (
+            f"the host's NCCL settings still hold {kv} (the {profile.name} profile: an interim "
+            "or a workaround)"
+        )
+        if set(profile.settings) <= set(nccl_defaults()):
+            out.append(
+                f"{held}: gpufix apply's probe after {chosen.strategy} runs with it at NCCL's "
+                f"default (plan verify: nccl_defaults), but training jobs still read it and its "
+                f"cost stays; once the fix is verified, {undo}"
+            )
+        else:
             out.append(
                 f"{held}: the probe after {chosen.strategy} reads it too, so it cannot show the "
                 f"fix works, and its cost stays; {undo} before the fix is verified"

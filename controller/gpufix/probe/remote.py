@@ -85,6 +85,8 @@ def probe_hosts(
                 out[name] = _parse(name, "", f"unreachable: {hr.message}")
             else:
                 out[name] = _parse(name, hr.stdout, hr.message)
+    for name, v in out.items():  # the program knows the hostname; gpufix plans inventory names
+        v["inventory_host"] = name
     return out
 
 

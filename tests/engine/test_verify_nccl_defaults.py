@@ -3,7 +3,8 @@
 An interim nccl-profile (or a hand-made workaround) leaves NCCL_P2P_DISABLE=1 in /etc/nccl.conf;
 the probe after a fix of another kind would read it too and pass whether the fix works or not.
 The plan names the settings the probe takes at NCCL's default (plan.verify.nccl_defaults), from
-the probe program's own list (NCCL_DEFAULTS), and only for a fix that leaves nccl.conf alone.
+nccl_knobs.yaml's `default` (the probe program's NCCL_DEFAULTS agree), and only for a fix that
+leaves nccl.conf alone and where the "off" is not the fix itself.
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ def test_a_plan_that_writes_nccl_conf_itself_resets_nothing(strategy: str) -> No
     facts = _facts({"NCCL_P2P_DISABLE": "1"})
     plan = _plan(facts, strategy)
     assert plan.strategy == strategy and "nccl_defaults" not in plan.verify
+
+
+def test_the_knowledge_base_and_the_probe_agree_on_the_defaults() -> None:
+    """The engine reads nccl_knobs.yaml; the probe, which never imports gpufix, has its own
+    copy (NCCL_DEFAULTS): the two must name the same settings and values."""
+    assert load_kb().nccl_defaults() == load_program().NCCL_DEFAULTS
 
 
 def test_the_plan_and_the_probe_share_one_list() -> None:

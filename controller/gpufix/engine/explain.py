@@ -10,7 +10,6 @@ from gpufix.engine.diagnose import no_p2p
 from gpufix.engine.needs import describe
 from gpufix.engine.plan import Interim
 from gpufix.engine.table import passed_over
-from gpufix.probe.local import nccl_defaults
 
 
 def after_healthy(ctx: Ctx, chosen: Candidate) -> tuple[str, ...]:
@@ -108,7 +107,7 @@ def _workarounds_held(ctx: Ctx, chosen: Candidate) -> list[Any]:
 def verify_defaults(ctx: Ctx, chosen: Candidate) -> list[str]:
     """The settings the probe after the fix runs at NCCL's default (plan verify.nccl_defaults):
     an "off" the host holds that is a workaround here, where NCCL has a default to go back to."""
-    defaults = nccl_defaults()
+    defaults = ctx.kb.nccl_defaults()
     keys = {k for p in _workarounds_held(ctx, chosen) for k in p.settings if k in defaults}
     return sorted(keys)
 
@@ -127,7 +126,7 @@ def leftover_workarounds(ctx: Ctx, chosen: Candidate) -> list[str]:
             f"the host's NCCL settings still hold {kv} (the {profile.name} profile: an interim "
             "or a workaround)"
         )
-        if set(profile.settings) <= set(nccl_defaults()):
+        if set(profile.settings) <= set(ctx.kb.nccl_defaults()):
             out.append(
                 f"{held}: gpufix apply's probe after {chosen.strategy} runs with it at NCCL's "
                 f"default (plan verify: nccl_defaults), but training jobs still read it and its "

@@ -582,6 +582,10 @@ class KnowledgeBase:
             None,
         )
 
+    def nccl_defaults(self) -> dict[str, str]:
+        """The knobs whose "off" has a documented default to go back to (nccl_knobs.yaml)."""
+        return {k.name: k.default for k in self.nccl_knobs if k.default is not None}
+
     def gpu_p2p_capable(self, name: object) -> bool | None:
         """False for GPU models that cannot do PCIe P2P at all; None when nothing is recorded."""
         row = next((r for r in self.gpu_p2p if _names_model(gpu_name(name), r.match)), None)

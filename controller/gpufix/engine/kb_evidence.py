@@ -147,6 +147,9 @@ class NcclKnob:
     kind: str
     source: str
     note: str | None = None
+    # the value that leaves the mechanism on, where NCCL documents one (transport knobs: "0");
+    # the probe after a fix puts it in the environment over an "off" in nccl.conf
+    default: str | None = None
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,14 @@ TABLES: Mapping[str, c.Table] = MappingProxyType(
             setup=c.listof(c.choice(SETUPS)),
             workaround=c.optional(c.text),
         ),
-        "nccl_knobs": c.table(NcclKnob, "name", (), name=c.text, kind=c.choice(KNOB_KINDS)),
+        "nccl_knobs": c.table(
+            NcclKnob,
+            "name",
+            ("default",),
+            name=c.text,
+            kind=c.choice(KNOB_KINDS),
+            default=c.optional(c.text),
+        ),
         "torch_nccl": c.table(
             TorchNccl,
             "",

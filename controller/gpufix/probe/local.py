@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from functools import cache
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
@@ -41,12 +40,6 @@ def load_program() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@cache
-def nccl_defaults() -> dict[str, str]:
-    """The NCCL settings the probe can run at NCCL's default (--nccl-default): NCCL_DEFAULTS."""
-    return dict(load_program().NCCL_DEFAULTS)
 
 
 def schema() -> dict[str, Any]:

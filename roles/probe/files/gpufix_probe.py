@@ -1765,7 +1765,8 @@ IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 # NCCL reads ~/.nccl.conf and /etc/nccl.conf only for variables not in the environment
 # (src/misc/param.cc: setEnvFile calls setenv(var, value, 0)), so the default in the
 # environment outweighs an interim's "1" there: the verification of a permanent fix after an
-# interim one runs without the interim (gpufix apply, docs/probe.md).
+# interim one runs without the interim (gpufix apply, docs/probe.md). The engine's copy is
+# nccl_knobs.yaml's `default` (this program never imports gpufix; a test keeps the two equal).
 NCCL_DEFAULTS = {
     "NCCL_P2P_DISABLE": "0",
     "NCCL_SHM_DISABLE": "0",

@@ -115,3 +115,15 @@ def test_a_verdict_of_a_host_not_reached_goes_to_no_other_host() -> None:
         assert "none of the 2 hosts planned" in str(exc)
     else:
         raise AssertionError("a verdict of no targeted host was bound")
+
+
+def test_a_hostile_inventory_host_is_only_ever_text(cli: CliRun, tmp_path: Path) -> None:
+    """`inventory_host` comes from a file: it only names hosts, in one line of text; a
+    non-string is a schema error (exit 3), never a host pattern or a command."""
+    hostile = "gpu77\n{{ lookup('pipe', 'id') }}$(reboot)"
+    code, out, _ = _plan(cli, tmp_path, {**_verdict(), "inventory_host": hostile})
+    (plan,) = json.loads(out)["plans"]
+    (risk,) = [r for r in plan["risks"] if "recorded on" in r]
+    assert code == 0 and "\n" not in risk and "uid=" not in out
+    code, out, err = _plan(cli, tmp_path, {**_verdict(), "inventory_host": ["host01"]})
+    assert code == 3 and out == "" and len(err.strip().splitlines()) == 1

@@ -35,6 +35,8 @@ _CONSTRAINT_PATTERNS = {
     "container_image": re.compile(PATTERNS["image_digest"]),
     "venv_path": re.compile(PATTERNS["abspath"]),
 }
+# A plan's host (plan.schema.json $defs/host): TARGET names the planned host only when it is one.
+HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,252}$")
 ML_STACK_PLAYBOOK = "cuda_downgrade.yml"
 ML_STACK_VENV_DEFAULT = "/opt/gpufix/venv"  # roles/ml_stack/defaults: gpufix_ml_stack_venv
 
@@ -123,22 +125,37 @@ def plan_host(
     python_envs: list[str] | None,
     kb: KnowledgeBase,
     rules: Rules,
+    facts_host: str | None = None,
 ) -> Plan:
-    """One host's plan, with its inputs recorded. Pure: the same inputs give the same plan."""
+    """One host's plan, with its inputs recorded. Pure: the same inputs give the same plan.
+
+    `facts_host`: the host name a snapshot file was recorded under, when the plan is for another
+    name (`gpufix plan TARGET --facts FILE`); the plan says so, and a verdict recorded on either
+    name is this machine's."""
     plan = decide(facts, verdict, constraints, kb=kb, rules=rules, host_name=host)
-    if verdict is not None and host not in verdict_hosts(verdict):
+    risks = []
+    if facts_host is not None and facts_host != host:
+        risks.append(
+            f"the facts were recorded on '{one_line(facts_host, 120)}' and are planned for "
+            f"{host!r}: apply gathers {host!r}'s facts again and refuses the plan if they differ"
+        )
+    names = {host, facts_host}
+    if verdict is not None and not names & set(verdict_hosts(verdict)):
         recorded = one_line(", ".join(verdict_hosts(verdict)), 120)
-        risk = (
+        risks.append(
             f"the probe verdict was recorded on {recorded!r}, not on {host!r}: its evidence is "
             "read as this host's; probe this host (gpufix probe HOST) if it is another machine"
         )
-        plan = replace(plan, risks=[*plan.risks, risk])
-    inputs = {
+    if risks:
+        plan = replace(plan, risks=[*plan.risks, *risks])
+    inputs: dict[str, Any] = {
         "facts": dict(facts),
         "verdict": verdict,
         "constraints": constraints_to_dict(constraints),
         "python_envs": list(python_envs or []),
     }
+    if facts_host is not None and facts_host != host:
+        inputs["facts_host"] = facts_host
     verify = verify_python(plan, facts)
     defaults = verify_nccl_defaults(plan)
     if defaults:
@@ -213,8 +230,14 @@ def make_plans(
     if constraints.plan_date is None:  # support windows are judged on the day the plan is made
         constraints = replace(constraints, plan_date=date.today())
     out = Planned()
+    facts_host: str | None = None
     if facts_file is not None:
-        snaps = [load_snapshot(facts_file)]
+        snap = load_snapshot(facts_file)
+        if HOST.fullmatch(target) and target != snap.host:
+            # planned for TARGET, the name apply will reach; the plan records the snapshot's
+            facts_host = snap.host
+            snap = replace(snap, host=target)
+        snaps = [snap]
     else:
         from gpufix.facts.collect import gather
 
@@ -246,6 +269,7 @@ def make_plans(
                 python_envs=python_envs,
                 kb=kb,
                 rules=rules,
+                facts_host=facts_host,
             )
         )
     return out

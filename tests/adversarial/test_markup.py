@@ -100,6 +100,9 @@ def test_plan_shows_a_hostile_host_name_and_kernel_as_text(hostile: tuple[Path, 
     a, b = hostile
     r = gpufix("plan", "x", "--facts", str(a))
     assert r.returncode == 0, r.stderr
+    assert "gpufix plan for x" in r.stdout  # planned for TARGET; the snapshot's name in a risk
+    assert "recorded on 'host\\x1b]0;pwned\\x07\\x1b[2J\\x1b[H'" in r.stdout
+    r = gpufix("plan", "all:!x", "--facts", str(a))  # no host name: the snapshot's is the plan's
     assert "gpufix plan for host\\x1b]0;pwned\\x07\\x1b[2J\\x1b[H" in r.stdout
     assert MARKUP in r.stdout
     no_escape_reaches_the_terminal(r.stdout)

@@ -77,7 +77,7 @@ def test_a_lone_host_takes_a_verdict_recorded_under_another_name_and_says_so(
     assert any("recorded on 'gpu77'" in r for r in plan["risks"]), plan["risks"]
     code, out, _ = _plan(cli, tmp_path, {**_verdict(), "host": "bionic-ga-2x3090"})
     (plan,) = json.loads(out)["plans"]
-    assert not any("recorded on" in r for r in plan["risks"])
+    assert not any("probe verdict was recorded on" in r for r in plan["risks"])
 
 
 def test_a_multi_node_verdict_goes_to_every_host_it_ran_on(cli: CliRun, tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_a_hostile_inventory_host_is_only_ever_text(cli: CliRun, tmp_path: Path)
     hostile = "gpu77\n{{ lookup('pipe', 'id') }}$(reboot)"
     code, out, _ = _plan(cli, tmp_path, {**_verdict(), "inventory_host": hostile})
     (plan,) = json.loads(out)["plans"]
-    (risk,) = [r for r in plan["risks"] if "recorded on" in r]
+    (risk,) = [r for r in plan["risks"] if "verdict was recorded on" in r]
     assert code == 0 and "\n" not in risk and "uid=" not in out
     code, out, err = _plan(cli, tmp_path, {**_verdict(), "inventory_host": ["host01"]})
     assert code == 3 and out == "" and len(err.strip().splitlines()) == 1

@@ -66,6 +66,7 @@ def rederive(plan: Plan, kb: KnowledgeBase, rules: Rules, where: str) -> Plan:
         python_envs=envs,
         kb=kb,
         rules=rules,
+        facts_host=got.get("facts_host"),
     )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufix import inputs, runner
+from gpufix.apply import interims
 from gpufix.apply.journal import Journal
 from gpufix.apply.result import HEALTHY, Options
 from gpufix.apply.rollback import KERNEL_PLAYBOOK, rollback
@@ -154,7 +155,7 @@ class After:
             if kernel_step(self.plans[h]) and self.journal.changed_any(h) and not self.opts.check:
                 self.finalize(h)
                 return
-            self.set(h, "healthy", "probe: healthy")
+            self.set(h, "healthy", "probe: healthy" + self._interims(h))
             return
         stalled = verdict.get("stalled") if isinstance(verdict, dict) else None
         why = (
@@ -178,7 +179,8 @@ class After:
         )
         hr = res.hosts.get(h)
         if hr is not None and hr.status == "ok":
-            self.set(h, "healthy", "probe: healthy; the new kernel is GRUB's default now")
+            note = "probe: healthy; the new kernel is GRUB's default now" + self._interims(h)
+            self.set(h, "healthy", note)
             return
         msg = hr.message if hr else f"no result ({res.status})"
         # healthy but not the default yet: the next reboot would return to the old kernel
@@ -188,6 +190,13 @@ class After:
             f"probe: healthy, but GRUB's default order was not restored ({inputs.one_line(msg)}):"
             f" run playbooks/{FINALIZE_PLAYBOOK} on {h} before the next reboot",
         )
+
+    def _interims(self, h: str) -> str:
+        """Interim runs whose setting the permanent fix was just verified without."""
+        defaults = "" if self.opts.interim else self.plans[h].verify.get("nccl_defaults", "")
+        if not defaults or not self.journal.persistent:
+            return ""
+        return interims.note(h, self.journal.run_id, defaults)
 
     # -- failure and rollback -----------------------------------------------------------------
     def fail(self, h: str, reason: str, verdict: str | None) -> None:

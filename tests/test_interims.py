@@ -95,3 +95,20 @@ def test_a_healthy_verification_names_the_interim_only_when_it_was_verified_with
     rec = FileJournal.open(j.run_id).host("h1")
     assert rec["state"] == "healthy"
     assert (f"gpufix rollback {held.run_id} h1" in rec["reason"]) is named, rec["reason"]
+
+
+def test_status_lists_each_runs_kind(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    interim = _run("interim", ["h1"])
+    permanent = _run("permanent", ["h1"])
+    r = subprocess.run(
+        [sys.executable, "-m", "gpufix", "status"],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rows = {line.split("│")[1].strip(): line for line in r.stdout.splitlines() if "│" in line}
+    assert "interim" in rows[interim.run_id] and "permanent" in rows[permanent.run_id]

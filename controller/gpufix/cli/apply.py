@@ -323,12 +323,14 @@ def status_cmd(run: str | None, as_json: bool) -> None:
         rows = []
         for r, j, e in runs:
             if j is None:
-                rows.append([r, "unreadable", "-", e])
+                rows.append([r, "unreadable", "-", "-", e])
                 continue
             states = [str(x.get("state", "?")) for x in j.records()]
             counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))
-            rows.append([r, j.state, str(j.meta.get("plan_file") or "-"), counts])
-        _console().print(_table("gpufix apply runs", ["run", "state", "plan", "hosts"], rows))
+            kind = str(j.meta.get("kind") or "permanent")
+            rows.append([r, j.state, kind, str(j.meta.get("plan_file") or "-"), counts])
+        columns = ["run", "state", "kind", "plan", "hosts"]
+        _console().print(_table("gpufix apply runs", columns, rows))
         return
     j = FileJournal.open(run)
     if as_json:

@@ -1,0 +1,1 @@
+# source: https://github.com/huggingface/pytorch-image-models/issues/72

@@ -19,7 +19,6 @@ CASES = recall.load_cases()
 KNOWN_DEV_MISSES = {
     "gpf008-mmengine-665": "map_location passed from a None default; the module starts no group",
     "gpf005-yolov7-2146": "cuda:0 in a loss module that train.py imports; the module starts no group",
-    "gpf007-koboldcpp-1023": "literal CUDA_VISIBLE_DEVICES values in nvidia-smi numbering",
 }
 
 

@@ -482,6 +482,29 @@ def test_gpf007_value_built_with_augmented_assignment() -> None:
     assert _codes(src.replace('queue += str(i) + ","', "pass")) == []
 
 
+def test_gpf007_several_literals_stand_for_a_choice_among_listed_gpus() -> None:
+    # The shape of https://github.com/LostRuins/koboldcpp/issues/1023 (a dev case of
+    # tests/lint_corpus): GPUs listed with nvidia-smi, then one literal per choice.
+    src = """\
+        import os, subprocess
+        names = subprocess.run(["nvidia-smi", "-L"], capture_output=True).stdout
+        def use(choice):
+            if choice == "0":
+                os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+            elif choice == "1":
+                os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+        """
+    assert _codes(src) == [(5, "GPF007"), (7, "GPF007")]
+    # One literal is a GPU chosen by hand, even beside nvidia-smi.
+    one = src.replace('"1"\n', '"0"\n')
+    assert _codes(one) == []
+    # CUDA numbering GPUs as nvidia-smi does (CUDA_DEVICE_ORDER=PCI_BUS_ID) is the fix.
+    ordered = src.replace(
+        "def use", 'os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"\n        def use'
+    )
+    assert _codes(ordered) == []
+
+
 def test_noqa_forms() -> None:
     src = """
         import os

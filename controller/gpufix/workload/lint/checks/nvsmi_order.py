@@ -1,5 +1,8 @@
 """GPF007: a GPU picked with nvidia-smi / NVML numbering written to CUDA_VISIBLE_DEVICES while
-CUDA still numbers GPUs fastest-first (no CUDA_DEVICE_ORDER=PCI_BUS_ID anywhere in the run)."""
+CUDA still numbers GPUs fastest-first (no CUDA_DEVICE_ORDER=PCI_BUS_ID anywhere in the run).
+
+The index is a value computed at run time, or one of several literals the module picks among
+(a branch per GPU it listed), never a single literal (chosen by hand)."""
 
 from __future__ import annotations
 
@@ -69,9 +72,13 @@ def run(ctx: CheckContext) -> None:
     for sf in candidates:
         if _orders_by_pci(ctx, sf) or not _uses_smi_numbering(sf):
             continue
-        for w, stmt, _ in all_env_writes(sf):
-            if w.key != CUDA_VISIBLE_DEVICES or sf.names.const_str(w.value) is not None:
-                continue  # a literal was chosen by hand, not read from nvidia-smi
+        writes = [(w, stmt) for w, stmt, _ in all_env_writes(sf) if w.key == CUDA_VISIBLE_DEVICES]
+        literals = {sf.names.const_str(w.value) for w, _ in writes} - {None}
+        for w, stmt in writes:
+            if sf.names.const_str(w.value) is not None and len(literals) < 2:
+                # one literal was chosen by hand; several stand for a choice among the GPUs
+                # the module listed with nvidia-smi ("0" if the user picked the first, ...)
+                continue
             fix = None
             if w.statement and w.environ is not None and isinstance(stmt, ast.stmt):
                 env = segment(sf, w.environ) or "os.environ"

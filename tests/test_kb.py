@@ -457,6 +457,7 @@ def test_nccl_profiles(k: kb.KnowledgeBase) -> None:
         "proto-simple",
         "algo-ring",
         "pxn-off",
+        "gdr-off",
         "debug",
     }
     default = k.nccl_profile("default")

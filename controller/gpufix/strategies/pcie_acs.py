@@ -53,6 +53,22 @@ def _outcome(ctx: Ctx, vars_: dict[str, Any]) -> str:
     return text
 
 
+def _nothing_to_change(ctx: Ctx) -> str:
+    """Why there is nothing to change; an unread fact is said to be unread, not absent."""
+    h = ctx.host
+    unread = []
+    if not h.acs_known:
+        unread.append("ACS on the bridges above the GPUs")
+    if h.iommu_mode in (None, "unknown"):
+        unread.append("the IOMMU mode")
+    if unread:
+        return (
+            f"{' and '.join(unread)} not read (`gpufix facts HOST` with become): nothing to "
+            "change on what is known"
+        )
+    return "no ACS redirect that matters above the GPUs and IOMMU not translating"
+
+
 def evaluate(ctx: Ctx) -> Candidate:
     problem = multi_gpu_problem(ctx)
     if problem:
@@ -65,11 +81,7 @@ def evaluate(ctx: Ctx) -> Candidate:
         )
     vars_, what, reboot = _changes(ctx)
     if not what:
-        return Candidate(
-            "pcie-acs",
-            False,
-            "no ACS redirect that matters above the GPUs and IOMMU not translating",
-        )
+        return Candidate("pcie-acs", False, _nothing_to_change(ctx))
     step = Step(PLAYBOOK, "; ".join(what), vars_, reboot=reboot)
     risks = [
         "disabling ACS weakens isolation between devices (matters for VFIO pass-through hosts)"

@@ -11,7 +11,15 @@ from llama import LLaMA, ModelArgs, Tokenizer, Transformer
 USE_CUDA = os.environ.get("USE_CUDA", False)
 
 
-def load(ckpt_dir: str, tokenizer_path: str, rank: int, world_size: int, max_seq_len: int, max_batch_size: int, device: torch.device) -> LLaMA:
+def load(
+    ckpt_dir: str,
+    tokenizer_path: str,
+    rank: int,
+    world_size: int,
+    max_seq_len: int,
+    max_batch_size: int,
+    device: torch.device,
+) -> LLaMA:
     if ckpt_dir:
         checkpoints = sorted(Path(ckpt_dir).glob("*.pth"))
         checkpoint = torch.load(checkpoints[rank], map_location="cpu")

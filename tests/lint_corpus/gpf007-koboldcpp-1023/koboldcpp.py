@@ -39,7 +39,10 @@ def fetch_gpu_properties(testCL, testCU, testVK):
         try:  # Get NVIDIA GPU names, in nvidia-smi's order: the launcher's GPU ids
             output = subprocess.run(
                 ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                capture_output=True, text=True, check=True, encoding="utf-8",
+                capture_output=True,
+                text=True,
+                check=True,
+                encoding="utf-8",
             ).stdout
             FetchedCUdevices = [line.split(",")[0].strip() for line in output.splitlines()]
             for idx in range(min(len(FetchedCUdevices), len(CUDevicesNames))):

@@ -31,7 +31,11 @@ def main():
     parser.add_argument("--data_dir", type=str)
     args = parser.parse_args()
 
-    clip_model = create_model_from_pretrained("hf-hub:apple/DFN5B-CLIP-ViT-H-14-384", return_transform=False).eval().cuda()
+    clip_model = (
+        create_model_from_pretrained("hf-hub:apple/DFN5B-CLIP-ViT-H-14-384", return_transform=False)
+        .eval()
+        .cuda()
+    )
     tod = AutoEncoderModule(vae_ckpt_path="./ext_weights/v1-16.pth", mode="16k").eval().cuda()
 
     dataset = WavTextClipsDataset(args.data_dir)

@@ -71,3 +71,38 @@ def test_acs_redirect_above_the_gpus_makes_the_pcie_settings_the_fix() -> None:
     assert plan.strategy == "pcie-acs"
     assert plan.interim is not None
     assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["gdr-off"]
+
+
+def _gdr_off_decided() -> dict[str, Any]:
+    """A multi-node run that failed in the all-reduce and was healthy with GDR off."""
+    exp = {"id": "gdr-off", "env": {"NCCL_NET_GDR_LEVEL": "LOC"}, "gpus": None,
+           "verdict": "healthy", "stalled": None, "error": None, "elapsed_s": 9.0}  # fmt: skip
+    return failed(OLD) | {
+        "scope": "multi-node",
+        "hosts": ["n1", "n2"],
+        "failed_layer": "ib",
+        "failed_hosts": ["n1", "n2"],
+        "experiments": [exp],
+        "decided_by": "gdr-off",
+    }
+
+
+def test_gdr_off_healthy_keeps_rdma_through_host_memory_and_asks_for_acs() -> None:
+    facts = a100_host("2.8.0+cu128")
+    facts["pcie"]["bridges"] = {"unknown": "lspci without root"}
+    plan = decide(facts, _gdr_off_decided())
+    assert plan.extra["decision"]["row"] == "gdr-off"
+    assert plan.steps[0].vars["gpufix_nccl_profile_names"] == ["gdr-off"]
+    assert "acs" in {n["id"] for n in plan.extra["needs"]}
+
+
+def test_gdr_off_healthy_above_acs_redirect_makes_the_pcie_settings_the_fix() -> None:
+    facts = a100_host("2.8.0+cu128")
+    facts["pcie"]["bridges"] = [
+        {"bdf": "0000:03:00.0", "above_gpu": True, "acs_enabled": True, "port": "downstream"}
+    ]
+    plan = decide(facts, _gdr_off_decided())
+    assert plan.extra["decision"]["row"] == "gdr-off-acs-iommu"
+    assert plan.strategy == "pcie-acs"
+    assert plan.interim is not None
+    assert plan.interim.steps[0].vars["gpufix_nccl_profile_names"] == ["gdr-off"]

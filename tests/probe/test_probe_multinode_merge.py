@@ -95,6 +95,7 @@ def test_healthy_and_degraded() -> None:
         ("pg_init", "ifname-eth0", True, "interface"),
         ("allreduce", "ifname-ib0", False, "interface"),
         ("pg_init", "ib-off", False, "ib"),
+        ("allreduce", "gdr-off", False, "ib"),  # GPU Direct RDMA: the IB path's GPU side
         ("allreduce", None, False, "collective"),
         ("allreduce", "proto-simple", False, "collective"),
         ("cuda_init", None, False, None),  # inside one host: its own probe's business
@@ -192,6 +193,34 @@ def test_an_interface_experiment_that_decides_is_the_cause(prog: types.ModuleTyp
     assert v["decided_by"] == "ifname-eth0" and v["failed_layer"] == "interface"
     assert [c["id"] for c in v["causes"]] == ["socket-interface"]
     assert "healthy with ifname-eth0 (1 experiments)" in summarize(v)
+
+
+def test_gpu_direct_rdma_off_that_decides_is_its_own_cause(prog: types.ModuleType) -> None:
+    """GDR off keeps InfiniBand: the cause is the NIC's access to GPU memory, not the IB path."""
+    out = MergedOutcome("failed", "allreduce", ["h1", "h2"], [0, 1], "h1: x; h2: y")
+    exp = {
+        "id": "gdr-off",
+        "env": {"NCCL_NET_GDR_LEVEL": "LOC"},
+        "gpus": None,
+        "verdict": "healthy",
+        "stalled": None,
+        "error": None,
+        "elapsed_s": 9.5,
+    }
+    r = run(out, "ib", experiments=[exp], decided_by="gdr-off")
+    v = validate(multiverdict.build(r, prog))
+    assert v["decided_by"] == "gdr-off" and v["failed_layer"] == "ib"
+    assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("gpu-direct-rdma", "nccl-profile")]
+
+
+def test_multi_node_experiments_try_gdr_off_before_ib_off_once_data_moves() -> None:
+    from gpufix.probe.multinode import plan
+
+    data = MergedOutcome("hung", "allreduce", ["h2"], [1])
+    assert plan(data, ["eth1"], True)[:3] == ["gdr-off", "ib-off", "ifname-eth1"]
+    assert "gdr-off" not in plan(data, ["eth1"], False)  # no InfiniBand: no GPU Direct RDMA
+    init = MergedOutcome("hung", "pg_init", ["h2"], [1])
+    assert plan(init, ["eth1"], True) == ["ifname-eth1", "ib-off"]
 
 
 def test_the_soak_is_the_worst_hosts(prog: types.ModuleType) -> None:

@@ -76,6 +76,14 @@ def test_knobs_the_facts_make_moot_are_left_out(
     assert not [p for p in plan if p.startswith("gpus-")]  # two GPUs: the pair is the main run
 
 
+def test_gdr_off_is_never_tried_inside_one_host(prog: types.ModuleType) -> None:
+    """GPU Direct RDMA moves data between a NIC and GPU memory: only the multi-node probe's
+    experiments reach it (gpufix.probe.multinode)."""
+    for worst in (None, "SYS", "NV18"):
+        facts = {"topology_worst": worst, "infiniband": ["mlx5_0"]}
+        assert "gdr-off" not in prog.plan_experiments(ns(), facts, 4, 4)
+
+
 def test_a_knob_already_set_is_left_out(
     prog: types.ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -105,6 +113,7 @@ def test_switches_that_narrow_the_plan(prog: types.ModuleType) -> None:
         ("proto-simple", {"NCCL_PROTO": "Simple"}, None),
         ("algo-ring", {"NCCL_ALGO": "Ring"}, None),
         ("nvls-off", {"NCCL_NVLS_ENABLE": "0"}, None),
+        ("gdr-off", {"NCCL_NET_GDR_LEVEL": "LOC"}, None),
         ("gpus-1-3", {}, [1, 3]),
         ("ifname-eth1", {"NCCL_SOCKET_IFNAME": "eth1", "GLOO_SOCKET_IFNAME": "eth1"}, None),
     ],

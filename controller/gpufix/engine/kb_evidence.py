@@ -37,6 +37,7 @@ EXPERIMENTS = (
     "proto-simple",
     "algo-ring",
     "nvls-off",
+    "gdr-off",
     "ifname",
     "gpus",
 )

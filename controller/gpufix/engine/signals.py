@@ -25,7 +25,7 @@ CAUSE_SIGNATURES = {
 # results there say nothing (interface experiments set GLOO_SOCKET_IFNAME too).
 NCCL_ONLY = frozenset(
     {"p2p-off", "p2p-level-pxb", "shm-off", "cumem-off", "ib-off", "proto-simple", "algo-ring",
-     "nvls-off"}
+     "nvls-off", "gdr-off"}
 )  # fmt: skip
 # Log lines that report trouble; NCCL's INFO lines name transports and files in normal runs too.
 _TROUBLE = ("warn", "error", "fail")

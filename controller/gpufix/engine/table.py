@@ -57,6 +57,7 @@ EXPERIMENT_ENV = MappingProxyType(
         "proto-simple": "NCCL_PROTO=Simple",
         "algo-ring": "NCCL_ALGO=Ring",
         "nvls-off": "NCCL_NVLS_ENABLE=0",
+        "gdr-off": "NCCL_NET_GDR_LEVEL=LOC",
         "gpus": "a subset of the GPUs",
     }
 )
@@ -137,6 +138,7 @@ PROFILE_EXPERIMENT = MappingProxyType(
         "proto-simple": "proto-simple",
         "algo-ring": "algo-ring",
         "nvls-off": "nvls-off",
+        "gdr-off": "gdr-off",
     }
 )
 assert set(PROFILE_EXPERIMENT.values()) == NCCL_ONLY == set(EXPERIMENT_ENV) - {"gpus"}

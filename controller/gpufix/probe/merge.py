@@ -92,7 +92,7 @@ def layer(outcome: MergedOutcome, decided_by: str | None, private_network: bool)
         return None
     if decided_by and decided_by.startswith("ifname-"):
         return "interface"
-    if decided_by == "ib-off":
+    if decided_by in ("ib-off", "gdr-off"):
         return "ib"
     if outcome.phase == "rendezvous":
         return "rendezvous"

@@ -27,10 +27,13 @@ def plan(outcome: MergedOutcome, candidates: list[str], infiniband: bool) -> lis
     """Experiments for a run that is not healthy: the network path first, then NCCL's knobs."""
     ifs = [f"ifname-{name}" for name in candidates]
     ib = ["ib-off"] if infiniband else []
+    # GPU Direct RDMA off keeps InfiniBand, staged through host memory: narrower than IB off,
+    # so tried first once data moves (NCCL registers GPU memory with the NIC at connection).
+    gdr = ["gdr-off"] if infiniband else []
     if outcome.phase == "pg_init":
         return ifs + ib
     if outcome.phase in ("barrier", "allreduce", "soak"):
-        return ib + ifs + _COLLECTIVE_KNOBS
+        return gdr + ib + ifs + _COLLECTIVE_KNOBS
     return []  # rendezvous: only the address and port matter; inside a host: its own probe
 
 

@@ -67,7 +67,7 @@ def _causes(run: MultiRun, prog: Any) -> list[dict[str, str]]:
             if p.host in run.outcome.hosts
             for c in (p.verdict or {}).get("causes", [])
         ]
-    elif run.layer == "collective":
+    elif run.layer == "collective" or run.decided_by == "gdr-off":
         ids = list(prog.DECIDED_CAUSES.get(run.decided_by or "", ())) or ["nccl-transport"]
     else:
         ids = _LAYER_CAUSES[run.layer]

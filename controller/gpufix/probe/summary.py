@@ -19,6 +19,7 @@ _CAUSE_LABELS = {
     "shm-transport": "NCCL's shared-memory transport",
     "cumem": "NCCL's cuMem allocations",
     "ib-path": "the InfiniBand/RoCE path",
+    "gpu-direct-rdma": "GPU Direct RDMA between the NIC and GPU memory (ACS)",
     "nccl-protocol": "an NCCL protocol (LL/LL128)",
     "nccl-algorithm": "an NCCL algorithm (tree/NVLS)",
     "nvls": "NVLink SHARP",

@@ -158,6 +158,12 @@ CAUSES.update(
             "the run was healthy with NCCL_IB_DISABLE=1: the InfiniBand/RoCE path fails "
             "(HCA, GID, firewall, or GPUDirect RDMA); sockets are the interim fix",
         ),
+        "gpu-direct-rdma": (
+            "nccl-profile",
+            "the run was healthy with NCCL_NET_GDR_LEVEL=LOC: the NIC cannot reach GPU memory "
+            "directly (GPU Direct RDMA), most often ACS redirecting PCIe peer traffic (NCCL's "
+            "own hint for IB local protection errors); GDR off is the interim fix",
+        ),
         "nccl-protocol": (
             "nccl-profile",
             "the run was healthy with NCCL_PROTO=Simple: a low-latency protocol (LL/LL128) "
@@ -214,6 +220,7 @@ DECIDED_CAUSES = {
     "shm-off": ("shm-transport",),
     "cumem-off": ("cumem",),
     "ib-off": ("ib-path",),
+    "gdr-off": ("gpu-direct-rdma",),
     "proto-simple": ("nccl-protocol",),
     "algo-ring": ("nccl-algorithm",),
     "nvls-off": ("nvls",),
@@ -1758,6 +1765,9 @@ KNOBS = (
     ("proto-simple", {"NCCL_PROTO": "Simple"}),
     ("algo-ring", {"NCCL_ALGO": "Ring"}),
     ("nvls-off", {"NCCL_NVLS_ENABLE": "0"}),
+    # GPU Direct RDMA (NIC <-> GPU memory) carries traffic between hosts only: the multi-node
+    # probe tries it (gpufix.probe.multinode), never a run inside one host.
+    ("gdr-off", {"NCCL_NET_GDR_LEVEL": "LOC"}),
 )
 # Interface names as the kernel allows them (IFNAMSIZ 16, no '/' or blanks).
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
@@ -1799,6 +1809,8 @@ def knob_applies(exp_id: str, env: Dict[str, str], facts: Dict[str, Any]) -> boo
         return False  # every pair is within PXB already
     if exp_id == "nvls-off" and worst and not worst.startswith("NV"):
         return False  # NVLink SHARP needs NVLink/NVSwitch
+    if exp_id == "gdr-off":
+        return False  # inside one host NCCL does not use the network transport's GPU Direct
     # NCCL uses InfiniBand only where the host has it.
     return exp_id != "ib-off" or bool(facts.get("infiniband"))
 

@@ -177,17 +177,16 @@ def test_the_verdict_validates_and_names_layer_hosts_and_cause(prog: types.Modul
     assert summarize(v).startswith("hung in rendezvous on h2 of h1, h2: rendezvous layer")
 
 
+def healthy_experiment(exp_id: str, env: dict[str, str]) -> dict[str, Any]:
+    """A multi-host experiment run that turned healthy, in the contract's form."""
+    return {"id": exp_id, "env": env, "gpus": None, "verdict": "healthy", "stalled": None,
+            "error": None, "elapsed_s": 9.5}  # fmt: skip
+
+
 def test_an_interface_experiment_that_decides_is_the_cause(prog: types.ModuleType) -> None:
     out = MergedOutcome("hung", "pg_init", ["h1", "h2"], [0, 1], "h1: x; h2: y")
-    exp = {
-        "id": "ifname-eth0",
-        "env": {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"},
-        "gpus": None,
-        "verdict": "healthy",
-        "stalled": None,
-        "error": None,
-        "elapsed_s": 9.5,
-    }
+    env = {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"}
+    exp = healthy_experiment("ifname-eth0", env)
     r = run(out, "interface", experiments=[exp], decided_by="ifname-eth0")
     v = validate(multiverdict.build(r, prog))
     assert v["decided_by"] == "ifname-eth0" and v["failed_layer"] == "interface"
@@ -198,15 +197,7 @@ def test_an_interface_experiment_that_decides_is_the_cause(prog: types.ModuleTyp
 def test_gpu_direct_rdma_off_that_decides_is_its_own_cause(prog: types.ModuleType) -> None:
     """GDR off keeps InfiniBand: the cause is the NIC's access to GPU memory, not the IB path."""
     out = MergedOutcome("failed", "allreduce", ["h1", "h2"], [0, 1], "h1: x; h2: y")
-    exp = {
-        "id": "gdr-off",
-        "env": {"NCCL_NET_GDR_LEVEL": "LOC"},
-        "gpus": None,
-        "verdict": "healthy",
-        "stalled": None,
-        "error": None,
-        "elapsed_s": 9.5,
-    }
+    exp = healthy_experiment("gdr-off", {"NCCL_NET_GDR_LEVEL": "LOC"})
     r = run(out, "ib", experiments=[exp], decided_by="gdr-off")
     v = validate(multiverdict.build(r, prog))
     assert v["decided_by"] == "gdr-off" and v["failed_layer"] == "ib"

@@ -35,8 +35,8 @@ _CONSTRAINT_PATTERNS = {
     "container_image": re.compile(PATTERNS["image_digest"]),
     "venv_path": re.compile(PATTERNS["abspath"]),
 }
-# A plan's host (plan.schema.json $defs/host): TARGET names the planned host only when it is one.
-HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,252}$")
+# An inventory host name, as the plan schema's "host": TARGET names the planned host only then.
+HOST = re.compile(PATTERNS["inventory_host"])
 ML_STACK_PLAYBOOK = "cuda_downgrade.yml"
 ML_STACK_VENV_DEFAULT = "/opt/gpufix/venv"  # roles/ml_stack/defaults: gpufix_ml_stack_venv
 

@@ -67,8 +67,12 @@ def _causes(run: MultiRun, prog: Any) -> list[dict[str, str]]:
             if p.host in run.outcome.hosts
             for c in (p.verdict or {}).get("causes", [])
         ]
-    elif run.layer == "collective" or run.decided_by == "gdr-off":
-        ids = list(prog.DECIDED_CAUSES.get(run.decided_by or "", ())) or ["nccl-transport"]
+    elif run.decided_by in prog.DECIDED_CAUSES:
+        # the experiment that turned it healthy names the cause within its layer (gdr-off: the
+        # NIC's access to GPU memory, not the IB path as a whole)
+        ids = list(prog.DECIDED_CAUSES[run.decided_by])
+    elif run.layer == "collective":
+        ids = ["nccl-transport"]
     else:
         ids = _LAYER_CAUSES[run.layer]
     out: list[dict[str, str]] = []

@@ -90,6 +90,8 @@ def test_wheel_carries_the_ansible_content(wheel: Path) -> None:
         "gpufix/_content/inventory/example.yml",
         "gpufix/_content/inventory/snapshots/bionic-ga-2x3090.json",
         "gpufix/engine/knowledge/driver_branches.yaml",
+        "gpufix/workload/lint/libraries.yaml",
+        "gpufix/workload/lint/communicators.yaml",
         "gpufix/schemas/facts.schema.json",
     ):
         assert needed in names, needed
@@ -126,6 +128,12 @@ def test_wheel_runs_from_a_fresh_venv_outside_the_checkout(wheel: Path, tmp_path
     r = run("plan", "localhost", "--json")
     assert r.returncode == 0, r.stderr
     assert '"strategy": "none"' in r.stdout  # no NVIDIA GPU here
+    # lint reads its tables from the installed package
+    (work / "train.py").write_text(
+        "import torch\nimport os\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
+    )
+    r = run("lint", "train.py")
+    assert r.returncode == 1 and "GPF001" in r.stdout, (r.stdout, r.stderr)
 
 
 @pytest.fixture(scope="module")

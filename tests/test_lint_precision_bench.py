@@ -8,7 +8,10 @@ from bench_scripts import load_bench
 
 precision = load_bench("lint_precision")
 
-SCRIPT = 'import os\nos.environ["NCCL_P2P_DISABLE"] = "1"\nimport torch\n'
+SCRIPT = (
+    'import os\nos.environ["NCCL_P2P_DISABLE"] = "1"\nimport torch\n'
+    'torch.distributed.init_process_group("nccl")\n'
+)
 
 
 def test_distinct_counts_keep_the_first_verdict_of_each_copy() -> None:

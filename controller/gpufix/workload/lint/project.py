@@ -124,8 +124,8 @@ class Project:
                 self.by_module.setdefault(f.module, []).append(f)
                 self.by_abspath[os.path.normpath(os.path.abspath(f.path))] = f
 
-    def importers_of(self, module: str) -> list[SourceFile]:
-        """Files with an import statement naming `module` or a module below it."""
+    def import_index(self) -> dict[str, list[SourceFile]]:
+        """Each module name the run's import statements name (and its parents) -> importers."""
         if self._importers is None:
             self._importers = {}
             for f in self.parsed():
@@ -133,8 +133,12 @@ class Project:
                     parts = name.split(".")
                     for n in range(1, len(parts) + 1):
                         self._importers.setdefault(".".join(parts[:n]), []).append(f)
+        return self._importers
+
+    def importers_of(self, module: str) -> list[SourceFile]:
+        """Files with an import statement naming `module` or a module below it."""
         seen: dict[int, SourceFile] = {}
-        for f in self._importers.get(module, []):
+        for f in self.import_index().get(module, []):
             seen.setdefault(id(f), f)
         return list(seen.values())
 

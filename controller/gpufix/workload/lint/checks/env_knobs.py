@@ -3,7 +3,8 @@
 Which variables and which values count is `gpufix.nccl_env` (shared with preflight and plan).
 Only literal values (or constants) are judged: `os.environ["NCCL_DEBUG"] = level` is left alone,
 and so is a write under an `if` on a switch for that very setting (`if not hparams["nccl_p2p"]`,
-`if args.debug`): the user chose it, as with a value read from the arguments.
+`if args.debug`): the user chose it, as with a value read from the arguments. An NCCL setting
+in a module whose environment cannot reach NCCL (communicators.py) is inert and left alone.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpufix.nccl_env import (
 )
 
 from ..callsites import all_env_writes
+from ..communicators import reaches_nccl
 from ..names import NameTable
 from ..report import delete_statement
 from ..stmts import Where
@@ -91,7 +93,7 @@ def run(ctx: CheckContext) -> None:
             if w.key not in _KEYS or value is None or _behind_switch(where, sf.names):
                 continue
             rule = _rule_for(w.key, value)
-            if rule is None:
+            if rule is None or (w.key.startswith("NCCL_") and not reaches_nccl(ctx.project, sf)):
                 continue
             stmt = node if w.statement and isinstance(node, ast.stmt) else None
             fix = delete_statement(sf, stmt, f"Delete the {w.key} line") if stmt else None

@@ -18,7 +18,6 @@ CASES = recall.load_cases()
 # Dev cases the lint misses on purpose or cannot see, with the reason (docs/lint.md lists them).
 KNOWN_DEV_MISSES = {
     "gpf008-mmengine-665": "map_location passed from a None default; the module starts no group",
-    "gpf005-yolov7-2146": "cuda:0 in a loss module that train.py imports; the module starts no group",
 }
 
 

@@ -25,6 +25,7 @@ from ..callsites import (
 )
 from ..project import SourceFile
 from ..prune import segment
+from ..rankcode import entries
 from ..report import append_argument
 from . import Check, CheckContext
 
@@ -162,9 +163,24 @@ def _reaching(seeds: set[str], callees: dict[str, set[str]]) -> set[str]:
     return out
 
 
-def _same_gpu(ctx: CheckContext, sf: SourceFile) -> None:
+def _only(site: CallSite, only: set[str] | None) -> bool:
+    """Outside the names another module runs on every rank (None: the whole module counts)."""
+    return only is not None and not (site.owners and site.owners[0] in only)
+
+
+def _where(via: SourceFile | None) -> str:
+    if via is None:
+        return "in code that starts a process group"
+    return f"in code every rank runs ({via.rel} calls it after starting the process group)"
+
+
+def _same_gpu(
+    ctx: CheckContext, sf: SourceFile, only: set[str] | None = None, via: SourceFile | None = None
+) -> None:
     skip: set[str] | None = None
     for site in call_sites(sf):
+        if _only(site, only):
+            continue
         arg = _gpu0(sf, site)
         if arg is None or _under_branch(site, _BRANCHY):
             continue
@@ -176,7 +192,7 @@ def _same_gpu(ctx: CheckContext, sf: SourceFile) -> None:
             "GPF005",
             sf,
             arg,
-            "GPU 0 hard-coded in code that starts a process group: every rank uses the first "
+            f"GPU 0 hard-coded {_where(via)}: every rank uses the first "
             "GPU; use the rank's device (torch.device('cuda', local_rank) after "
             "torch.cuda.set_device(local_rank))",
         )
@@ -227,12 +243,31 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
 
 
 def run(ctx: CheckContext) -> None:
-    for sf in ctx.with_any(TRIGGERS):
-        if not is_multi_rank(sf) or writes_visible_devices(sf):
+    ranks = [sf for sf in ctx.with_any(TRIGGERS) if is_multi_rank(sf)]
+    for sf in ranks:
+        if writes_visible_devices(sf):
             continue
         _same_gpu(ctx, sf)
         _torch_load(ctx, sf)
         _process_group(ctx, sf)
+    _rank_modules(ctx, ranks)
+
+
+def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
+    """GPF005 in another run module's functions that a multi-rank module calls on every rank;
+    each module once, through its first caller. A caller that sets CUDA_VISIBLE_DEVICES gives
+    each rank its own cuda:0, so its callees are left alone. Not GPF008: helpers' loads were
+    mostly CPU data (datasets, spectrograms; 5 of 6 judged FP over the 99 repositories)."""
+    checked = {id(f) for f in ctx.checked}
+    done = {id(f) for f in ranks}
+    for caller in ranks:
+        if writes_visible_devices(caller):
+            continue
+        for sf, names in entries(ctx.project, caller, _BRANCHY, _not_every_rank(caller)).items():
+            if id(sf) in done or id(sf) not in checked or writes_visible_devices(sf):
+                continue
+            done.add(id(sf))
+            _same_gpu(ctx, sf, names, caller)
 
 
 # -- GPF006 -----------------------------------------------------------------------------------

@@ -1,0 +1,48 @@
+"""Which functions of other run modules a multi-rank module runs on every rank (GPF005).
+
+`train.py` starts the process group and calls `ComputeLossOTA(model)` from `utils/loss.py`
+outside any rank test: that class is code every rank runs, though its own module starts no
+group (yolov7#2146). Calls under a rank/world-size test, and calls from a function the module
+runs only on one rank, do not count.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from .project import Project, SourceFile
+
+
+def _names(node: ast.AST) -> list[str]:
+    return [
+        n.id if isinstance(n, ast.Name) else n.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name | ast.Attribute)
+    ]
+
+
+def entries(
+    project: Project, sf: SourceFile, branchy: re.Pattern[str], skip: set[str]
+) -> dict[SourceFile, set[str]]:
+    """Run module -> its top-level names this module calls outside a rank branch."""
+    out: dict[SourceFile, set[str]] = {}
+    if sf.tree is None:
+        return out
+    stack: list[tuple[ast.AST, bool, str]] = [(sf.tree, False, "")]
+    while stack:
+        node, branched, func = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            func = node.name
+        elif isinstance(node, ast.If):
+            inner = branched or any(branchy.search(n) for n in _names(node.test))
+            stack.append((node.test, branched, func))
+            stack.extend((c, inner, func) for c in (*node.body, *node.orelse))
+            continue
+        elif isinstance(node, ast.Call) and not branched and func not in skip:
+            name = sf.names.resolve(node.func)
+            hit = project.split(sf, name) if name else None
+            if hit is not None and hit[0] is not sf and hit[1] and hit[0].tree is not None:
+                out.setdefault(hit[0], set()).add(hit[1][0])
+        stack.extend((c, branched, func) for c in ast.iter_child_nodes(node))
+    return out

@@ -1,0 +1,64 @@
+"""GPF005 across modules (rankcode.py): GPU 0 in a function every rank runs, defined in a module
+that starts no process group itself. Reduced from yolov7#2146 (the OTA loss builds its targets
+on "cuda:0"; train.py starts the group and calls the loss on every rank)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from gpufix.workload.lint import lint_paths
+
+LOSS = """\
+import torch
+
+
+class ComputeLoss:
+    def __call__(self, p):
+        return torch.arange(3, device="cuda:0")
+
+
+def unused():
+    return torch.zeros(1, device="cuda:0")
+"""
+TRAIN = """\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from loss import ComputeLoss
+
+
+def train(model, rank):
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(rank)
+    model = DDP(model, device_ids=[rank])
+    {call}
+"""
+
+
+def _gpf005(tmp_path: Path, call: str, head: str = "") -> set[tuple[str, int]]:
+    (tmp_path / "loss.py").write_text(LOSS)
+    (tmp_path / "train.py").write_text(head + TRAIN.format(call=textwrap.dedent(call).strip()))
+    res = lint_paths([str(tmp_path)])
+    return {(Path(f.path).name, f.line) for f in res.findings if f.rule == "GPF005"}
+
+
+def test_a_callee_every_rank_runs_is_reported_once(tmp_path: Path) -> None:
+    found = _gpf005(tmp_path, "loss = ComputeLoss()(model)")
+    assert found == {("loss.py", 6)}  # not `unused`, which no rank calls
+    res = lint_paths([str(tmp_path)])
+    (msg,) = [f.message for f in res.findings if f.rule == "GPF005"]
+    assert "every rank runs (train.py calls it" in msg
+
+
+def test_a_call_under_a_rank_test_does_not_count(tmp_path: Path) -> None:
+    assert _gpf005(tmp_path, "if rank == 0: ComputeLoss()(model)") == set()
+
+
+def test_a_caller_that_sets_visible_devices_gives_each_rank_its_cuda0(tmp_path: Path) -> None:
+    head = "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = os.environ['LOCAL_RANK']\n"
+    assert _gpf005(tmp_path, "loss = ComputeLoss()(model)", head) == set()
+
+
+def test_a_module_that_is_not_called_stays_quiet(tmp_path: Path) -> None:
+    assert _gpf005(tmp_path, "pass") == set()

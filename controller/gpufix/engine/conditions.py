@@ -34,15 +34,16 @@ def nccl_version(ctx: Ctx) -> str | None:
 
 
 def nccl_issue(s: Subject) -> NcclIssue | None:
-    """A documented NCCL problem in the host's NCCL that shows the way this evidence does; of
-    several, the one fixed last, so that the release it asks for fixes them all."""
+    """A documented NCCL problem in the host's NCCL that shows the way this evidence does (and
+    hangs or fails as the run did, where the notes say which); of several, the one fixed last,
+    so that the release it asks for fixes them all."""
     version = nccl_version(s.ctx)
     if version is None:
         return None
     found = [
         issue
         for issue in issues_of(s.ctx.host, s.ctx.kb, version, s.signals.scope == "multi-node")
-        if s.evidence in issue.shows
+        if s.evidence in issue.shows and issue.kind in (None, s.signals.kind)
     ]
     return max(found, key=lambda i: versions.key(i.fixed_in), default=None)
 

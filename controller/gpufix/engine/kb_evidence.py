@@ -88,6 +88,8 @@ NEEDS = (
 KNOB_KINDS = ("tuning", "transport", "interface")
 # In a row's interim: the workaround of the NCCL issue behind the row (nccl-version-affected).
 ISSUE_WORKAROUND = "issue-workaround"
+# What an NCCL issue does, as its notes say (NcclIssue.kind): the job hangs, or it fails.
+ISSUE_KINDS = ("hang", "error")
 # Where an NCCL issue happens (NcclIssue.setup): a job across hosts, IB/RoCE devices in the facts.
 SETUPS = ("multi-node", "infiniband")
 
@@ -134,6 +136,7 @@ class NcclIssue:
     setup: tuple[str, ...] = ()  # only on hosts with all of these (SETUPS); empty: everywhere
     workaround: str | None = None  # the nccl_profiles.yaml profile that avoids it
     note: str | None = None
+    kind: str | None = None  # hang | error, as the notes describe it; None: either or unsaid
 
     def matches(self, nccl: object) -> bool | None:
         v = versions.parse(nccl)
@@ -206,7 +209,7 @@ TABLES: Mapping[str, c.Table] = MappingProxyType(
         "nccl_issues": c.table(
             NcclIssue,
             "id",
-            ("archs", "setup", "workaround"),
+            ("archs", "setup", "workaround", "kind"),
             id=c.text,
             affected=c.spec,
             fixed_in=c.version,
@@ -215,6 +218,7 @@ TABLES: Mapping[str, c.Table] = MappingProxyType(
             archs=c.listof(c.text),
             setup=c.listof(c.choice(SETUPS)),
             workaround=c.optional(c.text),
+            kind=c.optional(c.choice(ISSUE_KINDS)),
         ),
         "nccl_knobs": c.table(
             NcclKnob,

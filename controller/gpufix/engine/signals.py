@@ -53,6 +53,14 @@ class Signals:
         return self.verdict in NOT_HEALTHY
 
     @property
+    def kind(self) -> str | None:
+        """hang or error, as nccl_issues.yaml's `kind` says; None when neither is shown. A run
+        that failed on a collective timeout (the watchdog ends a hang) hung."""
+        if self.verdict == "hung" or self.soak_stalled or "collective-timeout" in self.signatures:
+            return "hang"
+        return "error" if self.verdict == "failed" else None
+
+    @property
     def family(self) -> str | None:
         """The deciding experiment's family: ifname-eth0 -> ifname, gpus-0-1 -> gpus."""
         d = self.decided_by

@@ -131,3 +131,38 @@ def test_table_rows_are_checked() -> None:
     ):
         with pytest.raises(ValueError, match=r"communicators\.yaml"):
             parse_table(bad)
+
+
+def test_without_one_pinned_gpu_the_settings_count(tmp_path: Path) -> None:
+    # a script that calls a helper lint was not given (`gpufix lint train.py`): the helper may
+    # start the process group, so only one pinned GPU makes the settings inert
+    unpinned = HEADER.replace('os.environ["CUDA_VISIBLE_DEVICES"] = "0"\n', "")
+    text = unpinned + "from utils.dist import init_distributed_mode\ninit_distributed_mode()\n"
+    assert "GPF004" in _knobs(_lint(tmp_path, {"train.py": text}), "train.py")
+    several = HEADER.replace('= "0"', '= "0,1"') + GENERATE
+    assert "GPF004" in _knobs(_lint(tmp_path / "b", {"g.py": several}), "g.py")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "class Loop(Trainer):\n    pass\nLoop(model=None).train()\n",
+        "model = AutoModelForCausalLM.from_pretrained('m', tp_plan='auto')\n",
+        "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n",
+    ],
+)
+def test_subclasses_tensor_parallel_and_other_frameworks_count(tmp_path: Path, extra: str) -> None:
+    found = _lint(tmp_path, {"s.py": HEADER + extra})
+    assert "GPF004" in _knobs(found, "s.py")
+
+
+def test_a_package_re_export_is_followed(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        {
+            "run.py": HEADER + "from utils import setup\nsetup()\n",
+            "utils/__init__.py": "from .dist import setup\n",
+            "utils/dist.py": "import torch.distributed as dist\ndef setup():\n    dist.init_process_group('nccl')\n",
+        },
+    )
+    assert "GPF004" in _knobs(found, "run.py")

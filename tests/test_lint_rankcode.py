@@ -48,7 +48,7 @@ def test_a_callee_every_rank_runs_is_reported_once(tmp_path: Path) -> None:
     assert found == {("loss.py", 6)}  # not `unused`, which no rank calls
     res = lint_paths([str(tmp_path)])
     (msg,) = [f.message for f in res.findings if f.rule == "GPF005"]
-    assert "every rank runs (train.py calls it" in msg
+    assert "every rank runs (train.py, which starts the process group, calls it)" in msg
 
 
 def test_a_call_under_a_rank_test_does_not_count(tmp_path: Path) -> None:
@@ -62,3 +62,46 @@ def test_a_caller_that_sets_visible_devices_gives_each_rank_its_cuda0(tmp_path: 
 
 def test_a_module_that_is_not_called_stays_quiet(tmp_path: Path) -> None:
     assert _gpf005(tmp_path, "pass") == set()
+
+
+def test_names_from_every_caller_count_together(tmp_path: Path) -> None:
+    # a.py calls the harmless function, b.py the one with GPU 0: reported whatever the order
+    (tmp_path / "helper.py").write_text(
+        "import torch\ndef ok():\n    return 1\ndef bad():\n    return torch.zeros(1, device='cuda:0')\n"
+    )
+    for name, fn in (("a.py", "ok"), ("b.py", "bad")):
+        (tmp_path / name).write_text(
+            "import torch.distributed as dist\nimport helper\n"
+            f"dist.init_process_group('nccl')\nhelper.{fn}()\n"
+        )
+    res = lint_paths([str(tmp_path)])
+    assert {(Path(f.path).name, f.line) for f in res.findings if f.rule == "GPF005"} == {
+        ("helper.py", 5)
+    }
+
+
+def test_an_unnamed_call_under_a_rank_test_does_not_hide_module_level_calls(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "loss.py").write_text(LOSS)
+    (tmp_path / "train.py").write_text(
+        "import torch.distributed as dist\nfrom loss import ComputeLoss\n"
+        "dist.init_process_group('nccl')\nhooks = [print]\nrank = dist.get_rank()\n"
+        "if rank == 0:\n    hooks[0]('x')\nComputeLoss()(None)\n"
+    )
+    res = lint_paths([str(tmp_path)])
+    assert {(Path(f.path).name, f.line) for f in res.findings if f.rule == "GPF005"} == {
+        ("loss.py", 6)
+    }
+
+
+def test_the_launchers_main_block_and_main_process_tests_do_not_count(tmp_path: Path) -> None:
+    (tmp_path / "loss.py").write_text(LOSS)
+    (tmp_path / "launch.py").write_text(
+        "import torch.multiprocessing as mp\nimport torch.distributed as dist\n"
+        "from loss import ComputeLoss\n\n\ndef worker(rank):\n    dist.init_process_group('nccl')\n"
+        "    if acc.is_local_main_process:\n        ComputeLoss()(None)\n\n\n"
+        "if __name__ == '__main__':\n    ComputeLoss()(None)\n    mp.spawn(worker, nprocs=2)\n"
+    )
+    res = lint_paths([str(tmp_path)])
+    assert [f for f in res.findings if f.rule == "GPF005"] == []

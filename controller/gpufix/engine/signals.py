@@ -47,18 +47,11 @@ class Signals:
     soak_stalled: bool
     suspects: bool = False  # GPU-pair experiments named a GPU or link whose runs fail
     tried: tuple[str, ...] = ()  # experiments that ran and still hung or failed
+    kind: str | None = None  # hang | error: how the run (or else the soak) went wrong (_kind)
 
     @property
     def unhealthy(self) -> bool:
         return self.verdict in NOT_HEALTHY
-
-    @property
-    def kind(self) -> str | None:
-        """hang or error, as nccl_issues.yaml's `kind` says; None when neither is shown. A run
-        that failed on a collective timeout (the watchdog ends a hang) hung."""
-        if self.verdict == "hung" or self.soak_stalled or "collective-timeout" in self.signatures:
-            return "hang"
-        return "error" if self.verdict == "failed" else None
 
     @property
     def family(self) -> str | None:
@@ -170,7 +163,26 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         soak_stalled=soak.get("verdict") in ("hung", "failed") or isinstance(at, int),
         suspects=_suspects(v),
         tried=tuple(str(e.get("id")) for e in exps if e.get("verdict") in ("hung", "failed")),
+        kind=_kind(v, phase, soak, kb),
     )
+
+
+def _kind(v: dict[str, Any], phase: object, soak: dict[str, Any], kb: KnowledgeBase) -> str | None:
+    """hang or error, as nccl_issues.yaml's `kind` says; None when the run does not show which.
+    A run that failed on PyTorch's collective timeout (the watchdog ends a hang) hung; only the
+    run's own error says so (an experiment's timeout is not the main run's). A failure with no
+    phase (a multi-node host that gave no verdict) shows neither."""
+    verdict = v.get("verdict")
+    if verdict == "hung":
+        return "hang"
+    if verdict == "failed":
+        own = _without_info(str(v.get("error") or ""))
+        if any(s.id == "collective-timeout" and s.found_in(own) for s in kb.error_signatures):
+            return "hang"
+        return "error" if isinstance(phase, str) else None
+    if verdict == "healthy":
+        return {"hung": "hang", "failed": "error"}.get(str(soak.get("verdict")))
+    return None
 
 
 def _suspects(v: dict[str, Any]) -> bool:

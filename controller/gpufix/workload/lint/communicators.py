@@ -1,12 +1,12 @@
 """Whether a module's NCCL settings can reach NCCL at all (communicators.yaml).
 
 NCCL reads its variables in the process that calls it, while it creates a communicator; child
-processes inherit the environment. A GPU program (it imports torch or a CUDA library) that no
-run module imports, that calls nothing in the table and no function of another run module that
-does, never hands an NCCL setting it writes to NCCL: the setting is inert (a copied header in a
-single-GPU script), not a workaround every run carries. Unknown is reach: anything the table or
-the run's files leave open counts, and so does a module that imports no GPU library (its
-environment is for code it does not show).
+processes inherit the environment; NCCL refuses two ranks on one GPU. A GPU program (it imports
+torch or a CUDA library) that pins its process to one GPU at its top (`CUDA_VISIBLE_DEVICES`
+set to a single index, unconditionally), that no run module imports, that calls nothing in the
+table and whose run modules (called or imported, three steps) call nothing in it either, never
+hands an NCCL setting it writes to a communicator: the setting is inert (a copied header in a
+single-GPU script), not a workaround every run carries. Anything short of that counts as reach.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from importlib import resources
 
 import yaml
 
-from .callsites import imported_by
+from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
+
+from .callsites import all_env_writes, imported_by
 from .libraries import load_table as load_libraries
 from .project import Project, SourceFile
 
@@ -59,29 +61,52 @@ def _matches(name: str, patterns: tuple[str, ...]) -> bool:
 
 
 def _calls(sf: SourceFile) -> list[str]:
-    """Every call of the module that resolves to a dotted name."""
+    """Every call of the module that resolves to a dotted name, and the classes it subclasses
+    (a `MyLoop(transformers.Trainer)` runs the Trainer). A call with `tp_plan=` (transformers'
+    tensor parallelism starts a process group) counts as a process group."""
     assert sf.tree is not None
     out = []
     for n in ast.walk(sf.tree):
         if isinstance(n, ast.Call):
+            if any(k.arg == "tp_plan" for k in n.keywords):
+                out.append("torch.distributed.init_process_group")
             name = sf.names.resolve(n.func)
             if name is None and isinstance(n.func, ast.Name):
                 name = n.func.id  # a builtin (exec, __import__) or a name bound at run time
             if name:
                 out.append(name)
+        elif isinstance(n, ast.ClassDef):
+            out.extend(b for b in map(sf.names.resolve, n.bases) if b)
+    return out
+
+
+def _run_modules(project: Project, sf: SourceFile, names: list[str]) -> list[SourceFile]:
+    """The run's modules these names (calls, bases, imports) land in; a re-export in a package's
+    `__init__` is followed to the module it imports the name from."""
+    out = []
+    for name in names:
+        hit = project.split(sf, name)
+        if hit is None or hit[0] is sf:
+            continue
+        other, rest = hit
+        out.append(other)
+        if rest and other.tree is not None:
+            again = other.names.imports.get(rest[0])
+            deeper = project.split(other, again) if again else None
+            if deeper is not None and deeper[0] is not other:
+                out.append(deeper[0])
     return out
 
 
 def _calls_into(project: Project, sf: SourceFile, seen: set[int], depth: int) -> bool:
-    """The module calls something in the table, or a run module's function that does."""
+    """The module calls something in the table, or a run module it calls or imports does."""
     patterns = load_table()
-    for name in _calls(sf):
-        if _matches(name, patterns):
-            return True
-        hit = project.split(sf, name)
-        if hit is None or hit[0] is sf or id(hit[0]) in seen:
+    calls = _calls(sf)
+    if any(_matches(name, patterns) for name in calls):
+        return True
+    for other in _run_modules(project, sf, [*calls, *sf.names.imports.values()]):
+        if id(other) in seen:
             continue
-        other = hit[0]
         seen.add(id(other))
         if other.tree is None or depth <= 0 or _calls_into(project, other, seen, depth - 1):
             return True  # a run module we cannot read, or one that reaches NCCL
@@ -112,12 +137,23 @@ def _gpu_program(sf: SourceFile) -> bool:
     return any(table.match(m) is not None for m in sf.names.imports.values())
 
 
+def _pins_one_gpu(sf: SourceFile) -> bool:
+    """`CUDA_VISIBLE_DEVICES` set to one GPU at module level, under no `if`."""
+    for w, _, where in all_env_writes(sf):
+        if w.key == CUDA_VISIBLE_DEVICES and not where.owners and not where.tests:
+            value = sf.names.const_str(w.value)
+            if value is not None and value.strip().isdigit():
+                return True
+    return False
+
+
 def reaches_nccl(project: Project, sf: SourceFile) -> bool:
     """False only when nothing lets this module's environment reach an NCCL communicator."""
     cached = sf.cache.get("reaches-nccl")
     if cached is None:
         cached = (
             not _gpu_program(sf)
+            or not _pins_one_gpu(sf)
             or _imported(project, sf)
             or _calls_into(project, sf, {id(sf)}, _DEPTH)
         )

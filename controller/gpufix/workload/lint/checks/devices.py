@@ -25,7 +25,7 @@ from ..callsites import (
 )
 from ..project import SourceFile
 from ..prune import segment
-from ..rankcode import entries
+from ..rankcode import MODULE_LEVEL, entries
 from ..report import append_argument
 from . import Check, CheckContext
 
@@ -39,6 +39,7 @@ TRIGGERS = (
 _LOAD = frozenset({"torch.load", "torch.serialization.load"})
 _BRANCHY = re.compile(
     r"(?i)rank|distributed|ddp|world_size|multi_?gpu|n_?gpu|num_gpus|is_main|master"
+    r"|main_process|global_zero"
 )
 _DEVICE_BRANCH = re.compile(r"(?i)rank|distributed|ddp|world_size|gpu|is_main|master|local")
 # Checkpoint parts that hold no GPU tensors (RNG state, scheduler, grad scaler, configs).
@@ -129,8 +130,7 @@ def _not_every_rank(sf: SourceFile) -> set[str]:
         elif isinstance(node, ast.Call):
             name = _callee(node.func)
             if name in _STARTS_PROCESSES:
-                if func:
-                    parents.add(func)
+                parents.add(func or MODULE_LEVEL)  # the __main__ block of a launcher, too
                 targets.update(_target(node))
             branchy = any(_BRANCHY.search(n) for t in tests for n in _names_in(t))
             calls.setdefault(name, []).append(branchy)
@@ -171,7 +171,7 @@ def _only(site: CallSite, only: set[str] | None) -> bool:
 def _where(via: SourceFile | None) -> str:
     if via is None:
         return "in code that starts a process group"
-    return f"in code every rank runs ({via.rel} calls it after starting the process group)"
+    return f"in code every rank runs ({via.rel}, which starts the process group, calls it)"
 
 
 def _same_gpu(
@@ -254,20 +254,22 @@ def run(ctx: CheckContext) -> None:
 
 
 def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
-    """GPF005 in another run module's functions that a multi-rank module calls on every rank;
-    each module once, through its first caller. A caller that sets CUDA_VISIBLE_DEVICES gives
-    each rank its own cuda:0, so its callees are left alone. Not GPF008: helpers' loads were
-    mostly CPU data (datasets, spectrograms; 5 of 6 judged FP over the 99 repositories)."""
+    """GPF005 in another run module's functions that a multi-rank module calls on every rank
+    (the names every caller calls, together; the first caller named). A caller that sets
+    CUDA_VISIBLE_DEVICES gives each rank its own cuda:0, so its callees are left alone. Not
+    GPF008: helpers' loads were mostly CPU data (5 of 6 judged FP over the 99 repositories)."""
     checked = {id(f) for f in ctx.checked}
     done = {id(f) for f in ranks}
+    found: dict[int, tuple[SourceFile, SourceFile, set[str]]] = {}
     for caller in ranks:
         if writes_visible_devices(caller):
             continue
         for sf, names in entries(ctx.project, caller, _BRANCHY, _not_every_rank(caller)).items():
             if id(sf) in done or id(sf) not in checked or writes_visible_devices(sf):
                 continue
-            done.add(id(sf))
-            _same_gpu(ctx, sf, names, caller)
+            found.setdefault(id(sf), (sf, caller, set()))[2].update(names)
+    for sf, caller, names in found.values():
+        _same_gpu(ctx, sf, names, caller)
 
 
 # -- GPF006 -----------------------------------------------------------------------------------

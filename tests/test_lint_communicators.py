@@ -157,12 +157,50 @@ def test_subclasses_tensor_parallel_and_other_frameworks_count(tmp_path: Path, e
 
 
 def test_a_package_re_export_is_followed(tmp_path: Path) -> None:
+    # `utils/__init__` re-exports `setup` from `.dist`; run.py calls it and imports nothing else
     found = _lint(
         tmp_path,
         {
-            "run.py": HEADER + "from utils import setup\nsetup()\n",
-            "utils/__init__.py": "from .dist import setup\n",
+            "run.py": HEADER + "import utils\nutils.setup()\n",
+            "utils/__init__.py": "from utils.dist import setup\n",
             "utils/dist.py": "import torch.distributed as dist\ndef setup():\n    dist.init_process_group('nccl')\n",
         },
+    )
+    assert "GPF004" in _knobs(found, "run.py")
+
+
+@pytest.mark.parametrize(
+    "pin",
+    [
+        'os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")\n',  # a launcher's value wins
+        'def main():\n    os.environ["CUDA_VISIBLE_DEVICES"] = "0"\n',
+        'if __name__ == "__main__":\n    os.environ["CUDA_VISIBLE_DEVICES"] = "0"\n',
+        'try:\n    os.environ["CUDA_VISIBLE_DEVICES"] = "0"\nexcept KeyError:\n    pass\n',
+        'os.environ["CUDA_VISIBLE_DEVICES"] = "0"\nos.environ["CUDA_VISIBLE_DEVICES"] = "0,1"\n',
+        'os.environ["CUDA_VISIBLE_DEVICES"] = "0"\ndel os.environ["CUDA_VISIBLE_DEVICES"]\n',
+        'import torch\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n',  # after CUDA may be up
+    ],
+)
+def test_only_a_real_pin_at_the_top_counts(tmp_path: Path, pin: str) -> None:
+    unpinned = HEADER.replace('os.environ["CUDA_VISIBLE_DEVICES"] = "0"\n', "")
+    text = unpinned.replace("import os\n", "import os\n" + pin, 1) + GENERATE
+    assert "GPF004" in _knobs(_lint(tmp_path, {"g.py": text}), "g.py")
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "from utils.dist import *\ninit_distributed_mode()\n",
+        "import utils.dist\n",  # its import starts the group
+    ],
+)
+def test_star_and_side_effect_imports_are_followed(tmp_path: Path, use: str) -> None:
+    dist = (
+        "import torch.distributed as dist\n"
+        "def init_distributed_mode():\n    dist.init_process_group('nccl')\n"
+        "init_distributed_mode()\n"
+    )
+    found = _lint(
+        tmp_path, {"run.py": HEADER + use, "utils/__init__.py": "", "utils/dist.py": dist}
     )
     assert "GPF004" in _knobs(found, "run.py")

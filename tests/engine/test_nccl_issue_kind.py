@@ -5,7 +5,9 @@ range alone used to explain. A run that PyTorch's watchdog ended on a collective
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ from a100_cumem import a100_host
 from gpufix.engine import decide as engine
 from gpufix.engine.kb import load
 from gpufix.engine.rules import load as load_rules
-from gpufix.engine.signals import read
+from gpufix.engine.signals import PROBE_KILLED, read
 
 KB = load()
 decide = partial(engine.decide, kb=KB, rules=load_rules())
@@ -36,10 +38,15 @@ def none_decided(verdict: str, error: str | None) -> dict[str, Any]:
             "facts": {"nccl": "2.18.3"}}  # fmt: skip
 
 
-def cited(verdict: dict[str, Any]) -> Any:
-    plan = decide(a100_host("2.1.0+cu121"), verdict)
+# Only the rows that say hang or error: an unsaid row, which any run may cite, cannot hide a
+# wrong match here.
+KINDED = replace(KB, nccl_issues=tuple(i for i in KB.nccl_issues if i.kind))
+
+
+def cited(verdict: dict[str, Any], kb: Any = KB) -> Any:
+    plan = engine.decide(a100_host("2.1.0+cu121"), verdict, kb=kb, rules=load_rules())
     issue = (plan.extra.get("decision") or {}).get("nccl_issue") or {}
-    return next(i for i in KB.nccl_issues if i.id == issue.get("id"))
+    return next(i for i in kb.nccl_issues if i.id == issue.get("id"))
 
 
 @pytest.mark.parametrize(
@@ -50,6 +57,7 @@ def test_the_cited_issue_hangs_or_fails_as_the_run_did(
     verdict: str, error: str | None, kind: str
 ) -> None:
     assert cited(none_decided(verdict, error)).kind in (kind, None)
+    assert cited(none_decided(verdict, error), KINDED).kind == kind
 
 
 WORDS = {
@@ -96,3 +104,13 @@ def test_how_the_run_went_wrong() -> None:
     assert kind(verdict="healthy", soak={"verdict": "failed"}) == "error"
     assert kind(verdict="healthy", soak={"verdict": "hung"}) == "hang"
     assert kind(verdict="degraded", **stalled) is None
+    # a merged multi-node error: one host crashed, the other timed out waiting for it
+    merged = "h1: Fatal Python error: Segmentation fault\nh2: " + TIMEOUT
+    assert kind(verdict="failed", error=merged, **stalled) == "error"
+    killed = "the probe program itself hung: killed by the hard timeout after 300 s"
+    assert kind(verdict="failed", error=killed, stalled=None) == "hang"
+
+
+def test_the_roles_killed_probe_message_is_the_one_read() -> None:
+    run_yml = Path(__file__).parents[2] / "roles" / "probe" / "tasks" / "run.yml"
+    assert PROBE_KILLED in run_yml.read_text()

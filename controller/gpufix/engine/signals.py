@@ -27,6 +27,10 @@ NCCL_ONLY = frozenset(
     {"p2p-off", "p2p-level-pxb", "shm-off", "cumem-off", "ib-off", "proto-simple", "algo-ring",
      "nvls-off", "gdr-off"}
 )  # fmt: skip
+# roles/probe's verdict when it had to kill the probe program past its deadline (run.yml).
+PROBE_KILLED = "the probe program itself hung"
+# A rank that died rather than waited (signals, as Python's and PyTorch's errors name them).
+_DIED = re.compile(r"(?i)signal \d+|SIGSEGV|SIGABRT|SIGKILL|segmentation fault|core dumped")
 # Log lines that report trouble; NCCL's INFO lines name transports and files in normal runs too.
 _TROUBLE = ("warn", "error", "fail")
 _INFO = re.compile(r"\bNCCL INFO\b")
@@ -169,17 +173,22 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
 
 def _kind(v: dict[str, Any], phase: object, soak: dict[str, Any], kb: KnowledgeBase) -> str | None:
     """hang or error, as nccl_issues.yaml's `kind` says; None when the run does not show which.
-    A run that failed on PyTorch's collective timeout (the watchdog ends a hang) hung; only the
-    run's own error says so (an experiment's timeout is not the main run's). A failure with no
-    phase (a multi-node host that gave no verdict) shows neither."""
+    A run that failed on PyTorch's collective timeout (the watchdog ends a hang) hung, unless a
+    rank died first (a merged multi-node error holds every culprit's: a crash on one host is
+    what the others timed out on); only the run's own error counts, not an experiment's. A
+    probe the role killed past its deadline hung. A failure with no phase (a multi-node host
+    that gave no verdict) shows neither."""
     verdict = v.get("verdict")
     if verdict == "hung":
         return "hang"
     if verdict == "failed":
         own = _without_info(str(v.get("error") or ""))
-        if any(s.id == "collective-timeout" and s.found_in(own) for s in kb.error_signatures):
+        if PROBE_KILLED in own:
             return "hang"
-        return "error" if isinstance(phase, str) else None
+        timeout = any(s.id == "collective-timeout" and s.found_in(own) for s in kb.error_signatures)
+        if timeout and not _DIED.search(own):
+            return "hang"
+        return "error" if isinstance(phase, str) or timeout else None
     if verdict == "healthy":
         return {"hung": "hang", "failed": "error"}.get(str(soak.get("verdict")))
     return None

@@ -12,16 +12,18 @@ single-GPU script), not a workaround every run carries. Anything short of that c
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
-from fnmatch import fnmatchcase
 from functools import lru_cache
 from importlib import resources
+from typing import cast
 
 import yaml
 
 from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
 
 from .callsites import all_env_writes, imported_by
+from .libraries import LibraryTable
 from .libraries import load_table as load_libraries
 from .project import Project, SourceFile
 
@@ -56,16 +58,24 @@ def load_table() -> tuple[str, ...]:
     return parse_table(text)
 
 
-def _matches(name: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatchcase(name, p) for p in patterns)
+@lru_cache(maxsize=1)
+def _pattern() -> re.Pattern[str]:
+    return re.compile("|".join(fnmatch.translate(p) for p in load_table()))
+
+
+def _matches(name: str) -> bool:
+    return _pattern().match(name) is not None
 
 
 def _calls(sf: SourceFile) -> list[str]:
     """Every call of the module that resolves to a dotted name, and the classes it subclasses
     (a `MyLoop(transformers.Trainer)` runs the Trainer). A call with `tp_plan=` (transformers'
     tensor parallelism starts a process group) counts as a process group."""
+    cached = sf.cache.get("communicator-calls")
+    if cached is not None:
+        return cast(list[str], cached)
     assert sf.tree is not None
-    out = []
+    out: list[str] = []
     for n in ast.walk(sf.tree):
         if isinstance(n, ast.Call):
             if any(k.arg == "tp_plan" for k in n.keywords):
@@ -77,39 +87,41 @@ def _calls(sf: SourceFile) -> list[str]:
                 out.append(name)
         elif isinstance(n, ast.ClassDef):
             out.extend(b for b in map(sf.names.resolve, n.bases) if b)
+    sf.cache["communicator-calls"] = out
     return out
 
 
 def _run_modules(project: Project, sf: SourceFile, names: list[str]) -> list[SourceFile]:
-    """The run's modules these names (calls, bases, imports) land in; a re-export in a package's
-    `__init__` is followed to the module it imports the name from."""
+    """The run's modules these names (calls, bases, imports) land in. A package's re-export is
+    reached through the package's own imports, which the caller follows in turn."""
     out = []
     for name in names:
         hit = project.split(sf, name)
-        if hit is None or hit[0] is sf:
-            continue
-        other, rest = hit
-        out.append(other)
-        if rest and other.tree is not None:
-            again = other.names.imports.get(rest[0])
-            deeper = project.split(other, again) if again else None
-            if deeper is not None and deeper[0] is not other:
-                out.append(deeper[0])
+        if hit is not None and hit[0] is not sf:
+            out.append(hit[0])
     return out
 
 
+def _calls_table(sf: SourceFile) -> bool:
+    """The module itself calls something in the table (cached: many roots share modules)."""
+    cached = sf.cache.get("calls-communicator")
+    if cached is None:
+        cached = any(_matches(name) for name in _calls(sf))
+        sf.cache["calls-communicator"] = cached
+    return bool(cached)
+
+
 def _calls_into(project: Project, sf: SourceFile, seen: set[int], depth: int) -> bool:
-    """The module calls something in the table, or a run module it calls or imports does."""
-    patterns = load_table()
-    calls = _calls(sf)
-    if any(_matches(name, patterns) for name in calls):
+    """The module calls something in the table, or a run module it calls or imports (star
+    imports and side-effect imports included) does."""
+    if _calls_table(sf):
         return True
-    for other in _run_modules(project, sf, [*calls, *sf.names.imports.values()]):
+    for other in _run_modules(project, sf, [*_calls(sf), *sorted(sf.names.imported)]):
         if id(other) in seen:
             continue
         seen.add(id(other))
         if other.tree is None or depth <= 0 or _calls_into(project, other, seen, depth - 1):
-            return True  # a run module we cannot read, or one that reaches NCCL
+            return True  # one step too deep, or one that reaches NCCL
     return False
 
 
@@ -138,12 +150,37 @@ def _gpu_program(sf: SourceFile) -> bool:
 
 
 def _pins_one_gpu(sf: SourceFile) -> bool:
-    """`CUDA_VISIBLE_DEVICES` set to one GPU at module level, under no `if`."""
-    for w, _, where in all_env_writes(sf):
-        if w.key == CUDA_VISIBLE_DEVICES and not where.owners and not where.tests:
-            value = sf.names.const_str(w.value)
-            if value is not None and value.strip().isdigit():
-                return True
+    """`CUDA_VISIBLE_DEVICES` set to one GPU by a statement of the module's top level (no `if`,
+    `try` or function around it), before the module imports any GPU library, and not named
+    anywhere else in the module (another write, a `setdefault`, a `del`, a read)."""
+    assert sf.tree is not None
+    body = sf.tree.body
+    pins = [
+        i
+        for w, node, _ in all_env_writes(sf)
+        if w.key == CUDA_VISIBLE_DEVICES and w.statement
+        for i, stmt in enumerate(body)
+        if stmt is node and (sf.names.const_str(w.value) or "").strip().isdigit()
+    ]
+    named = sum(
+        1
+        for n in ast.walk(sf.tree)
+        if isinstance(n, ast.Constant) and n.value == CUDA_VISIBLE_DEVICES
+    )
+    if not pins or named != len(pins):
+        return False
+    table = load_libraries()
+    first_gpu_import = next(
+        (i for i, stmt in enumerate(body) if _imports_gpu_library(stmt, table)), len(body)
+    )
+    return max(pins) < first_gpu_import
+
+
+def _imports_gpu_library(stmt: ast.stmt, table: LibraryTable) -> bool:
+    if isinstance(stmt, ast.Import):
+        return any(table.match(a.name) for a in stmt.names)
+    if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+        return table.match(stmt.module) is not None
     return False
 
 

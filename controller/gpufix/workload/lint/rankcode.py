@@ -2,9 +2,8 @@
 
 `train.py` starts the process group and calls `ComputeLossOTA(model)` from `utils/loss.py`
 outside any rank test: that class is code every rank runs, though its own module starts no
-group (yolov7#2146). Calls under a rank/world-size test, from a function the module runs only
-on one rank, or from the parent that starts the ranks (`mp.spawn` in a function or at module
-level) do not count.
+group (yolov7#2146). Calls under a rank/world-size test, or from a function the module runs
+only on one rank or that starts the ranks, do not count.
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ import ast
 import re
 
 from .project import Project, SourceFile
-
-MODULE_LEVEL = "<module>"  # in `skip`: the module's own top-level code runs on no rank
 
 
 def _names(node: ast.AST) -> list[str]:
@@ -42,7 +39,7 @@ def entries(
             stack.append((node.test, branched, func))
             stack.extend((c, inner, func) for c in (*node.body, *node.orelse))
             continue
-        elif isinstance(node, ast.Call) and not branched and (func or MODULE_LEVEL) not in skip:
+        elif isinstance(node, ast.Call) and not branched and not (func and func in skip):
             name = sf.names.resolve(node.func)
             hit = project.split(sf, name) if name else None
             if hit is not None and hit[0] is not sf and hit[1] and hit[0].tree is not None:

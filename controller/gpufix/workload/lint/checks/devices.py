@@ -25,7 +25,7 @@ from ..callsites import (
 )
 from ..project import SourceFile
 from ..prune import segment
-from ..rankcode import MODULE_LEVEL, entries
+from ..rankcode import entries
 from ..report import append_argument
 from . import Check, CheckContext
 
@@ -130,7 +130,8 @@ def _not_every_rank(sf: SourceFile) -> set[str]:
         elif isinstance(node, ast.Call):
             name = _callee(node.func)
             if name in _STARTS_PROCESSES:
-                parents.add(func or MODULE_LEVEL)  # the __main__ block of a launcher, too
+                if func:
+                    parents.add(func)
                 targets.update(_target(node))
             branchy = any(_BRANCHY.search(n) for t in tests for n in _names_in(t))
             calls.setdefault(name, []).append(branchy)

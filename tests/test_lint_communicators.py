@@ -75,15 +75,27 @@ def test_processes_dataparallel_and_unknown_modules_count(tmp_path: Path, call: 
     assert "GPF004" in _knobs(found, "s.py")
 
 
-def test_a_run_module_that_reaches_nccl_counts(tmp_path: Path) -> None:
-    found = _lint(
-        tmp_path,
+SETUP = "import torch.distributed as dist\ndef setup():\n    dist.init_process_group('nccl')\n"
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"run.py": HEADER + "import helpers\nhelpers.setup()\n", "helpers.py": SETUP},
+        # a package's re-export: run.py reaches utils/dist.py through utils/__init__.py
         {
-            "run.py": HEADER + "import helpers\nhelpers.setup()\n",
-            "helpers.py": "import torch.distributed as dist\ndef setup():\n    dist.init_process_group('nccl')\n",
+            "run.py": HEADER + "import utils\nutils.setup()\n",
+            "utils/__init__.py": "from utils.dist import setup\n",
+            "utils/dist.py": SETUP,
         },
-    )
-    assert "GPF004" in _knobs(found, "run.py")
+    ],
+    ids=["helper", "re-export"],
+)
+def test_a_run_module_that_reaches_nccl_counts(tmp_path: Path, files: dict[str, str]) -> None:
+    assert "GPF004" in _knobs(_lint(tmp_path, files), "run.py")
+
+
+def test_a_run_module_that_does_not_leaves_them_inert(tmp_path: Path) -> None:
     quiet = _lint(
         tmp_path / "q",
         {
@@ -154,19 +166,6 @@ def test_without_one_pinned_gpu_the_settings_count(tmp_path: Path) -> None:
 def test_subclasses_tensor_parallel_and_other_frameworks_count(tmp_path: Path, extra: str) -> None:
     found = _lint(tmp_path, {"s.py": HEADER + extra})
     assert "GPF004" in _knobs(found, "s.py")
-
-
-def test_a_package_re_export_is_followed(tmp_path: Path) -> None:
-    # `utils/__init__` re-exports `setup` from `.dist`; run.py calls it and imports nothing else
-    found = _lint(
-        tmp_path,
-        {
-            "run.py": HEADER + "import utils\nutils.setup()\n",
-            "utils/__init__.py": "from utils.dist import setup\n",
-            "utils/dist.py": "import torch.distributed as dist\ndef setup():\n    dist.init_process_group('nccl')\n",
-        },
-    )
-    assert "GPF004" in _knobs(found, "run.py")
 
 
 @pytest.mark.parametrize(

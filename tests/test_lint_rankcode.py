@@ -80,27 +80,28 @@ def test_names_from_every_caller_count_together(tmp_path: Path) -> None:
     }
 
 
+def _with_loss(tmp_path: Path, train: str) -> set[tuple[str, int]]:
+    (tmp_path / "loss.py").write_text(LOSS)
+    (tmp_path / "train.py").write_text(train)
+    res = lint_paths([str(tmp_path)])
+    return {(Path(f.path).name, f.line) for f in res.findings if f.rule == "GPF005"}
+
+
 def test_an_unnamed_call_under_a_rank_test_does_not_hide_module_level_calls(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "loss.py").write_text(LOSS)
-    (tmp_path / "train.py").write_text(
+    train = (
         "import torch.distributed as dist\nfrom loss import ComputeLoss\n"
         "dist.init_process_group('nccl')\nhooks = [print]\nrank = dist.get_rank()\n"
         "if rank == 0:\n    hooks[0]('x')\nloss_fn = ComputeLoss()\nloss_fn(None)\n"
     )
-    res = lint_paths([str(tmp_path)])
-    assert {(Path(f.path).name, f.line) for f in res.findings if f.rule == "GPF005"} == {
-        ("loss.py", 6)
-    }
+    assert _with_loss(tmp_path, train) == {("loss.py", 6)}
 
 
 def test_main_process_tests_do_not_count(tmp_path: Path) -> None:
-    (tmp_path / "loss.py").write_text(LOSS)
-    (tmp_path / "train.py").write_text(
+    train = (
         "import torch.distributed as dist\nfrom loss import ComputeLoss\n\n\ndef worker(acc):\n"
         "    dist.init_process_group('nccl')\n    if acc.is_local_main_process:\n"
         "        ComputeLoss()(None)\n    if trainer.is_global_zero:\n        ComputeLoss()(None)\n"
     )
-    res = lint_paths([str(tmp_path)])
-    assert [f for f in res.findings if f.rule == "GPF005"] == []
+    assert _with_loss(tmp_path, train) == set()

@@ -81,6 +81,7 @@ def test_names_from_every_caller_count_together(tmp_path: Path) -> None:
 
 
 def _with_loss(tmp_path: Path, train: str) -> set[tuple[str, int]]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "loss.py").write_text(LOSS)
     (tmp_path / "train.py").write_text(train)
     res = lint_paths([str(tmp_path)])
@@ -105,3 +106,17 @@ def test_main_process_tests_do_not_count(tmp_path: Path) -> None:
         "        ComputeLoss()(None)\n    if trainer.is_global_zero:\n        ComputeLoss()(None)\n"
     )
     assert _with_loss(tmp_path, train) == set()
+
+
+def test_what_a_rank_zero_function_calls_is_not_every_ranks_code(tmp_path: Path) -> None:
+    # `if rank == 0: evaluate()`, and evaluate calls inner, which calls the loss
+    train = (
+        "import torch\nimport torch.distributed as dist\nfrom loss import ComputeLoss\n\n\n"
+        "def inner():\n    ComputeLoss()(None)\n    return torch.zeros(1, device='cuda:0')\n\n\n"
+        "def evaluate():\n    return inner()\n\n\n"
+        "def main(rank):\n    dist.init_process_group('nccl')\n    if rank == 0:\n        evaluate()\n"
+    )
+    assert _with_loss(tmp_path, train) == set()
+    # called on every rank as well: reported in both modules
+    every = train + "    inner()\n"
+    assert _with_loss(tmp_path / "b", every) == {("loss.py", 6), ("train.py", 8)}

@@ -107,11 +107,11 @@ _STARTS_PROCESSES = frozenset({"spawn", "Process", "start_processes"})
 
 def _not_every_rank(sf: SourceFile) -> set[str]:
     """Functions no rank runs as its own code: those the module calls only under a rank test
-    (`if rank == 0: evaluate(...)`, the single-process branch one call away), those that start
+    or from such functions (`if rank == 0: evaluate(...)`, and what `evaluate` calls), those that start
     the ranks (`mp.spawn`, `mp.Process`: the parent process, not a rank), and process targets
     that never start a process group, themselves or through a function of the module they call
     (a one-off profiling process that picks its own GPU)."""
-    calls: dict[str, list[bool]] = {}
+    calls: dict[str, list[tuple[bool, str]]] = {}  # callee -> (under a rank test, caller)
     parents: set[str] = set()
     targets: set[str] = set()
     callees: dict[str, set[str]] = {}
@@ -134,11 +134,25 @@ def _not_every_rank(sf: SourceFile) -> set[str]:
                     parents.add(func)
                 targets.update(_target(node))
             branchy = any(_BRANCHY.search(n) for t in tests for n in _names_in(t))
-            calls.setdefault(name, []).append(branchy)
+            calls.setdefault(name, []).append((branchy, func))
             callees.setdefault(func, set()).add(name)
         stack.extend((c, tests, func) for c in ast.iter_child_nodes(node))
     ranks = _reaching(starts_group, callees)
-    return {n for n, seen in calls.items() if all(seen)} | parents | (targets - ranks)
+    return _one_rank_only(calls) | parents | (targets - ranks)
+
+
+def _one_rank_only(calls: dict[str, list[tuple[bool, str]]]) -> set[str]:
+    """Functions every call of which is under a rank test or inside such a function, at any
+    depth (`if rank == 0: evaluate()`, and `evaluate` calls `inner`)."""
+    out: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for name, seen in calls.items():
+            if name and name not in out and all(b or (f and f in out) for b, f in seen):
+                out.add(name)
+                grew = True
+    return out
 
 
 def _callee(f: ast.expr) -> str:

@@ -120,3 +120,18 @@ def test_what_a_rank_zero_function_calls_is_not_every_ranks_code(tmp_path: Path)
     # called on every rank as well: reported in both modules
     every = train + "    inner()\n"
     assert _with_loss(tmp_path / "b", every) == {("loss.py", 6), ("train.py", 8)}
+
+
+def test_a_main_block_that_spawns_the_ranks_is_the_parents_code(tmp_path: Path) -> None:
+    worker = (
+        "import torch.multiprocessing as mp\nimport torch.distributed as dist\n"
+        "from loss import ComputeLoss\n\n\ndef worker(rank):\n    dist.init_process_group('nccl')\n\n\n"
+    )
+    parent = "if __name__ == '__main__':\n    ComputeLoss()(None)\n    mp.spawn(worker, nprocs=2)\n"
+    assert _with_loss(tmp_path, worker + parent) == set()
+    # the same call at module level outside the block runs again in every spawned child
+    child = worker + "ComputeLoss()(None)\n" + parent
+    assert _with_loss(tmp_path / "b", child) == {("loss.py", 6)}
+    # a psutil.Process is no rank start
+    ps = worker.replace("import torch.multiprocessing as mp", "import psutil as mp")
+    assert _with_loss(tmp_path / "c", ps + parent) == {("loss.py", 6)}

@@ -2,8 +2,8 @@
 
 `train.py` starts the process group and calls `ComputeLossOTA(model)` from `utils/loss.py`
 outside any rank test: that class is code every rank runs, though its own module starts no
-group (yolov7#2146). Calls under a rank/world-size test, or from a function the module runs
-only on one rank or that starts the ranks, do not count.
+group (yolov7#2146). Calls under a rank/world-size test, from a function the module runs only
+on one rank or that starts the ranks, or in a `__main__` block that starts them, do not count.
 """
 
 from __future__ import annotations
@@ -22,6 +22,23 @@ def _names(node: ast.AST) -> list[str]:
     ]
 
 
+_STARTS = ("spawn", "Process", "start_processes")
+_STARTERS = ("torch.multiprocessing.", "multiprocessing.")
+
+
+def _launches(sf: SourceFile, node: ast.If) -> bool:
+    """A module-level `if __name__ == "__main__":` block that starts the ranks itself: its code
+    is the parent's, not a rank's."""
+    if "__name__" not in _names(node.test):
+        return False
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            name = sf.names.resolve(n.func) or ""
+            if name.startswith(_STARTERS) and name.rsplit(".", 1)[-1] in _STARTS:
+                return True
+    return False
+
+
 def entries(
     project: Project, sf: SourceFile, branchy: re.Pattern[str], skip: set[str]
 ) -> dict[SourceFile, set[str]]:
@@ -35,7 +52,11 @@ def entries(
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             func = node.name
         elif isinstance(node, ast.If):
-            inner = branched or any(branchy.search(n) for n in _names(node.test))
+            inner = (
+                branched
+                or any(branchy.search(n) for n in _names(node.test))
+                or (not func and _launches(sf, node))
+            )
             stack.append((node.test, branched, func))
             stack.extend((c, inner, func) for c in (*node.body, *node.orelse))
             continue

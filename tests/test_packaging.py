@@ -131,10 +131,14 @@ def test_wheel_runs_from_a_fresh_venv_outside_the_checkout(wheel: Path, tmp_path
     # lint reads its tables from the installed package
     (work / "train.py").write_text(
         "import torch\nimport os\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
-        "os.environ['NCCL_P2P_DISABLE'] = '1'\n"  # inert here: reads communicators.yaml
     )
-    r = run("lint", "train.py")
-    assert r.returncode == 1 and "GPF001" in r.stdout, (r.stdout, r.stderr)
+    # one GPU pinned before torch, no communicator: the NCCL write is inert (communicators.yaml)
+    (work / "gen.py").write_text(
+        "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
+        "os.environ['NCCL_P2P_DISABLE'] = '1'\nimport torch\n"
+    )
+    r = run("lint", "train.py", "gen.py")
+    assert r.returncode == 1 and "train.py:3:1: GPF001" in r.stdout, (r.stdout, r.stderr)
     assert "GPF004" not in r.stdout, r.stdout
 
 

@@ -118,6 +118,20 @@ def test_a_module_imported_by_the_run_counts(tmp_path: Path) -> None:
     assert "GPF004" in _knobs(found, "nccl.py")
 
 
+def test_a_sibling_scripts_plain_import_counts(tmp_path: Path) -> None:
+    # pkg/gen.py (pkg has __init__.py) imported by pkg/run.py as `import gen`
+    found = _lint(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/gen.py": HEADER,
+            "pkg/run.py": "import gen\nimport torch.distributed as dist\n"
+            "dist.init_process_group('nccl')\n",
+        },
+    )
+    assert "GPF004" in _knobs(found, "gen.py")
+
+
 def test_a_module_without_a_gpu_library_counts(tmp_path: Path) -> None:
     # a launcher or environment helper: its environment is for code it does not show
     helper = 'import os\ndef setup_env():\n    os.environ["NCCL_DEBUG"] = "INFO"\nsetup_env()\n'

@@ -135,3 +135,58 @@ def test_a_main_block_that_spawns_the_ranks_is_the_parents_code(tmp_path: Path) 
     # a psutil.Process is no rank start
     ps = worker.replace("import torch.multiprocessing as mp", "import psutil as mp")
     assert _with_loss(tmp_path / "c", ps + parent) == {("loss.py", 6)}
+
+
+IMAGENET = """\
+import argparse
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def build_model():
+    model = torch.nn.Linear(4, 4)
+    return model.cuda(0)
+
+
+def main_worker(gpu, args):
+    dist.init_process_group("nccl", rank=gpu, world_size=args.world_size)
+    model = build_model()
+    x = torch.zeros(4).to("cuda:0")
+    return model(x)
+
+
+def main():
+    args = argparse.ArgumentParser().parse_args()
+    if args.multiprocessing_distributed:
+        mp.spawn(main_worker, nprocs=4, args=(args,))
+    else:
+        main_worker(args.gpu, args)
+"""
+
+
+def test_a_worker_that_starts_the_group_is_rank_code_under_any_test(tmp_path: Path) -> None:
+    # pytorch/examples' ImageNet layout: main_worker runs under `if args.distributed` either
+    # way; it and what it calls are every rank's code
+    (tmp_path / "train.py").write_text(IMAGENET)
+    res = lint_paths([str(tmp_path)])
+    assert {f.line for f in res.findings if f.rule == "GPF005"} == {9, 15}
+
+
+def test_a_torchrun_main_block_that_starts_a_helper_process_is_still_a_rank(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "helpers.py").write_text(
+        "import torch\ndef build():\n    return torch.nn.Linear(2, 2).cuda(0)\n"
+    )
+    train = (
+        "import multiprocessing\nimport torch.distributed as dist\nimport helpers\n\n\n"
+        "def log_worker():\n    pass\n\n\nif __name__ == '__main__':\n"
+        "    dist.init_process_group('nccl')\n"
+        "    multiprocessing.Process(target=log_worker).start()\n    model = helpers.build()\n"
+    )
+    (tmp_path / "train.py").write_text(train)
+    res = lint_paths([str(tmp_path)])
+    assert {(Path(f.path).name, f.line) for f in res.findings if f.rule == "GPF005"} == {
+        ("helpers.py", 3)
+    }

@@ -107,6 +107,9 @@ def test_how_the_run_went_wrong() -> None:
     # a merged multi-node error: one host crashed, the other timed out waiting for it
     merged = "h1: Fatal Python error: Segmentation fault\nh2: " + TIMEOUT
     assert kind(verdict="failed", error=merged, **stalled) == "error"
+    # torchrun's log of a plain hang: the watchdog aborts the process (SIGABRT) after timing out
+    aborted = TIMEOUT + "\nexitcode  : -6\ntraceback : Signal 6 (SIGABRT) received by PID 1235"
+    assert kind(verdict="failed", error=aborted, **stalled) == "hang"
     killed = "the probe program itself hung: killed by the hard timeout after 300 s"
     assert kind(verdict="failed", error=killed, stalled=None) == "hang"
 

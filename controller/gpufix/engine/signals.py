@@ -30,7 +30,8 @@ NCCL_ONLY = frozenset(
 # roles/probe's verdict when it had to kill the probe program past its deadline (run.yml).
 PROBE_KILLED = "the probe program itself hung"
 # A rank that died rather than waited (signals, as Python's and PyTorch's errors name them).
-_DIED = re.compile(r"(?i)signal \d+|SIGSEGV|SIGABRT|SIGKILL|segmentation fault|core dumped")
+# Not SIGABRT (signal 6): PyTorch's watchdog ends a timed-out collective by aborting the process.
+_DIED = re.compile(r"(?i)signal (?!6\b)\d+|SIGSEGV|SIGKILL|SIGBUS|segmentation fault")
 # Log lines that report trouble; NCCL's INFO lines name transports and files in normal runs too.
 _TROUBLE = ("warn", "error", "fail")
 _INFO = re.compile(r"\bNCCL INFO\b")

@@ -126,15 +126,16 @@ def _calls_into(project: Project, sf: SourceFile, seen: set[int], depth: int) ->
 
 
 def _imported(project: Project, sf: SourceFile) -> bool:
-    """A run module imports this one: by its dotted name, or by a longer name that resolves to
-    it (`prime_rl.utils.nccl` for a file in directories without `__init__.py`)."""
+    """A run module imports this one: by its dotted name, or by another name that resolves to
+    it (`prime_rl.utils.nccl` for a file in directories without `__init__.py`; a sibling
+    script's plain `import gen` for `pkg/gen.py`)."""
     if imported_by(project, sf):
         return True
     if not sf.module:
         return False
-    tail = "." + sf.module
+    last = sf.module.rsplit(".", 1)[-1]
     for name, files in project.import_index().items():
-        if name.endswith(tail) and any(
+        if name.rsplit(".", 1)[-1] == last and any(
             f is not sf and project.find_module(f, name) is sf for f in files
         ):
             return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 
+from .callsites import PROCESS_GROUP
 from .project import Project, SourceFile
 
 
@@ -31,12 +32,10 @@ def _launches(sf: SourceFile, node: ast.If) -> bool:
     is the parent's, not a rank's."""
     if "__name__" not in _names(node.test):
         return False
-    for n in ast.walk(node):
-        if isinstance(n, ast.Call):
-            name = sf.names.resolve(n.func) or ""
-            if name.startswith(_STARTERS) and name.rsplit(".", 1)[-1] in _STARTS:
-                return True
-    return False
+    names = [sf.names.resolve(n.func) or "" for n in ast.walk(node) if isinstance(n, ast.Call)]
+    if any(name in PROCESS_GROUP for name in names):
+        return False  # the block is a rank itself (torchrun), whatever helper it starts
+    return any(name.startswith(_STARTERS) and name.rsplit(".", 1)[-1] in _STARTS for name in names)
 
 
 def entries(

@@ -138,18 +138,22 @@ def _not_every_rank(sf: SourceFile) -> set[str]:
             callees.setdefault(func, set()).add(name)
         stack.extend((c, tests, func) for c in ast.iter_child_nodes(node))
     ranks = _reaching(starts_group, callees)
-    return _one_rank_only(calls) | parents | (targets - ranks)
+    return _one_rank_only(calls, ranks) | parents | (targets - ranks)
 
 
-def _one_rank_only(calls: dict[str, list[tuple[bool, str]]]) -> set[str]:
+def _one_rank_only(calls: dict[str, list[tuple[bool, str]]], ranks: set[str]) -> set[str]:
     """Functions every call of which is under a rank test or inside such a function, at any
-    depth (`if rank == 0: evaluate()`, and `evaluate` calls `inner`)."""
+    depth (`if rank == 0: evaluate()`, and `evaluate` calls `inner`). A function that starts
+    the process group, itself or through the module's functions, is rank code whatever test
+    it sits under (`if args.distributed: mp.spawn(main_worker) else: main_worker(...)`)."""
     out: set[str] = set()
     grew = True
     while grew:
         grew = False
         for name, seen in calls.items():
-            if name and name not in out and all(b or (f and f in out) for b, f in seen):
+            if name in ranks or not name or name in out:
+                continue
+            if all(b or (f and f in out) for b, f in seen):
                 out.add(name)
                 grew = True
     return out

@@ -147,13 +147,16 @@ def test_cuda_launch_blocking_is_not_an_nccl_setting(tmp_path: Path) -> None:
 
 
 def test_table_rows_are_checked() -> None:
-    assert "torch.distributed*" in load_table()
+    table = load_table()
+    assert "torch.distributed*" in table.calls and "tp_plan" in table.keywords
     for bad in (
         "communicators: []",
         "communicators: [{call: 'x y', source: 'https://a'}]",
         "communicators: [{call: 'x', source: 'http://a'}]",
         "communicators: [{call: 'x', source: 'https://a', extra: 1}]",
         "communicators: [{call: 'x', source: 'https://a'}, {call: 'x', source: 'https://b'}]",
+        "communicators: [{keyword: 'a.b', source: 'https://a'}]",
+        "communicators: [{call: 'x', keyword: 'y', source: 'https://a'}]",
     ):
         with pytest.raises(ValueError, match=r"communicators\.yaml"):
             parse_table(bad)

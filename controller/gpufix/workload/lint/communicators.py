@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import cast
@@ -28,39 +29,51 @@ from .libraries import load_table as load_libraries
 from .project import Project, SourceFile
 
 _PATTERN = re.compile(r"^[A-Za-z_*][A-Za-z0-9_.*]*$")
+_KEYWORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DEPTH = 3  # run modules followed through calls, as the other cross-module checks do
 
 
-def parse_table(text: str) -> tuple[str, ...]:
-    """The `call` patterns of the YAML table; ValueError names the first bad row."""
+@dataclass(frozen=True)
+class Table:
+    calls: tuple[str, ...]  # fnmatch patterns on the dotted name a call resolves to
+    keywords: frozenset[str]  # a call given one of these keyword arguments counts, whatever it is
+
+
+def parse_table(text: str) -> Table:
+    """The table's rows, each a `call` pattern or a `keyword`; ValueError names the first bad
+    row."""
     doc = yaml.safe_load(text)
     rows = doc.get("communicators") if isinstance(doc, dict) else None
     if not isinstance(rows, list) or not rows:
         raise ValueError("communicators.yaml: a non-empty `communicators` list is required")
-    out: list[str] = []
+    calls: list[str] = []
+    keywords: list[str] = []
     for i, row in enumerate(rows):
-        if not isinstance(row, dict) or set(row) - {"call", "source", "note"}:
-            raise ValueError(f"communicators.yaml row {i}: keys are call, source, note")
-        call, source = row.get("call"), row.get("source")
-        if not isinstance(call, str) or not _PATTERN.match(call):
-            raise ValueError(f"communicators.yaml row {i}: bad call pattern {call!r}")
+        if not isinstance(row, dict) or len(set(row) & {"call", "keyword"}) != 1:
+            raise ValueError(f"communicators.yaml row {i}: one of call, keyword is required")
+        if set(row) - {"call", "keyword", "source", "note"}:
+            raise ValueError(f"communicators.yaml row {i}: keys are call or keyword, source, note")
+        what, source = row.get("call") or row.get("keyword"), row.get("source")
+        ok = _PATTERN if "call" in row else _KEYWORD
+        if not isinstance(what, str) or not ok.match(what):
+            raise ValueError(f"communicators.yaml row {i}: bad call or keyword {what!r}")
         if not isinstance(source, str) or not source.startswith("https://"):
-            raise ValueError(f"communicators.yaml row {i} ({call}): source must be an https URL")
-        if call in out:
-            raise ValueError(f"communicators.yaml row {i}: {call} listed twice")
-        out.append(call)
-    return tuple(out)
+            raise ValueError(f"communicators.yaml row {i} ({what}): source must be an https URL")
+        if what in calls or what in keywords:
+            raise ValueError(f"communicators.yaml row {i}: {what} listed twice")
+        (calls if "call" in row else keywords).append(what)
+    return Table(tuple(calls), frozenset(keywords))
 
 
 @lru_cache(maxsize=1)
-def load_table() -> tuple[str, ...]:
+def load_table() -> Table:
     text = resources.files(__package__).joinpath("communicators.yaml").read_text("utf-8")
     return parse_table(text)
 
 
 @lru_cache(maxsize=1)
 def _pattern() -> re.Pattern[str]:
-    return re.compile("|".join(fnmatch.translate(p) for p in load_table()))
+    return re.compile("|".join(fnmatch.translate(p) for p in load_table().calls))
 
 
 def _matches(name: str) -> bool:
@@ -69,8 +82,7 @@ def _matches(name: str) -> bool:
 
 def _calls(sf: SourceFile) -> list[str]:
     """Every call of the module that resolves to a dotted name, and the classes it subclasses
-    (a `MyLoop(transformers.Trainer)` runs the Trainer). A call with `tp_plan=` (transformers'
-    tensor parallelism starts a process group) counts as a process group."""
+    (a `MyLoop(transformers.Trainer)` runs the Trainer)."""
     cached = sf.cache.get("communicator-calls")
     if cached is not None:
         return cast(list[str], cached)
@@ -78,8 +90,6 @@ def _calls(sf: SourceFile) -> list[str]:
     out: list[str] = []
     for n in ast.walk(sf.tree):
         if isinstance(n, ast.Call):
-            if any(k.arg == "tp_plan" for k in n.keywords):
-                out.append("torch.distributed.init_process_group")
             name = sf.names.resolve(n.func)
             if name is None and isinstance(n.func, ast.Name):
                 name = n.func.id  # a builtin (exec, __import__) or a name bound at run time
@@ -89,6 +99,15 @@ def _calls(sf: SourceFile) -> list[str]:
             out.extend(b for b in map(sf.names.resolve, n.bases) if b)
     sf.cache["communicator-calls"] = out
     return out
+
+
+def _keywords(sf: SourceFile) -> bool:
+    """Some call is given a keyword of the table (`tp_plan=`)."""
+    assert sf.tree is not None
+    wanted = load_table().keywords
+    return any(
+        k.arg in wanted for n in ast.walk(sf.tree) if isinstance(n, ast.Call) for k in n.keywords
+    )
 
 
 def _run_modules(project: Project, sf: SourceFile, names: list[str]) -> list[SourceFile]:
@@ -106,7 +125,7 @@ def _calls_table(sf: SourceFile) -> bool:
     """The module itself calls something in the table (cached: many roots share modules)."""
     cached = sf.cache.get("calls-communicator")
     if cached is None:
-        cached = any(_matches(name) for name in _calls(sf))
+        cached = any(_matches(name) for name in _calls(sf)) or _keywords(sf)
         sf.cache["calls-communicator"] = cached
     return bool(cached)
 
@@ -120,7 +139,7 @@ def _calls_into(project: Project, sf: SourceFile, seen: set[int], depth: int) ->
         if id(other) in seen:
             continue
         seen.add(id(other))
-        if other.tree is None or depth <= 0 or _calls_into(project, other, seen, depth - 1):
+        if depth <= 0 or _calls_into(project, other, seen, depth - 1):
             return True  # one step too deep, or one that reaches NCCL
     return False
 

@@ -15,7 +15,8 @@ from .callsites import PROCESS_GROUP
 from .project import Project, SourceFile
 
 
-def _names(node: ast.AST) -> list[str]:
+def names_in(node: ast.AST) -> list[str]:
+    """Every name and attribute in an expression (`args.local_rank` -> args, local_rank)."""
     return [
         n.id if isinstance(n, ast.Name) else n.attr
         for n in ast.walk(node)
@@ -23,19 +24,22 @@ def _names(node: ast.AST) -> list[str]:
     ]
 
 
-_STARTS = ("spawn", "Process", "start_processes")
+# Calls that start processes, by their last name (`mp.spawn`, `Process(target=...)`).
+STARTS_PROCESSES = frozenset({"spawn", "Process", "start_processes"})
 _STARTERS = ("torch.multiprocessing.", "multiprocessing.")
 
 
 def _launches(sf: SourceFile, node: ast.If) -> bool:
     """A module-level `if __name__ == "__main__":` block that starts the ranks itself: its code
     is the parent's, not a rank's."""
-    if "__name__" not in _names(node.test):
+    if "__name__" not in names_in(node.test):
         return False
     names = [sf.names.resolve(n.func) or "" for n in ast.walk(node) if isinstance(n, ast.Call)]
     if any(name in PROCESS_GROUP for name in names):
         return False  # the block is a rank itself (torchrun), whatever helper it starts
-    return any(name.startswith(_STARTERS) and name.rsplit(".", 1)[-1] in _STARTS for name in names)
+    return any(
+        name.startswith(_STARTERS) and name.rsplit(".", 1)[-1] in STARTS_PROCESSES for name in names
+    )
 
 
 def entries(
@@ -53,7 +57,7 @@ def entries(
         elif isinstance(node, ast.If):
             inner = (
                 branched
-                or any(branchy.search(n) for n in _names(node.test))
+                or any(branchy.search(n) for n in names_in(node.test))
                 or (not func and _launches(sf, node))
             )
             stack.append((node.test, branched, func))
@@ -62,7 +66,7 @@ def entries(
         elif isinstance(node, ast.Call) and not branched and not (func and func in skip):
             name = sf.names.resolve(node.func)
             hit = project.split(sf, name) if name else None
-            if hit is not None and hit[0] is not sf and hit[1] and hit[0].tree is not None:
+            if hit is not None and hit[0] is not sf and hit[1]:
                 out.setdefault(hit[0], set()).add(hit[1][0])
         stack.extend((c, branched, func) for c in ast.iter_child_nodes(node))
     return out

@@ -25,7 +25,7 @@ from ..callsites import (
 )
 from ..project import SourceFile
 from ..prune import segment
-from ..rankcode import entries
+from ..rankcode import STARTS_PROCESSES, entries, names_in
 from ..report import append_argument
 from . import Check, CheckContext
 
@@ -48,26 +48,18 @@ _MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
 _NOT_NCCL = frozenset({"gloo", "mpi", "ucc", "hccl", "xla"})
 
 
-def _names_in(node: ast.AST) -> list[str]:
-    return [
-        n.id if isinstance(n, ast.Name) else n.attr
-        for n in ast.walk(node)
-        if isinstance(n, ast.Name | ast.Attribute)
-    ]
-
-
 def _under_branch(site: CallSite, pattern: re.Pattern[str]) -> bool:
-    return any(pattern.search(name) for t in site.tests for name in _names_in(t))
+    return any(pattern.search(name) for t in site.tests for name in names_in(t))
 
 
 def _rank_zero_only(site: CallSite) -> bool:
     for t in site.tests:
-        if any(_MAIN.search(n) for n in _names_in(t)):
+        if any(_MAIN.search(n) for n in names_in(t)):
             return True
         if isinstance(t, ast.Compare) and any(
             isinstance(c, ast.Constant) and c.value == 0 for c in t.comparators
         ):
-            return any("rank" in n.lower() for n in _names_in(t.left))
+            return any("rank" in n.lower() for n in names_in(t.left))
     return False
 
 
@@ -102,13 +94,10 @@ def _gpu0(sf: SourceFile, site: CallSite) -> ast.AST | None:
     return None
 
 
-_STARTS_PROCESSES = frozenset({"spawn", "Process", "start_processes"})
-
-
 def _not_every_rank(sf: SourceFile) -> set[str]:
     """Functions no rank runs as its own code: those the module calls only under a rank test
-    or from such functions (`if rank == 0: evaluate(...)`, and what `evaluate` calls), those that start
-    the ranks (`mp.spawn`, `mp.Process`: the parent process, not a rank), and process targets
+    or from such functions (`if rank == 0: evaluate(...)`, and what `evaluate` calls), those
+    that start the ranks (`mp.spawn`, `mp.Process`: the parent process, not a rank), and process targets
     that never start a process group, themselves or through a function of the module they call
     (a one-off profiling process that picks its own GPU)."""
     calls: dict[str, list[tuple[bool, str]]] = {}  # callee -> (under a rank test, caller)
@@ -129,11 +118,11 @@ def _not_every_rank(sf: SourceFile) -> set[str]:
             continue
         elif isinstance(node, ast.Call):
             name = _callee(node.func)
-            if name in _STARTS_PROCESSES:
+            if name in STARTS_PROCESSES:
                 if func:
                     parents.add(func)
                 targets.update(_target(node))
-            branchy = any(_BRANCHY.search(n) for t in tests for n in _names_in(t))
+            branchy = any(_BRANCHY.search(n) for t in tests for n in names_in(t))
             calls.setdefault(name, []).append((branchy, func))
             callees.setdefault(func, set()).add(name)
         stack.extend((c, tests, func) for c in ast.iter_child_nodes(node))
@@ -219,7 +208,7 @@ def _same_gpu(
 
 def _scope(site: CallSite) -> tuple[tuple[str, ...], bool]:
     """The code a call runs in: its function, or module level (apart from the __main__ block)."""
-    return site.owners, not site.owners and any("__name__" in _names_in(t) for t in site.tests)
+    return site.owners, not site.owners and any("__name__" in names_in(t) for t in site.tests)
 
 
 def _one_rank_scopes(sf: SourceFile) -> set[tuple[tuple[str, ...], bool]]:

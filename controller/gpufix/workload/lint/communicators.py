@@ -34,12 +34,12 @@ _DEPTH = 3  # run modules followed through calls, as the other cross-module chec
 
 
 @dataclass(frozen=True)
-class Table:
+class Communicators:
     calls: tuple[str, ...]  # fnmatch patterns on the dotted name a call resolves to
     keywords: frozenset[str]  # a call given one of these keyword arguments counts, whatever it is
 
 
-def parse_table(text: str) -> Table:
+def parse_table(text: str) -> Communicators:
     """The table's rows, each a `call` pattern or a `keyword`; ValueError names the first bad
     row."""
     doc = yaml.safe_load(text)
@@ -62,11 +62,11 @@ def parse_table(text: str) -> Table:
         if what in calls or what in keywords:
             raise ValueError(f"communicators.yaml row {i}: {what} listed twice")
         (calls if "call" in row else keywords).append(what)
-    return Table(tuple(calls), frozenset(keywords))
+    return Communicators(tuple(calls), frozenset(keywords))
 
 
 @lru_cache(maxsize=1)
-def load_table() -> Table:
+def load_table() -> Communicators:
     text = resources.files(__package__).joinpath("communicators.yaml").read_text("utf-8")
     return parse_table(text)
 

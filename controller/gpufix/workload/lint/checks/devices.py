@@ -42,8 +42,11 @@ _BRANCHY = re.compile(
     r"|main_process|global_zero"
 )
 _DEVICE_BRANCH = re.compile(r"(?i)rank|distributed|ddp|world_size|gpu|is_main|master|local")
-# Checkpoint parts that hold no GPU tensors (RNG state, scheduler, grad scaler, configs).
-_NO_TENSORS = re.compile(r"(?i)rng|random|sched|scaler|seed|vocab|token|meta|json")
+# Checkpoint parts that hold no GPU tensors (RNG state, scheduler, grad scaler, configs, a
+# dataloader's or sampler's position: torchdata's StatefulDataLoader.state_dict()).
+_NO_TENSORS = re.compile(
+    r"(?i)rng|random|sched|scaler|seed|vocab|token|meta|json|dataloader|sampler"
+)
 _MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
 _NOT_NCCL = frozenset({"gloo", "mpi", "ucc", "hccl", "xla"})
 
@@ -223,8 +226,26 @@ def _one_rank(site: CallSite) -> bool:
     )
 
 
+def _into_state_without_tensors(sf: SourceFile) -> set[int]:
+    """Loads handed straight to `x.load_state_dict(...)` where `x` names a part without GPU
+    tensors (`self.dataloader.load_state_dict(torch.load(p))`): the receiver says what the file
+    holds when its name does not."""
+    out: set[int] = set()
+    for node in ast.walk(sf.tree) if sf.tree else ():
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "load_state_dict"
+            and node.args
+            and _NO_TENSORS.search(segment(sf, node.func.value))
+        ):
+            out.add(id(node.args[0]))
+    return out
+
+
 def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
     one_rank: set[tuple[tuple[str, ...], bool]] | None = None
+    no_tensors: set[int] | None = None
     for site in call_sites(sf):
         call = site.node
         if site.name not in _LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
@@ -237,6 +258,10 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
             continue
         source = segment(sf, call.args[0]) if call.args else ""
         if source and _NO_TENSORS.search(source):
+            continue
+        if no_tensors is None:
+            no_tensors = _into_state_without_tensors(sf)
+        if id(call) in no_tensors:
             continue
         fix = append_argument(sf, call, 'map_location="cpu"', "Load onto the CPU first")
         ctx.reporter.add(

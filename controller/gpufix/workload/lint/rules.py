@@ -115,12 +115,13 @@ RULES: tuple[LintRule, ...] = (
         "GPF007",
         "nvidia-smi-index-without-pci-order",
         "warning",
-        "GPU index from nvidia-smi / NVML used for CUDA_VISIBLE_DEVICES without PCI_BUS_ID order",
+        "GPU index from nvidia-smi / NVML used for CUDA_VISIBLE_DEVICES or a torch device "
+        "without PCI_BUS_ID order",
         "nvidia-smi and NVML number GPUs in PCI bus order; CUDA numbers them fastest first unless "
         "CUDA_DEVICE_ORDER=PCI_BUS_ID. On a host with mixed GPUs the job picks another GPU than "
         "the one chosen.",
         "Set `CUDA_DEVICE_ORDER=PCI_BUS_ID` before `CUDA_VISIBLE_DEVICES` (and before any "
-        "torch import).",
+        "torch import, since CUDA reads it once, when it starts).",
         (
             "https://github.com/anderskm/gputil/issues/18",
             "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html",

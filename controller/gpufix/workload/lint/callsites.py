@@ -86,11 +86,6 @@ def named(sf: SourceFile, names: frozenset[str]) -> list[CallSite]:
     return [c for c in call_sites(sf) if c.name in names]
 
 
-def is_multi_rank(sf: SourceFile) -> bool:
-    """The module starts a process group, wraps a model for DDP/FSDP or runs under accelerate."""
-    return bool(named(sf, DISTRIBUTED - {"torch.multiprocessing.spawn"}))
-
-
 def environ_words(sf: SourceFile) -> tuple[str, ...]:
     """Where an environment write can be: `environ`, `putenv`, or a name bound to os.environ."""
     bound = {**sf.names.imports, **sf.names.aliases}

@@ -1,7 +1,8 @@
 """GPF005 / GPF006 / GPF008: every rank landing on GPU 0 in code that starts a process group.
 
 Multi-rank code here means a module that calls init_process_group or wraps a model in
-DDP/FSDP (`callsites.is_multi_rank`). A module that sets CUDA_VISIBLE_DEVICES itself gives each
+DDP/FSDP, outside a top-level function or class nothing in the run refers to (`_starts_ranks`,
+`unused.py`). A module that sets CUDA_VISIBLE_DEVICES itself gives each
 rank one visible GPU, so `cuda:0` is right there and GPF005/GPF008 stay silent. GPF005 also
 stays silent in code no rank runs as its own: a function called only under a rank test, and a
 function that starts the ranks. A group of one rank (`world_size=1`, a self-test) has no other
@@ -14,12 +15,13 @@ import ast
 import re
 
 from ..callsites import (
+    DISTRIBUTED,
     PROCESS_GROUP,
     SELECT_DEVICE,
     CallSite,
     call_sites,
-    is_multi_rank,
     keyword,
+    named,
     neighbours,
     writes_visible_devices,
 )
@@ -27,6 +29,7 @@ from ..project import SourceFile
 from ..prune import segment
 from ..rankcode import STARTS_PROCESSES, entries, names_in
 from ..report import append_argument
+from ..unused import in_unused_def
 from . import Check, CheckContext
 
 TRIGGERS = (
@@ -275,8 +278,16 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
         )
 
 
+def _starts_ranks(ctx: CheckContext, sf: SourceFile) -> bool:
+    """The module starts a process group, wraps a model for DDP/FSDP or runs under accelerate,
+    and not only in a helper nothing calls (a `setup_ddp()` kept in a script that runs in one
+    process)."""
+    sites = named(sf, DISTRIBUTED - {"torch.multiprocessing.spawn"})
+    return any(not in_unused_def(ctx.project, sf, c) for c in sites)
+
+
 def run(ctx: CheckContext) -> None:
-    ranks = [sf for sf in ctx.with_any(TRIGGERS) if is_multi_rank(sf)]
+    ranks = [sf for sf in ctx.with_any(TRIGGERS) if _starts_ranks(ctx, sf)]
     for sf in ranks:
         if writes_visible_devices(sf):
             continue

@@ -4,7 +4,11 @@ GPF011 reads a constant "dp" or a "dp" branch of a conditional expression; it is
 a Trainer used only to test, validate or predict.
 GPF002 is not reported where the same module also offers a distributed path (DataParallel is then
 the single-process fallback, as in the Trainer or yolov5), nor inside a function or class whose
-name says it implements a DP option for others (a framework's `DataParallelStrategy`).
+name says it implements a DP option for others (a framework's `DataParallelStrategy`), nor
+for inference: a function that calls `.eval()` and never trains, or, where neither the module nor
+a module it imports or that imports it trains, module-level code or a function that evaluates or
+loads trained weights (`torch.no_grad()`, `.eval()`, `.load(...)`; itself or through the module's
+functions it calls).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 
 from ..callsites import DISTRIBUTED, CallSite, call_sites, importers, keyword, neighbours
 from ..project import SourceFile
+from ..prune import nodes_on
 from ..report import replace_node
 from . import Check, CheckContext
 
@@ -53,6 +58,104 @@ def _inference_functions(sf: SourceFile, sites: list[CallSite]) -> set[tuple[str
     evals = {c.owners for c in sites if _attr(c) == "eval"}
     trains = {c.owners for c in sites if _attr(c) in ("backward", "train")}
     return evals - trains
+
+
+# Calls that train: backward, an optimizer's step and zero_grad, a model's or trainer's train, a
+# Keras/fastai/Lightning fit; and building an optimizer (torch.optim.*, apex.optimizers, AdamW).
+_TRAIN_CALLS = frozenset(
+    {"backward", "step", "zero_grad", "train", "fit", "fit_one_cycle", "fine_tune"}
+)
+_OPTIMIZERS = ("Adam", "SGD", "RMSprop", "Adagrad", "Adadelta", "LAMB", "Lion")
+_OPTIMIZER = re.compile(r"(^|\.)(optim\w*\.|(" + "|".join(_OPTIMIZERS) + r")\w*$)")
+# Calls that evaluate or load trained weights (`Net.load(path)`, `torch.load`).
+_EVALUATE_CALLS = frozenset(
+    {"eval", "load", "load_state_dict", "from_pretrained", "load_from_checkpoint"}
+)
+_NO_GRAD = frozenset(
+    {
+        "torch.no_grad",
+        "torch.inference_mode",
+        "torch.autograd.no_grad",
+        "torch.autograd.inference_mode",
+    }
+)
+
+
+def _training_call(sf: SourceFile, call: ast.Call) -> bool:
+    f = call.func
+    if isinstance(f, ast.Attribute) and f.attr in _TRAIN_CALLS:
+        return True
+    return bool(_OPTIMIZER.search(sf.names.resolve(f) or ""))
+
+
+def _trains(sf: SourceFile) -> bool:
+    """The module trains somewhere: a training call on a line that names one (cached)."""
+    cached = sf.cache.get("trains")
+    if cached is None:
+        bound = {**sf.names.imports, **sf.names.aliases}
+        optimizers = (n for n, v in bound.items() if _OPTIMIZER.search(v))
+        words = (*_TRAIN_CALLS, "optim", *_OPTIMIZERS, *optimizers)
+        found = (n for node, _ in nodes_on(sf, words) for n in ast.walk(node))
+        cached = any(isinstance(n, ast.Call) and _training_call(sf, n) for n in found)
+        sf.cache["trains"] = cached
+    return bool(cached)
+
+
+def _never_trains(ctx: CheckContext, sf: SourceFile) -> bool:
+    """Neither the module nor one it imports or that imports it (one step) trains a model."""
+    related = (sf, *neighbours(ctx.project, sf))
+    return not any(m.tree is not None and _trains(m) for m in related)
+
+
+def _function(sf: SourceFile, owners: tuple[str, ...]) -> ast.AST | None:
+    """The def (or class) an owners tuple names: `("Runner", "test")` -> its FunctionDef."""
+    node: ast.AST | None = sf.defs.get(owners[0])
+    for name in owners[1:]:
+        body = getattr(node, "body", [])
+        node = next((s for s in body if getattr(s, "name", None) == name), None)
+    return node
+
+
+def _evaluates(sf: SourceFile, node: ast.AST) -> bool:
+    """A `.eval()` call, a load of trained weights (`.load`, `load_state_dict`,
+    `from_pretrained`), or torch.no_grad / inference_mode (a with-block or a decorator)."""
+    if isinstance(node, ast.Call):
+        f = node.func
+        return (isinstance(f, ast.Attribute) and f.attr in _EVALUATE_CALLS) or _evaluates(sf, f)
+    return isinstance(node, ast.Attribute | ast.Name) and sf.names.resolve(node) in _NO_GRAD
+
+
+def _shows_inference(sf: SourceFile, owners: tuple[str, ...]) -> bool:
+    """The function, or a function of the module it calls (at any depth), evaluates or loads
+    weights; for module-level code (`()`), anything in the module does."""
+    if not owners:
+        return sf.tree is not None and any(
+            _evaluates(sf, n) for n in _calls_and_decorators(sf.tree)
+        )
+    todo, seen = [_function(sf, owners)], set()
+    while todo:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for n in _calls_and_decorators(fn):
+            if _evaluates(sf, n):
+                return True
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+                todo.append(sf.defs.get(n.func.id))
+    return False
+
+
+def _calls_and_decorators(node: ast.AST) -> list[ast.AST]:
+    """The calls under a node, and its decorators (a bare `@torch.no_grad`)."""
+    calls: list[ast.AST] = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+    return [*getattr(node, "decorator_list", []), *calls]
+
+
+def _inference(ctx: CheckContext, sf: SourceFile, owners: tuple[str, ...]) -> bool:
+    """Inference: the DataParallel call's function (or module-level code) evaluates or loads
+    trained weights, and neither this module nor a neighbour trains."""
+    return _never_trains(ctx, sf) and _shows_inference(sf, owners)
 
 
 def _attr(site: CallSite) -> str:
@@ -95,6 +198,8 @@ def _data_parallel(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> 
     inference = _inference_functions(sf, sites)
     for c in dp:
         if any(_DP_OWNER.search(o) for o in c.classes) or c.owners in inference:
+            continue
+        if _inference(ctx, sf, c.owners):
             continue
         ctx.reporter.add(
             "GPF002",

@@ -18,18 +18,46 @@ from gpufix.nccl_env import CUDA_INIT_VARS
 
 from ..calls import CallTarget, Scope
 from ..callsites import all_env_writes
-from ..envwrites import writes_in
+from ..envwrites import walk_here, writes_in
 from ..flow import FlowWalker
 from ..loads import State
 from ..model import Related
 from ..project import SourceFile
-from ..prune import nodes_on
+from ..prune import nodes_on, segment
 from ..report import Reporter
 from ..stmts import Where
 from . import Check, CheckContext
 
 TRIGGERS = (b"VISIBLE_DEVICES", b"DEVICE_ORDER")
 _ROUNDS = 4  # how far "calls a function that writes" is followed across the call graph
+# torch.cuda calls that start CUDA in the process (they count or open devices): after one of
+# them the variables are read already (https://github.com/pytorch/pytorch/issues/23544, a
+# maintainer: it takes effect only before PyTorch touches CUDA).
+CUDA_STARTS = frozenset(
+    f"torch.cuda.{name}"
+    for name in (
+        "is_available", "device_count", "init", "set_device", "current_device",
+        "get_device_name", "get_device_properties", "get_device_capability", "mem_get_info",
+    )
+)  # fmt: skip
+
+
+def _started_before(sf: SourceFile, node: ast.AST) -> ast.Call | None:
+    """The first torch.cuda call that starts CUDA, earlier in the same function (or module-level
+    code) as the statement: the write then certainly comes too late."""
+    line = getattr(node, "lineno", 0)
+    body: ast.AST | None = sf.tree
+    for d in ast.walk(sf.tree) if sf.tree else ():
+        if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef) and (
+            d.lineno < line <= (d.end_lineno or 0)
+        ):
+            body = d  # ast.walk goes outside in: the last one holding the line is innermost
+    calls = [
+        n
+        for n in (walk_here(body) if body is not None else ())
+        if isinstance(n, ast.Call) and n.lineno < line and sf.names.resolve(n.func) in CUDA_STARTS
+    ]
+    return min(calls, key=lambda c: (c.lineno, c.col_offset), default=None)
 
 
 class _Listener:
@@ -47,6 +75,26 @@ class _Listener:
                 continue
             first = next(iter(state.values()))
             where = f" in {note}" if note else ""
+            started = _started_before(sf, node)
+            if started is not None:
+                call = segment(sf, started.func)
+                self.reporter.add(
+                    "GPF001",
+                    sf,
+                    w.node,
+                    f"{w.key} set{where} after `{call}()` (line {started.lineno}) started "
+                    "CUDA: it has no effect in this process; set it before the first "
+                    "torch-based import or in the launch environment",
+                    (
+                        Related(
+                            sf.path,
+                            started.lineno,
+                            sf.col(started.lineno, started.col_offset),
+                            f"`{call}()` starts CUDA",
+                        ),
+                    ),
+                )
+                continue
             msg = (
                 f"{w.key} set{where} after {first.describe(sf.path)}: CUDA ignores it once "
                 "initialised, and any call after that import may initialise it; set it before "

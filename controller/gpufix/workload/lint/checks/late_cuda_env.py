@@ -30,21 +30,21 @@ from . import Check, CheckContext
 
 TRIGGERS = (b"VISIBLE_DEVICES", b"DEVICE_ORDER")
 _ROUNDS = 4  # how far "calls a function that writes" is followed across the call graph
-# torch.cuda calls that start CUDA in the process (they count or open devices): after one of
-# them the variables are read already (https://github.com/pytorch/pytorch/issues/23544, a
-# maintainer: it takes effect only before PyTorch touches CUDA).
+# torch.cuda calls that create the CUDA context (each runs torch.cuda._lazy_init): after one of
+# them the variables were read. Not is_available()/device_count(): on torch 2.x they leave
+# CUDA_VISIBLE_DEVICES unread (docs/lint.md's H200 table; pytorch#23544 saw the opposite on 1.1).
 CUDA_STARTS = frozenset(
     f"torch.cuda.{name}"
     for name in (
-        "is_available", "device_count", "init", "set_device", "current_device",
-        "get_device_name", "get_device_properties", "get_device_capability", "mem_get_info",
+        "init", "set_device", "current_device", "get_device_name", "get_device_properties",
+        "get_device_capability", "mem_get_info",
     )
 )  # fmt: skip
 
 
 def _started_before(sf: SourceFile, node: ast.AST) -> ast.Call | None:
-    """The first torch.cuda call that starts CUDA, earlier in the same function (or module-level
-    code) as the statement: the write then certainly comes too late."""
+    """The first torch.cuda call that creates the CUDA context, earlier in the same function (or
+    module-level code) as the statement: the write then certainly comes too late."""
     line = getattr(node, "lineno", 0)
     body: ast.AST | None = sf.tree
     for d in ast.walk(sf.tree) if sf.tree else ():
@@ -82,15 +82,15 @@ class _Listener:
                     "GPF001",
                     sf,
                     w.node,
-                    f"{w.key} set{where} after `{call}()` (line {started.lineno}) started "
-                    "CUDA: it has no effect in this process; set it before the first "
+                    f"{w.key} set{where} after `{call}()` (line {started.lineno}) created the "
+                    "CUDA context: it has no effect in this process; set it before the first "
                     "torch-based import or in the launch environment",
                     (
                         Related(
                             sf.path,
                             started.lineno,
                             sf.col(started.lineno, started.col_offset),
-                            f"`{call}()` starts CUDA",
+                            f"`{call}()` creates the CUDA context",
                         ),
                     ),
                 )

@@ -191,6 +191,30 @@ def _is_data_parallel(ctx: CheckContext, sf: SourceFile, name: str | None, depth
     return any(_is_data_parallel(ctx, where, b, depth - 1) for b in bases)
 
 
+def _one_device(sf: SourceFile, call: ast.Call) -> bool:
+    """`device_ids` is a list of one GPU, written out or through a name every assignment of the
+    module binds to one (`gpus = [0]`): DataParallel then runs the module on that GPU alone
+    (torch.nn.DataParallel.forward: one device id, no replicas), no multi-GPU path at all."""
+    ids = keyword(call, "device_ids") or (call.args[1] if len(call.args) > 1 else None)
+    if isinstance(ids, ast.Name) and sf.tree is not None:
+        bound = [
+            n.value
+            for n in ast.walk(sf.tree)
+            if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == ids.id for t in n.targets)
+        ]
+        return bool(bound) and all(_one_element(v) for v in bound)
+    return _one_element(ids)
+
+
+def _one_element(node: ast.expr | None) -> bool:
+    return (
+        isinstance(node, ast.List | ast.Tuple)
+        and len(node.elts) == 1
+        and not any(isinstance(e, ast.Starred) for e in node.elts)
+    )
+
+
 def _data_parallel(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
     dp = [c for c in sites if _is_data_parallel(ctx, sf, c.name)]
     if not dp or _offers_distributed(ctx, sf):
@@ -199,7 +223,7 @@ def _data_parallel(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> 
     for c in dp:
         if any(_DP_OWNER.search(o) for o in c.classes) or c.owners in inference:
             continue
-        if _inference(ctx, sf, c.owners):
+        if _inference(ctx, sf, c.owners) or _one_device(sf, c.node):
             continue
         ctx.reporter.add(
             "GPF002",

@@ -166,9 +166,20 @@ class NameTable:
         if isinstance(node, ast.JoinedStr):
             return self._joined(node.values)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            left, right = self.const_str(node.left), self.const_str(node.right)
-            return None if left is None or right is None else left + right
+            return self._sum(node)
         return None
+
+    def _sum(self, node: ast.BinOp) -> str | None:
+        """`a + b + c ...` of known strings, walked along the left spine without recursion (a
+        generated file may chain thousands of terms)."""
+        rights: list[ast.expr] = []
+        left: ast.expr = node
+        while isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add):
+            rights.append(left.right)
+            left = left.left
+        parts = [self.const_str(left)]
+        parts.extend(self.const_str(r) for r in reversed(rights))
+        return None if any(p is None for p in parts) else "".join(p for p in parts if p)
 
     def _joined(self, values: Iterable[ast.expr]) -> str | None:
         out = []

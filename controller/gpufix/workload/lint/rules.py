@@ -120,8 +120,9 @@ RULES: tuple[LintRule, ...] = (
         "nvidia-smi and NVML number GPUs in PCI bus order; CUDA numbers them fastest first unless "
         "CUDA_DEVICE_ORDER=PCI_BUS_ID. On a host with mixed GPUs the job picks another GPU than "
         "the one chosen.",
-        "Set `CUDA_DEVICE_ORDER=PCI_BUS_ID` before `CUDA_VISIBLE_DEVICES` (and before any "
-        "torch import, since CUDA reads it once, when it starts).",
+        "Set `CUDA_DEVICE_ORDER=PCI_BUS_ID` in the launch environment, or in code before "
+        "`CUDA_VISIBLE_DEVICES` and before any torch import (CUDA reads it once, when it "
+        "starts).",
         (
             "https://github.com/anderskm/gputil/issues/18",
             "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html",

@@ -45,11 +45,12 @@ _BRANCHY = re.compile(
     r"|main_process|global_zero"
 )
 _DEVICE_BRANCH = re.compile(r"(?i)rank|distributed|ddp|world_size|gpu|is_main|master|local")
-# Checkpoint parts that hold no GPU tensors (RNG state, scheduler, grad scaler, configs, a
-# dataloader's or sampler's position: torchdata's StatefulDataLoader.state_dict()).
-_NO_TENSORS = re.compile(
-    r"(?i)rng|random|sched|scaler|seed|vocab|token|meta|json|dataloader|sampler"
-)
+# Checkpoint parts that hold no GPU tensors (RNG state, scheduler, grad scaler, configs).
+_NO_TENSORS = re.compile(r"(?i)rng|random|sched|scaler|seed|vocab|token|meta|json")
+# Objects whose load_state_dict takes no GPU tensors, as the words of their name
+# (`self.train_dataloader`, `lr_scheduler`): a data loader's or sampler's position
+# (torchdata's StatefulDataLoader.state_dict()), a scheduler's counters, a grad scaler's scale.
+_STATE_WITHOUT_TENSORS = frozenset({"dataloader", "loader", "sampler", "scheduler", "scaler"})
 _MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
 _NOT_NCCL = frozenset({"gloo", "mpi", "ucc", "hccl", "xla"})
 
@@ -230,19 +231,19 @@ def _one_rank(site: CallSite) -> bool:
 
 
 def _into_state_without_tensors(sf: SourceFile) -> set[int]:
-    """Loads handed straight to `x.load_state_dict(...)` where `x` names a part without GPU
-    tensors (`self.dataloader.load_state_dict(torch.load(p))`): the receiver says what the file
-    holds when its name does not."""
+    """Loads handed straight to `x.load_state_dict(...)` where the last word of `x` names a part
+    without GPU tensors (`self.dataloader.load_state_dict(torch.load(p))`): the receiver says
+    what the file holds when its name does not. `upsampler`, `model.token_embedding` or a
+    receiver built by a call say nothing."""
     out: set[int] = set()
-    for node in ast.walk(sf.tree) if sf.tree else ():
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "load_state_dict"
-            and node.args
-            and _NO_TENSORS.search(segment(sf, node.func.value))
-        ):
-            out.add(id(node.args[0]))
+    for site in call_sites(sf):
+        f = site.node.func
+        if not (isinstance(f, ast.Attribute) and f.attr == "load_state_dict" and site.node.args):
+            continue
+        owner = f.value
+        name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+        if _STATE_WITHOUT_TENSORS & set(name.lower().split("_")):
+            out.add(id(site.node.args[0]))
     return out
 
 

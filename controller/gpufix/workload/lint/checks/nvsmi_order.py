@@ -10,21 +10,18 @@ through names and the module's own functions), since those calls take the rank's
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 
 from gpufix.nccl_env import CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES, PCI_BUS_ORDER
 
 from ..callsites import CallSite, all_env_writes, call_sites, neighbours
+from ..nvml_values import NVML_MODULES, TORCH_SELECTS, nvml_values, pos, strings
 from ..project import SourceFile
 from ..prune import segment
 from ..report import insert_before
 from . import Check, CheckContext
 
-# Modules that number GPUs the way nvidia-smi does (PCI bus order).
-NVML_MODULES = ("GPUtil", "gpustat", "pynvml", "nvidia_smi", "py3nvml", "nvitop")
 TRIGGERS = (b"VISIBLE_DEVICES", b"set_device", b"device(", b"map_location")
-# Calls that select a GPU by CUDA's index (torch.load: its map_location).
-_SELECTS = frozenset({"torch.cuda.set_device", "torch.device", "torch.cuda.device"})
+# torch.load selects a GPU by CUDA's index through its map_location.
 _LOADS = frozenset({"torch.load", "torch.serialization.load"})
 
 
@@ -33,7 +30,7 @@ def _uses_smi_numbering(sf: SourceFile) -> bool:
     for c in call_sites(sf):
         if c.name and c.name.split(".")[0] in NVML_MODULES:
             return True
-        if any("nvidia-smi" in (sf.names.const_str(a) or "") for a in _strings(c.node)):
+        if any("nvidia-smi" in (sf.names.const_str(a) or "") for a in strings(c.node)):
             return True
     return _runs_smi_constant(sf)
 
@@ -49,16 +46,9 @@ def _runs_smi_constant(sf: SourceFile) -> bool:
         return False
     return any(
         isinstance(node, ast.Call)
-        and any(isinstance(a, ast.Name) and a.id in smi for a in _strings(node))
+        and any(isinstance(a, ast.Name) and a.id in smi for a in strings(node))
         for node in ast.walk(sf.tree)
     )
-
-
-def _strings(call: ast.Call) -> list[ast.expr]:
-    out: list[ast.expr] = []
-    for a in call.args:
-        out.extend(a.elts if isinstance(a, ast.List | ast.Tuple) else [a])
-    return out
 
 
 def _orders_by_pci(ctx: CheckContext, here: SourceFile, ordering: set[int]) -> bool:
@@ -74,75 +64,9 @@ def _orders_by_pci(ctx: CheckContext, here: SourceFile, ordering: set[int]) -> b
     return False
 
 
-def _asks_nvml(sf: SourceFile, expr: ast.AST, names: set[str], funcs: set[str]) -> bool:
-    """The expression calls nvidia-smi or an NVML wrapper, a function of the module that returns
-    such a value, or reads a name bound to one."""
-    for n in ast.walk(expr):
-        if isinstance(n, ast.Name) and n.id in names:
-            return True
-        if not isinstance(n, ast.Call):
-            continue
-        called = sf.names.resolve(n.func) or ""
-        own = called.removeprefix(f"{sf.module}.") if sf.module else called
-        if called.split(".")[0] in NVML_MODULES or own in funcs:
-            return True
-        if any("nvidia-smi" in (sf.names.const_str(a) or "") for a in _strings(n)):
-            return True
-    return False
-
-
-def _scoped(
-    node: ast.AST, owners: tuple[str, ...] = ()
-) -> Iterator[tuple[tuple[str, ...], ast.AST]]:
-    """Every node with the names of the classes and functions around it (as CallSite.owners)."""
-    for child in ast.iter_child_nodes(node):
-        yield owners, child
-        inner = owners
-        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            inner = (*owners, child.name)
-        yield from _scoped(child, inner)
-
-
-Scopes = dict[tuple[str, ...], set[str]]
-
-
-def _nvml_values(sf: SourceFile) -> tuple[Scopes, set[str]]:
-    """(names per scope, functions): names bound to a value computed from nvidia-smi/NVML (also
-    a loop variable over one), in the function (or module) that binds them, and the module's
-    functions that return one; two passes, so a name derived from another, or a function
-    returning such a name, counts."""
-    names: Scopes = {}
-    funcs: set[str] = set()
-    nodes = list(_scoped(sf.tree)) if sf.tree else []
-    for _ in range(2):
-        for owners, n in nodes:
-            if isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None:
-                targets, value = (n.targets if isinstance(n, ast.Assign) else [n.target]), n.value
-            elif isinstance(n, ast.For | ast.AsyncFor | ast.comprehension):
-                targets, value = [n.target], n.iter
-            else:
-                continue
-            if _asks_nvml(sf, value, _visible(names, owners), funcs):
-                bound = names.setdefault(owners, set())
-                bound.update(x.id for t in targets for x in ast.walk(t) if isinstance(x, ast.Name))
-        for owners, d in nodes:
-            if not isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            inside = _visible(names, (*owners, d.name))
-            returns = (r.value for r in ast.walk(d) if isinstance(r, ast.Return) and r.value)
-            if any(_asks_nvml(sf, r, inside, funcs) for r in returns):
-                funcs.add(d.name)
-    return names, funcs
-
-
-def _visible(names: Scopes, owners: tuple[str, ...]) -> set[str]:
-    """Names bound in this scope or at module level."""
-    return names.get(owners, set()) | names.get((), set())
-
-
 def _device_given(site: CallSite) -> list[ast.expr]:
     """What names the GPU in a call that selects one (nothing for other calls)."""
-    if site.name in _SELECTS:
+    if site.name in TORCH_SELECTS:
         return [*site.node.args, *(k.value for k in site.node.keywords)]
     if site.name in _LOADS:
         return [k.value for k in site.node.keywords if k.arg == "map_location"]
@@ -153,9 +77,9 @@ def _selects_by_nvml_index(ctx: CheckContext, sf: SourceFile) -> None:
     sites = [(c, given) for c in call_sites(sf) if (given := _device_given(c))]
     if not sites or sf.tree is None:
         return
-    names, funcs = _nvml_values(sf)
+    values = nvml_values(sf)
     for c, given in sites:
-        if not any(_asks_nvml(sf, a, _visible(names, c.owners), funcs) for a in given):
+        if not any(values.asks(a, c.owners, pos(c.node)) for a in given):
             continue
         ctx.reporter.add(
             "GPF007",

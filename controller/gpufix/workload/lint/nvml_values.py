@@ -1,0 +1,178 @@
+"""Which expressions carry a GPU index numbered by nvidia-smi or NVML (PCI bus order).
+
+A value asks NVML when it calls an NVML wrapper or runs nvidia-smi, calls a function of the
+module that returns such a value, or reads a local name whose latest binding before that point
+was one; a loop variable the loop body hands to an NVML call (`nvmlDeviceGetHandleByIndex(i)`)
+is an NVML index too. Counts and tests are not indices (`len(GPUtil.getGPUs())`, `nvmlDeviceGetCount()`,
+`n > 0`: the same in either order), nor is nvitop's `cuda_index` (CUDA's own numbering), nor a
+torch device built from one (the mistake is reported where it is built, once). Names are local
+to their function (or module-level code): a module-level binding is not followed into
+functions, where a parameter or local of the same name is the rule.
+"""
+
+from __future__ import annotations
+
+import ast
+from bisect import bisect_left
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .project import SourceFile
+
+NVML_MODULES = ("GPUtil", "gpustat", "pynvml", "nvidia_smi", "py3nvml", "nvitop")
+# torch calls that take a GPU index: what they build is reported, not followed further.
+TORCH_SELECTS = frozenset({"torch.cuda.set_device", "torch.device", "torch.cuda.device"})
+_NOT_INDEX_ATTRS = frozenset({"cuda_index"})  # nvitop.CudaDevice: already CUDA's index
+
+Scope = tuple[str, ...]
+Pos = tuple[int, int]  # (line, column) where a binding takes effect or a value is read
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def pos(node: ast.AST) -> Pos:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+
+@dataclass
+class NvmlValues:
+    sf: SourceFile
+    funcs: set[str] = field(default_factory=set)  # module functions that return an index
+    # Per scope: (position, name, carries an index) for every binding, in source order.
+    binds: dict[Scope, list[tuple[Pos, str, bool]]] = field(default_factory=dict)
+
+    def asks(self, expr: ast.AST, scope: Scope, at: Pos) -> bool:
+        """The expression, evaluated at `at` in `scope`, carries an NVML-numbered index."""
+        todo = [expr]
+        while todo:
+            n = todo.pop()
+            if _not_an_index(self.sf, n):
+                continue
+            if isinstance(n, ast.IfExp):  # the test picks, the branches are the value
+                todo.extend((n.body, n.orelse))
+                continue
+            if isinstance(n, ast.Name) and self._bound_to_index(scope, n.id, at):
+                return True
+            if isinstance(n, ast.Call) and self._calls_nvml(n):
+                return True
+            todo.extend(ast.iter_child_nodes(n))
+        return False
+
+    def calls_nvml_module(self, call: ast.Call) -> bool:
+        return (self.sf.names.resolve(call.func) or "").split(".")[0] in NVML_MODULES
+
+    def _calls_nvml(self, call: ast.Call) -> bool:
+        called = self.sf.names.resolve(call.func) or ""
+        own = called.removeprefix(f"{self.sf.module}.") if self.sf.module else called
+        if self.calls_nvml_module(call) or own in self.funcs:
+            return True
+        return any("nvidia-smi" in (self.sf.names.const_str(a) or "") for a in strings(call))
+
+    def _bound_to_index(self, scope: Scope, name: str, at: Pos) -> bool:
+        binds = self.binds.get(scope, [])
+        latest = None
+        for _pos, b_name, carries in binds[: bisect_left(binds, (at,))]:
+            if b_name == name:
+                latest = carries
+        return bool(latest)
+
+
+def _not_an_index(sf: SourceFile, n: ast.AST) -> bool:
+    """A count, a test, nvitop's CUDA index or a torch device: no NVML index flows out."""
+    if isinstance(n, ast.Compare):
+        return True
+    if isinstance(n, ast.Attribute) and n.attr in _NOT_INDEX_ATTRS:
+        return True
+    if not isinstance(n, ast.Call):
+        return False
+    called = sf.names.resolve(n.func) or ""
+    f = n.func
+    last = called.rsplit(".", 1)[-1] or (
+        f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+    )
+    return last == "len" or "count" in last.lower() or called in TORCH_SELECTS
+
+
+def strings(call: ast.Call) -> list[ast.expr]:
+    """A call's positional arguments, list and tuple elements spread."""
+    out: list[ast.expr] = []
+    for a in call.args:
+        out.extend(a.elts if isinstance(a, ast.List | ast.Tuple) else [a])
+    return out
+
+
+def scoped(tree: ast.AST) -> Iterator[tuple[Scope, ast.AST]]:
+    """Every node with the names of the classes and functions around it (as CallSite.owners);
+    iterative, so deeply nested expressions cannot exhaust the recursion limit."""
+    todo: list[tuple[Scope, ast.AST]] = [((), tree)]
+    while todo:
+        owners, node = todo.pop()
+        inner = owners
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            inner = (*owners, node.name)
+        for child in ast.iter_child_nodes(node):
+            yield inner if child not in getattr(node, "decorator_list", ()) else owners, child
+            todo.append((inner, child))
+
+
+def _names(target: ast.AST) -> list[str]:
+    """Names a target binds: a name, or names in tuples and lists (not `self.x`, `d[k]`)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Starred):
+        return _names(target.value)
+    if isinstance(target, ast.Tuple | ast.List):
+        return [n for e in target.elts for n in _names(e)]
+    return []
+
+
+def _bindings(node: ast.AST) -> list[tuple[list[str], ast.AST | None, Pos]]:
+    """(names, value, from where) bound by this node; value None: no index. A comprehension's
+    variables count from the start of the comprehension (its element is read before them)."""
+    if isinstance(node, ast.Assign):
+        return [(_names(t), node.value, pos(node)) for t in node.targets]
+    if isinstance(node, ast.AnnAssign | ast.NamedExpr):
+        return [(_names(node.target), node.value, pos(node))]
+    if isinstance(node, ast.For | ast.AsyncFor):
+        return [(_names(node.target), node.iter, pos(node))]
+    if isinstance(node, _COMPREHENSIONS):
+        return [(_names(g.target), g.iter, pos(node)) for g in node.generators]
+    if isinstance(node, ast.arg):
+        return [([node.arg], None, pos(node))]
+    return []
+
+
+def _handed_to_nvml(values: NvmlValues, loop: ast.For | ast.AsyncFor, names: list[str]) -> bool:
+    """The loop body passes its variable to an NVML call (`nvmlDeviceGetHandleByIndex(i)`)."""
+    for n in (m for stmt in loop.body for m in ast.walk(stmt)):
+        if isinstance(n, ast.Call) and values.calls_nvml_module(n):
+            args = [*n.args, *(k.value for k in n.keywords)]
+            if any(isinstance(a, ast.Name) and a.id in names for a in args):
+                return True
+    return False
+
+
+def nvml_values(sf: SourceFile) -> NvmlValues:
+    """The module's NVML-numbered values (cached). Two passes: a function found to return one
+    in the first makes its callers' bindings carry one in the second."""
+    cached = sf.cache.get("nvml-values")
+    if isinstance(cached, NvmlValues):
+        return cached
+    values = NvmlValues(sf)
+    nodes = list(scoped(sf.tree)) if sf.tree else []
+    for _ in range(2):
+        binds: dict[Scope, list[tuple[Pos, str, bool]]] = {}
+        for scope, n in nodes:
+            for names, value, at in _bindings(n):
+                carries = value is not None and values.asks(value, scope, at)
+                if not carries and isinstance(n, ast.For | ast.AsyncFor):
+                    carries = _handed_to_nvml(values, n, names)
+                binds.setdefault(scope, []).extend((at, name, carries) for name in names)
+        values.binds = {s: sorted(b) for s, b in binds.items()}
+        for scope, d in nodes:
+            if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef):
+                inside = (*scope, d.name)
+                returns = [r for r in ast.walk(d) if isinstance(r, ast.Return) and r.value]
+                if any(values.asks(r.value, inside, pos(r)) for r in returns if r.value):
+                    values.funcs.add(d.name)
+    sf.cache["nvml-values"] = values
+    return values

@@ -1,0 +1,105 @@
+"""GPF007 on the index handed to torch (nvml_values.py): what carries an nvidia-smi/NVML index
+and what does not. The traps are shapes a review found reported wrongly on correct code."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from gpufix.workload.lint import lint_source
+
+
+def _gpf007(src: str) -> list[int]:
+    found = lint_source(textwrap.dedent(src), "t.py")
+    return sorted(f.line for f in found if f.rule == "GPF007")
+
+
+def test_a_loop_variable_handed_to_nvml_is_an_nvml_index() -> None:
+    assert _gpf007(
+        """
+        import GPUtil
+        import pynvml
+        import torch
+
+        def pick():
+            pynvml.nvmlInit()
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                if pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used == 0:
+                    torch.cuda.set_device(i)
+            for g in GPUtil.getGPUs():
+                torch.cuda.set_device(g.id)
+            for j in range(pynvml.nvmlDeviceGetCount()):
+                with torch.cuda.device(j):
+                    pass
+        """
+    ) == [10, 12]
+
+
+def test_one_mistake_is_reported_where_the_device_is_built() -> None:
+    assert _gpf007(
+        """
+        import GPUtil
+        import torch
+
+        def main(path):
+            gpu = GPUtil.getFirstAvailable(order="memory")[0]
+            device = torch.device("cuda", gpu)
+            torch.cuda.set_device(device)
+            return torch.load(path, map_location=device)
+        """
+    ) == [7]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # an attribute target binds nothing: `self` is no index
+        "self.total = GPUtil.getGPUs()[rank].memoryTotal\ntorch.cuda.set_device(self.rank)",
+        # counts and tests are the same in either order
+        "n = len(GPUtil.getGPUs())\ntorch.cuda.set_device(rank % n)",
+        "n = pynvml.nvmlDeviceGetCount()\nfor r in range(n):\n    torch.cuda.set_device(r)",
+        'torch.device("cuda:0" if GPUtil.getAvailable() else "cpu")',
+        # a name reused later for CUDA's own numbering
+        "for i in GPUtil.getAvailable():\n    print(i)\nfor i in range(torch.cuda.device_count()):"
+        "\n    torch.cuda.set_device(i)",
+        "free = {g.id: g.memoryFree for g in GPUtil.getGPUs()}\n"
+        'devs = [torch.device("cuda", g) for g in range(rank)]',
+        # nvitop's CudaDevice numbers as CUDA does
+        "best = min(nvitop.CudaDevice.all(), key=lambda d: d.memory_used())\n"
+        "torch.cuda.set_device(best.cuda_index)",
+    ],
+    ids=["attribute", "len", "count", "test", "reused-loop", "reused-comprehension", "nvitop"],
+)
+def test_not_an_nvml_index(body: str) -> None:
+    src = "import GPUtil\nimport nvitop\nimport pynvml\nimport torch\n\n\ndef f(self, rank):\n"
+    assert _gpf007(src + textwrap.indent(body, "    ") + "\n") == []
+
+
+def test_module_level_names_do_not_reach_functions() -> None:
+    # The parent lists GPUs with NVML; each spawned rank's own `rank` is CUDA's index.
+    assert (
+        _gpf007(
+            """
+        import pynvml
+        import torch
+        import torch.multiprocessing as mp
+
+        def run(rank, world_size):
+            torch.cuda.set_device(rank)
+
+        if __name__ == "__main__":
+            pynvml.nvmlInit()
+            world_size = pynvml.nvmlDeviceGetCount()
+            for rank in range(world_size):
+                print(pynvml.nvmlDeviceGetHandleByIndex(rank))
+                mp.Process(target=run, args=(rank, world_size)).start()
+        """
+        )
+        == []
+    )
+
+
+def test_a_deep_generated_expression_does_not_stop_the_run() -> None:
+    terms = " + ".join(f'"s{i}"' for i in range(1500))
+    src = f"import pynvml\nimport torch\nSQL = {terms}\ntorch.cuda.set_device(0)\n"
+    assert _gpf007(src) == []

@@ -53,6 +53,45 @@ def test_helpers_that_may_be_used_count_as_used(tmp_path: Path, parts: dict[str,
     assert _rules(tmp_path, **parts) == ["GPF008"]
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        "fire.Fire()",  # every function of the module is a command
+        'globals()["setup_" + "ddp"](0, 2)',  # looked up at run time
+    ],
+    ids=["fire", "globals"],
+)
+def test_modules_that_look_functions_up_count_as_using_them(tmp_path: Path, call: str) -> None:
+    assert _rules(tmp_path, call=f"import fire\n    {call}") == ["GPF008"]
+
+
+def test_an_entry_point_in_pyproject_counts(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project.scripts]\nev = "eval:setup_ddp"\n')
+    assert _rules(tmp_path) == ["GPF008"]
+
+
+@pytest.mark.parametrize(
+    "importer",
+    [
+        "from tools.eval import setup_ddp\n\nsetup_ddp(0, 2)\n",  # a folder without __init__
+        'import importlib\n\nimportlib.import_module("eval").setup_ddp(0, 2)\n',
+    ],
+    ids=["namespace-package", "import_module"],
+)
+def test_importers_by_other_paths_count(tmp_path: Path, importer: str) -> None:
+    (tmp_path / "launch.py").write_text(importer)
+    assert _rules(tmp_path) == ["GPF008"]
+
+
+def test_a_class_is_never_taken_for_unused(tmp_path: Path) -> None:
+    (tmp_path / "eval.py").write_text(
+        "import torch\nimport torch.distributed as dist\n\n\nclass Worker:\n"
+        "    def run(self):\n        dist.init_process_group('nccl')\n"
+        "        return torch.load('ckpt.pt')\n\n\nif __name__ == '__main__':\n    pass\n"
+    )
+    assert [f.rule for f in lint_paths([str(tmp_path)]).findings] == ["GPF008"]
+
+
 def test_an_importer_in_the_run_that_names_it_counts(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("from eval import setup_ddp\n\nsetup_ddp(0, 2)\n")
     assert _rules(tmp_path) == ["GPF008"]

@@ -1,14 +1,22 @@
-"""Top-level functions and classes nothing in the run refers to (a helper defined, never called)."""
+"""Top-level functions nothing in the run refers to (a helper defined, never called)."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from pathlib import Path
 
 from .callsites import CallSite
 from .project import Project, SourceFile
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
+# A module that looks its functions up at run time: any of them may be called.
+_DYNAMIC = (b"globals()", b"locals()", b"sys.modules", b"getattr(", b"import_module")
+# Command-line libraries that make every function of the module a command (`fire.Fire()`).
+_ALL_COMMANDS = frozenset({"fire", "jsonargparse", "argh", "plac"})
+_LOADS_BY_NAME = (b"import_module", b"__import__", b"runpy", b"spec_from_file_location")
+_PACKAGING = ("pyproject.toml", "setup.cfg", "setup.py")  # where entry points are named
 
 
 def _referenced(sf: SourceFile) -> set[str]:
@@ -38,21 +46,56 @@ def _script(sf: SourceFile) -> bool:
     )
 
 
+def _exposes_all(sf: SourceFile) -> bool:
+    """The module imports a library that can make any of its functions a command."""
+    return any(v.split(".")[0] in _ALL_COMMANDS for v in sf.names.imports.values())
+
+
+@functools.cache
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes() if path.is_file() else b""
+    except OSError:
+        return b""
+
+
+def _entry_point(sf: SourceFile, name: str) -> bool:
+    """A packaging file in the module's directory or above names `module:name` (a console
+    script)."""
+    word = f":{name}".encode()
+    here = Path(sf.path).resolve().parent
+    return any(word in _read(d / f) for d in (here, *here.parents) for f in _PACKAGING)
+
+
+def _imported_by(project: Project, sf: SourceFile, name: str) -> bool:
+    """Another file of the run says the word and imports a module of this one's name (by any
+    package path, so a folder without __init__.py counts too) or loads modules by name."""
+    base = re.escape(sf.module.rsplit(".", 1)[-1].encode())
+    imports = re.compile(rb"\b" + base + rb"\s+import\b|\bimport\b[^\n]*\b" + base + rb"\b")
+    word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+    return any(
+        word.search(f.data) and (imports.search(f.data) or any(w in f.data for w in _LOADS_BY_NAME))
+        for f in project.files
+        if f is not sf
+    )
+
+
 def unused(project: Project, sf: SourceFile, name: str) -> bool:
-    """Nothing refers to the script's top-level def `name`: the module runs as a program (a
-    library's functions may be called from code outside the run), no name, attribute or string
-    of the module says it (its own def does not count; a decorated def is used through its
-    decorator, a registry or a command line), and no module importing this one contains the
-    word. A module whose dotted name is unknown cannot be looked up: its defs count as used."""
+    """Nothing refers to the script's top-level function `name`. Used, and so left alone: a
+    function of a library (code outside the run may call it), a decorated one (a registry, a
+    command line), one the module names (a call, a reference, a string), one of a module that
+    looks functions up at run time (`globals()`, `getattr(`, `fire`, ...), one a packaging file
+    names as an entry point, one another file of the run names and imports."""
     node = sf.defs.get(name)
-    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.decorator_list:
         return False
-    if node.decorator_list or not sf.module or not _script(sf) or name in _referenced(sf):
+    if not sf.module or not _script(sf) or name in _referenced(sf):
         return False
-    word = name.encode()
-    return not any(word in f.data for f in project.importers_of(sf.module) if f is not sf)
+    if any(d in sf.data for d in _DYNAMIC) or _exposes_all(sf) or _entry_point(sf, name):
+        return False
+    return not _imported_by(project, sf, name)
 
 
 def in_unused_def(project: Project, sf: SourceFile, site: CallSite) -> bool:
-    """The call sits in a top-level function or class nothing refers to."""
+    """The call sits in a top-level function nothing refers to."""
     return bool(site.owners) and unused(project, sf, site.owners[0])

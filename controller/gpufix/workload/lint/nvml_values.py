@@ -33,12 +33,20 @@ def pos(node: ast.AST) -> Pos:
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
 
 
+Binding = tuple[Pos, list[str], "ast.AST | None", ast.AST]  # where, names, value, node
+
+
 @dataclass
 class NvmlValues:
+    """Worked out on demand: a scope's bindings when a value there is asked about, a function's
+    returns when a call to it is."""
+
     sf: SourceFile
-    funcs: set[str] = field(default_factory=set)  # module functions that return an index
-    # Per scope: (position, name, carries an index) for every binding, in source order.
+    pending: dict[Scope, list[Binding]]  # bindings per scope not evaluated yet, in source order
+    defs: dict[str, list[tuple[Scope, ast.FunctionDef | ast.AsyncFunctionDef]]]
+    # Per scope: (position, name, carries an index) for the bindings evaluated so far.
     binds: dict[Scope, list[tuple[Pos, str, bool]]] = field(default_factory=dict)
+    returns: dict[str, bool] = field(default_factory=dict)  # function -> returns an index
 
     def asks(self, expr: ast.AST, scope: Scope, at: Pos) -> bool:
         """The expression, evaluated at `at` in `scope`, carries an NVML-numbered index."""
@@ -61,19 +69,44 @@ class NvmlValues:
         return (self.sf.names.resolve(call.func) or "").split(".")[0] in NVML_MODULES
 
     def _calls_nvml(self, call: ast.Call) -> bool:
+        if self.calls_nvml_module(call):
+            return True
         called = self.sf.names.resolve(call.func) or ""
         own = called.removeprefix(f"{self.sf.module}.") if self.sf.module else called
-        if self.calls_nvml_module(call) or own in self.funcs:
+        if own in self.defs and self._returns_index(own):
             return True
         return any("nvidia-smi" in (self.sf.names.const_str(a) or "") for a in strings(call))
 
+    def _returns_index(self, name: str) -> bool:
+        if name not in self.returns:
+            self.returns[name] = False  # a recursive call does not make it one
+            self.returns[name] = any(
+                self.asks(r.value, (*scope, d.name), pos(r))
+                for scope, d in self.defs[name]
+                for r in ast.walk(d)
+                if isinstance(r, ast.Return) and r.value is not None
+            )
+        return self.returns[name]
+
     def _bound_to_index(self, scope: Scope, name: str, at: Pos) -> bool:
+        self._evaluate(scope, at)
         binds = self.binds.get(scope, [])
         latest = None
         for _pos, b_name, carries in binds[: bisect_left(binds, (at,))]:
             if b_name == name:
                 latest = carries
         return bool(latest)
+
+    def _evaluate(self, scope: Scope, at: Pos) -> None:
+        """Evaluate the scope's bindings before `at`, in source order (each sees those before)."""
+        todo = self.pending.get(scope, [])
+        done = self.binds.setdefault(scope, [])
+        while todo and todo[0][0] < at:
+            where, names, value, node = todo.pop(0)
+            carries = value is not None and self.asks(value, scope, where)
+            if not carries and isinstance(node, ast.For | ast.AsyncFor):
+                carries = _handed_to_nvml(self, node, names)
+            done.extend((where, name, carries) for name in names)
 
 
 def _not_an_index(sf: SourceFile, n: ast.AST) -> bool:
@@ -152,27 +185,19 @@ def _handed_to_nvml(values: NvmlValues, loop: ast.For | ast.AsyncFor, names: lis
 
 
 def nvml_values(sf: SourceFile) -> NvmlValues:
-    """The module's NVML-numbered values (cached). Two passes: a function found to return one
-    in the first makes its callers' bindings carry one in the second."""
+    """The module's NVML-numbered values (cached; worked out as asked)."""
     cached = sf.cache.get("nvml-values")
     if isinstance(cached, NvmlValues):
         return cached
-    values = NvmlValues(sf)
-    nodes = list(scoped(sf.tree)) if sf.tree else []
-    for _ in range(2):
-        binds: dict[Scope, list[tuple[Pos, str, bool]]] = {}
-        for scope, n in nodes:
-            for names, value, at in _bindings(n):
-                carries = value is not None and values.asks(value, scope, at)
-                if not carries and isinstance(n, ast.For | ast.AsyncFor):
-                    carries = _handed_to_nvml(values, n, names)
-                binds.setdefault(scope, []).extend((at, name, carries) for name in names)
-        values.binds = {s: sorted(b) for s, b in binds.items()}
-        for scope, d in nodes:
-            if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef):
-                inside = (*scope, d.name)
-                returns = [r for r in ast.walk(d) if isinstance(r, ast.Return) and r.value]
-                if any(values.asks(r.value, inside, pos(r)) for r in returns if r.value):
-                    values.funcs.add(d.name)
+    pending: dict[Scope, list[Binding]] = {}
+    defs: dict[str, list[tuple[Scope, ast.FunctionDef | ast.AsyncFunctionDef]]] = {}
+    for scope, n in scoped(sf.tree) if sf.tree else ():
+        for names, value, at in _bindings(n):
+            pending.setdefault(scope, []).append((at, names, value, n))
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
+            defs.setdefault(n.name, []).append((scope, n))
+    for todo in pending.values():
+        todo.sort(key=lambda b: b[0])
+    values = NvmlValues(sf, pending, defs)
     sf.cache["nvml-values"] = values
     return values

@@ -112,16 +112,18 @@ def _not_every_rank(sf: SourceFile) -> set[str]:
     targets: set[str] = set()
     callees: dict[str, set[str]] = {}
     starts_group = {s.owners[-1] for s in call_sites(sf) if s.owners and s.name in PROCESS_GROUP}
-    stack: list[tuple[ast.AST, tuple[ast.expr, ...], str]] = []
+    # (node, under a rank test, enclosing function): the test is read once, at its `if`.
+    stack: list[tuple[ast.AST, bool, str]] = []
     if sf.tree is not None:
-        stack.append((sf.tree, (), ""))
+        stack.append((sf.tree, False, ""))
     while stack:
-        node, tests, func = stack.pop()
+        node, branchy, func = stack.pop()
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             func = node.name
         elif isinstance(node, ast.If):
-            stack.append((node.test, tests, func))
-            stack.extend((c, (*tests, node.test), func) for c in (*node.body, *node.orelse))
+            inner = branchy or any(_BRANCHY.search(n) for n in names_in(node.test))
+            stack.append((node.test, branchy, func))
+            stack.extend((c, inner, func) for c in (*node.body, *node.orelse))
             continue
         elif isinstance(node, ast.Call):
             name = _callee(node.func)
@@ -129,10 +131,9 @@ def _not_every_rank(sf: SourceFile) -> set[str]:
                 if func:
                     parents.add(func)
                 targets.update(_target(node))
-            branchy = any(_BRANCHY.search(n) for t in tests for n in names_in(t))
             calls.setdefault(name, []).append((branchy, func))
             callees.setdefault(func, set()).add(name)
-        stack.extend((c, tests, func) for c in ast.iter_child_nodes(node))
+        stack.extend((c, branchy, func) for c in ast.iter_child_nodes(node))
     ranks = _reaching(starts_group, callees)
     return _one_rank_only(calls, ranks) | parents | (targets - ranks)
 

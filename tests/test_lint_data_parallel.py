@@ -164,3 +164,13 @@ def test_training_in_an_imported_project_module_is_reported(tmp_path: Path) -> N
     assert found == {("evaluate.py", 4)}
     (tmp_path / "proj" / "engine.py").write_text("def run(model):\n    return model(1)\n")
     assert _dp_files(tmp_path, {}) == set()
+
+
+def test_a_data_file_loaded_is_no_sign_of_inference(tmp_path: Path) -> None:
+    # json/pickle/numpy loads read data, not trained weights: a fresh model is still reported.
+    (tmp_path / "run.py").write_text(
+        "import json\n\nimport torch\n\ncfg = json.load(open('cfg.json'))\n"
+        "model = torch.nn.DataParallel(torch.nn.Linear(4, 4).cuda())\n"
+        "print(model(torch.zeros(8, 4).cuda()))\n"
+    )
+    assert [f.rule for f in lint_paths([str(tmp_path)]).findings] == ["GPF002"]

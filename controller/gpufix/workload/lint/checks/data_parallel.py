@@ -116,12 +116,19 @@ def _function(sf: SourceFile, owners: tuple[str, ...]) -> ast.AST | None:
     return node
 
 
+# Loaders of data, not of trained weights (`json.load(f)` says nothing about a model).
+_DATA_LOADERS = ("json.", "pickle.", "yaml.", "numpy.", "joblib.", "toml.", "tomllib.", "dill.")
+
+
 def _evaluates(sf: SourceFile, node: ast.AST) -> bool:
     """A `.eval()` call, a load of trained weights (`.load`, `load_state_dict`,
-    `from_pretrained`), or torch.no_grad / inference_mode (a with-block or a decorator)."""
+    `from_pretrained`; not json/pickle/yaml/numpy loads), or torch.no_grad / inference_mode (a
+    with-block or a decorator)."""
     if isinstance(node, ast.Call):
         f = node.func
-        return (isinstance(f, ast.Attribute) and f.attr in _EVALUATE_CALLS) or _evaluates(sf, f)
+        if isinstance(f, ast.Attribute) and f.attr in _EVALUATE_CALLS:
+            return not (sf.names.resolve(f) or "").startswith(_DATA_LOADERS)
+        return _evaluates(sf, f)
     return isinstance(node, ast.Attribute | ast.Name) and sf.names.resolve(node) in _NO_GRAD
 
 

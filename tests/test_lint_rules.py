@@ -602,3 +602,23 @@ def test_gpf001_names_the_torch_cuda_call_that_created_the_context() -> None:
     # is_available() leaves the variable unread on torch 2.x, and a call after the write is not
     # the cause: the import is named.
     assert "CUDA context" not in second.message and "import torch" in second.message
+
+
+def test_gpf001_a_context_call_on_another_branch_is_not_named() -> None:
+    # On the else path no context exists: the write may still take effect.
+    src = """
+        import os
+        import torch
+
+        def main(args):
+            if args.gpu is not None:
+                torch.cuda.set_device(args.gpu)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = args.gpus
+            try:
+                torch.cuda.init()
+            except RuntimeError:
+                os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        """
+    found = [f for f in lint_source(textwrap.dedent(src), "t.py") if f.rule == "GPF001"]
+    assert len(found) == 2 and all("CUDA context" not in f.message for f in found)

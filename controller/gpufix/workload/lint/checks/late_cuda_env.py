@@ -42,22 +42,53 @@ CUDA_STARTS = frozenset(
 )  # fmt: skip
 
 
+_STARTS_WORDS = (b"init(", b"set_device", b"current_device", b"get_device_", b"mem_get_info")
+_BLOCKS = ("body", "orelse", "finalbody")
+_COMPOUND = (
+    ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match,
+    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+)  # fmt: skip
+
+
+def _parents(sf: SourceFile) -> dict[int, tuple[ast.AST, list[ast.stmt], int]]:
+    """Statement -> (the node holding its block, the block, its index there), once per file."""
+    cached = sf.cache.get("stmt-parents")
+    if cached is None:
+        found: dict[int, tuple[ast.AST, list[ast.stmt], int]] = {}
+        for node in ast.walk(sf.tree) if sf.tree else ():
+            for field in _BLOCKS:
+                block = getattr(node, field, None)
+                if isinstance(block, list):
+                    for i, stmt in enumerate(block):
+                        found[id(stmt)] = (node, block, i)
+        sf.cache["stmt-parents"] = cached = found
+    return cached  # type: ignore[return-value]
+
+
 def _started_before(sf: SourceFile, node: ast.AST) -> ast.Call | None:
-    """The first torch.cuda call that creates the CUDA context, earlier in the same function (or
-    module-level code) as the statement: the write then certainly comes too late."""
-    line = getattr(node, "lineno", 0)
-    body: ast.AST | None = sf.tree
-    for d in ast.walk(sf.tree) if sf.tree else ():
-        if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef) and (
-            d.lineno < line <= (d.end_lineno or 0)
-        ):
-            body = d  # ast.walk goes outside in: the last one holding the line is innermost
-    calls = [
-        n
-        for n in (walk_here(body) if body is not None else ())
-        if isinstance(n, ast.Call) and n.lineno < line and sf.names.resolve(n.func) in CUDA_STARTS
-    ]
-    return min(calls, key=lambda c: (c.lineno, c.col_offset), default=None)
+    """A torch.cuda call that creates the CUDA context and runs on every path before the
+    statement: in a simple statement earlier in its block or an enclosing block of the same
+    function (not in another branch, a loop or a `try`). The write then certainly comes too
+    late."""
+    if not any(w in sf.data for w in _STARTS_WORDS):
+        return None
+    parents = _parents(sf)
+    found: ast.Call | None = None
+    here = parents.get(id(node))
+    while here is not None:
+        holder, block, index = here
+        for stmt in block[:index]:
+            if isinstance(stmt, _COMPOUND):
+                continue
+            for n in walk_here(stmt):
+                if isinstance(n, ast.Call) and sf.names.resolve(n.func) in CUDA_STARTS:
+                    found = found or n
+        if isinstance(holder, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
+            break
+        if isinstance(holder, ast.Try | ast.For | ast.AsyncFor | ast.While):
+            break  # the statement may run without what came before inside them
+        here = parents.get(id(holder))
+    return found
 
 
 class _Listener:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
 from gpufix.workload.lint import lint_paths, lint_source
 
 
@@ -174,3 +175,44 @@ def test_a_data_file_loaded_is_no_sign_of_inference(tmp_path: Path) -> None:
         "print(model(torch.zeros(8, 4).cuda()))\n"
     )
     assert [f.rule for f in lint_paths([str(tmp_path)]).findings] == ["GPF002"]
+
+
+def test_a_training_function_outside_the_run_is_training(tmp_path: Path) -> None:
+    # DETR's layout: the loop is in engine.py, which a one-file run does not read.
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom torch import nn\nfrom engine import train_one_epoch\n\n\n"
+        "def main(model, args):\n"
+        "    model.load_state_dict(torch.load(args.resume, map_location='cpu'))\n"
+        "    model = nn.DataParallel(model).cuda()\n"
+        "    train_one_epoch(model)\n"
+    )
+    assert [f.rule for f in lint_paths([str(tmp_path)]).findings] == ["GPF002"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "reported"),
+    [
+        ("gpus = [0]", False),
+        ("gpus = [0]\n    gpus += [1, 2]", True),
+        ("gpus = [0]\n    gpus.append(1)", True),
+        ("gpus = [0, 1]", True),
+        ("gpus = [*ids]", True),
+    ],
+    ids=["one", "grows", "appends", "two", "starred"],
+)
+def test_data_parallel_over_one_gpu_is_no_multi_gpu_path(setup: str, reported: bool) -> None:
+    src = (
+        "import torch\nfrom torch import nn\n\n\ndef main(model, opt, ids):\n"
+        f"    {setup}\n    model = nn.DataParallel(model, device_ids=gpus)\n"
+        "    model(torch.zeros(1)).sum().backward()\n    opt.step()\n"
+    )
+    assert [f.rule for f in lint_source(src, "t.py")] == (["GPF002"] if reported else [])
+
+
+def test_device_ids_given_by_a_caller_are_not_known_to_be_one(tmp_path: Path) -> None:
+    src = (
+        "import torch\nfrom torch import nn\n\n\ndef wrap(model, device_ids):\n"
+        "    return nn.DataParallel(model, device_ids=device_ids)\n\n\n"
+        "def other():\n    device_ids = [0]\n    return device_ids\n"
+    )
+    assert [f.rule for f in lint_source(src, "t.py")] == ["GPF002"]

@@ -622,3 +622,32 @@ def test_gpf001_a_context_call_on_another_branch_is_not_named() -> None:
         """
     found = [f for f in lint_source(textwrap.dedent(src), "t.py") if f.rule == "GPF001"]
     assert len(found) == 2 and all("CUDA context" not in f.message for f in found)
+
+
+@pytest.mark.parametrize(
+    ("receiver", "reported"),
+    [
+        ("lr_sched", False),
+        ("lr_schedulers[0]", False),
+        ("self.trainLoader", False),
+        ("self.train_dl", False),
+        ("self.scaler", False),
+        ("self.upsampler", True),
+        ("self.token_embedding", True),
+        ("sampler_net", True),
+        ("self.scaler_head", True),
+        ("optimizer", True),
+    ],
+)
+def test_gpf008_the_receivers_last_word_says_what_the_file_holds(
+    receiver: str, reported: bool
+) -> None:
+    src = f"""
+        import torch
+        import torch.distributed as dist
+
+        def main(self, path):
+            dist.init_process_group("nccl")
+            {receiver}.load_state_dict(torch.load(path))
+        """
+    assert [r for _, r in _codes(src) if r == "GPF008"] == (["GPF008"] if reported else [])

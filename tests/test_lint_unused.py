@@ -58,8 +58,10 @@ def test_helpers_that_may_be_used_count_as_used(tmp_path: Path, parts: dict[str,
     [
         "fire.Fire()",  # every function of the module is a command
         'globals()["setup_" + "ddp"](0, 2)',  # looked up at run time
+        'eval("setup_" + "ddp")(0, 2)',
+        "import hydra",  # a config's `_target_: eval.setup_ddp`
     ],
-    ids=["fire", "globals"],
+    ids=["fire", "globals", "eval", "hydra"],
 )
 def test_modules_that_look_functions_up_count_as_using_them(tmp_path: Path, call: str) -> None:
     assert _rules(tmp_path, call=f"import fire\n    {call}") == ["GPF008"]

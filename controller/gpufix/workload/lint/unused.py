@@ -12,9 +12,13 @@ from .project import Project, SourceFile
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
 # A module that looks its functions up at run time: any of them may be called.
-_DYNAMIC = (b"globals()", b"locals()", b"sys.modules", b"getattr(", b"import_module")
-# Command-line libraries that make every function of the module a command (`fire.Fire()`).
-_ALL_COMMANDS = frozenset({"fire", "jsonargparse", "argh", "plac"})
+_DYNAMIC = (
+    b"globals()", b"locals()", b"vars()", b"sys.modules", b"getattr(", b"import_module",
+    b"eval(", b"exec(",
+)  # fmt: skip
+# Libraries that make every function of the module reachable from outside the Python code: a
+# command (`fire.Fire()`) or a config's `_target_: train.setup_ddp` (Hydra, OmegaConf).
+_ALL_COMMANDS = frozenset({"fire", "jsonargparse", "argh", "plac", "hydra", "omegaconf"})
 _LOADS_BY_NAME = (b"import_module", b"__import__", b"runpy", b"spec_from_file_location")
 _PACKAGING = ("pyproject.toml", "setup.cfg", "setup.py")  # where entry points are named
 

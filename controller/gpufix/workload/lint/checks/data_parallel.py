@@ -81,9 +81,16 @@ _NO_GRAD = frozenset(
 )
 
 
+# A function of any module whose name says it trains (`train_one_epoch`, `do_train`, `fit_model`):
+# where it is defined may be outside the run (a sibling module not linted, a package).
+_TRAINS_BY_NAME = re.compile(r"(?i)(^|_)(train|fit)($|_)")
+
+
 def _training_call(sf: SourceFile, call: ast.Call) -> bool:
     f = call.func
     if isinstance(f, ast.Attribute) and f.attr in _TRAIN_CALLS:
+        return True
+    if isinstance(f, ast.Name) and _TRAINS_BY_NAME.search(f.id):
         return True
     return bool(_OPTIMIZER.search(sf.names.resolve(f) or ""))
 
@@ -204,14 +211,26 @@ def _one_device(sf: SourceFile, call: ast.Call) -> bool:
     (torch.nn.DataParallel.forward: one device id, no replicas), no multi-GPU path at all."""
     ids = keyword(call, "device_ids") or (call.args[1] if len(call.args) > 1 else None)
     if isinstance(ids, ast.Name) and sf.tree is not None:
-        bound = [
-            n.value
-            for n in ast.walk(sf.tree)
-            if isinstance(n, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == ids.id for t in n.targets)
-        ]
+        bound: list[ast.expr | None] = []
+        for n in ast.walk(sf.tree):
+            if isinstance(n, ast.Assign) and any(_is(t, ids.id) for t in n.targets):
+                bound.append(n.value)
+            elif isinstance(n, ast.AugAssign | ast.AnnAssign) and _is(n.target, ids.id):
+                bound.append(None)  # grows, or is annotated: not known to stay one
+            elif isinstance(n, ast.arg) and n.arg == ids.id:
+                bound.append(None)  # a parameter: any list a caller passes
+            elif (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and _is(n.func.value, ids.id)
+            ):
+                bound.append(None)  # gpus.append(1), gpus.extend(...)
         return bool(bound) and all(_one_element(v) for v in bound)
     return _one_element(ids)
+
+
+def _is(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
 
 
 def _one_element(node: ast.expr | None) -> bool:

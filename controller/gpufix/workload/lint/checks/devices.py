@@ -50,7 +50,10 @@ _NO_TENSORS = re.compile(r"(?i)rng|random|sched|scaler|seed|vocab|token|meta|jso
 # Objects whose load_state_dict takes no GPU tensors, as the words of their name
 # (`self.train_dataloader`, `lr_scheduler`): a data loader's or sampler's position
 # (torchdata's StatefulDataLoader.state_dict()), a scheduler's counters, a grad scaler's scale.
-_STATE_WITHOUT_TENSORS = frozenset({"dataloader", "loader", "sampler", "scheduler", "scaler"})
+_STATE_WITHOUT_TENSORS = frozenset(
+    {"dataloader", "loader", "dl", "sampler", "scheduler", "sched", "scaler"}
+)
+_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
 _NOT_NCCL = frozenset({"gloo", "mpi", "ucc", "hccl", "xla"})
 
@@ -241,11 +244,19 @@ def _into_state_without_tensors(sf: SourceFile) -> set[int]:
         f = site.node.func
         if not (isinstance(f, ast.Attribute) and f.attr == "load_state_dict" and site.node.args):
             continue
-        owner = f.value
-        name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
-        if _STATE_WITHOUT_TENSORS & set(name.lower().split("_")):
+        if _last_word(f.value) in _STATE_WITHOUT_TENSORS:
             out.add(id(site.node.args[0]))
     return out
+
+
+def _last_word(owner: ast.expr) -> str:
+    """The last word of a receiver's name, singular: `self.trainLoader` -> "loader",
+    `lr_schedulers[0]` -> "scheduler", `sampler_net` -> "net"."""
+    if isinstance(owner, ast.Subscript):
+        owner = owner.value
+    name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+    words = _WORDS.findall(name)
+    return words[-1].lower().removesuffix("s") if words else ""
 
 
 def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:

@@ -103,3 +103,56 @@ def test_a_deep_generated_expression_does_not_stop_the_run() -> None:
     terms = " + ".join(f'"s{i}"' for i in range(1500))
     src = f"import pynvml\nimport torch\nSQL = {terms}\ntorch.cuda.set_device(0)\n"
     assert _gpf007(src) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "lines"),
+    [
+        # the binding that counts is the latest one before the use, not a later one
+        ("gpu = 0\ntorch.cuda.set_device(gpu)\ngpu = GPUtil.getFirstAvailable()[0]", []),
+        # a comprehension's variable does not leak: `gpu` is the parameter again
+        ("loads = [gpu.load for gpu in GPUtil.getGPUs()]\ntorch.cuda.set_device(gpu)", []),
+        # a test is no index
+        ("ok = GPUtil.getFirstAvailable()[0] > 0\ntorch.cuda.set_device(ok)", []),
+        ("idx = GPUtil.getFirstAvailable()[0]\ntorch.cuda.set_device(idx)", [9]),
+    ],
+    ids=["later-binding", "comprehension-scope", "comparison", "plain"],
+)
+def test_bindings_by_position(body: str, lines: list[int]) -> None:
+    src = "import GPUtil\nimport nvitop\nimport pynvml\nimport torch\n\n\ndef f(gpu):\n"
+    assert _gpf007(src + textwrap.indent(body, "    ") + "\n") == lines
+
+
+def test_recursive_and_same_named_functions() -> None:
+    assert (
+        _gpf007(
+            """
+        import GPUtil
+        import torch
+
+        def pick(n):
+            gpu = GPUtil.getFirstAvailable()[0] if not n else pick(n - 1)
+            gpu = n
+            torch.cuda.set_device(gpu)
+            return gpu
+
+        class Monitor:
+            def choose(self):
+                return GPUtil.getFirstAvailable()[0]
+
+        def choose():
+            return 0
+
+        torch.cuda.set_device(choose())
+        """
+        )
+        == []
+    )
+
+
+def test_a_long_chain_of_functions_does_not_stop_the_run() -> None:
+    defs = "".join(f"def f{i}():\n    return f{i - 1}()\n" for i in range(1, 300))
+    src = "import pynvml\nimport torch\ndef f0():\n    return pynvml.nvmlDeviceGetIndex(0)\n"
+    # Followed 64 functions deep: past that the value is taken for no index (not a crash).
+    assert _gpf007(src + defs + "torch.cuda.set_device(f299())\n") == []
+    assert _gpf007(src + defs[: defs.index("def f20(")] + "torch.cuda.set_device(f19())\n") == [43]

@@ -13,7 +13,8 @@ functions, where a parameter or local of the same name is the rule.
 from __future__ import annotations
 
 import ast
-from bisect import bisect_left
+from bisect import bisect_left, insort
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -33,7 +34,9 @@ def pos(node: ast.AST) -> Pos:
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
 
 
-Binding = tuple[Pos, list[str], "ast.AST | None", ast.AST]  # where, names, value, node
+# where it takes effect, where it ends (a comprehension's variables) or None, names, value, node
+Binding = tuple[Pos, "Pos | None", list[str], "ast.AST | None", ast.AST]
+_MAX_DEPTH = 64  # functions returning functions' values, followed this far
 
 
 @dataclass
@@ -42,11 +45,12 @@ class NvmlValues:
     returns when a call to it is."""
 
     sf: SourceFile
-    pending: dict[Scope, list[Binding]]  # bindings per scope not evaluated yet, in source order
-    defs: dict[str, list[tuple[Scope, ast.FunctionDef | ast.AsyncFunctionDef]]]
-    # Per scope: (position, name, carries an index) for the bindings evaluated so far.
-    binds: dict[Scope, list[tuple[Pos, str, bool]]] = field(default_factory=dict)
+    pending: dict[Scope, deque[Binding]]  # bindings per scope not evaluated yet, in order
+    defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]  # module-level functions
+    # Per scope and name: (where, carries an index, where it ends) of the bindings evaluated so far.
+    binds: dict[Scope, dict[str, list[tuple[Pos, bool, Pos | None]]]] = field(default_factory=dict)
     returns: dict[str, bool] = field(default_factory=dict)  # function -> returns an index
+    depth: int = 0
 
     def asks(self, expr: ast.AST, scope: Scope, at: Pos) -> bool:
         """The expression, evaluated at `at` in `scope`, carries an NVML-numbered index."""
@@ -79,34 +83,42 @@ class NvmlValues:
 
     def _returns_index(self, name: str) -> bool:
         if name not in self.returns:
+            if self.depth >= _MAX_DEPTH:
+                return False
             self.returns[name] = False  # a recursive call does not make it one
+            self.depth += 1
+            d = self.defs[name]
             self.returns[name] = any(
-                self.asks(r.value, (*scope, d.name), pos(r))
-                for scope, d in self.defs[name]
+                self.asks(r.value, (d.name,), pos(r))
                 for r in ast.walk(d)
                 if isinstance(r, ast.Return) and r.value is not None
             )
+            self.depth -= 1
         return self.returns[name]
 
     def _bound_to_index(self, scope: Scope, name: str, at: Pos) -> bool:
+        """The latest binding of the name before `at` (whose comprehension, if any, holds `at`)
+        carries an index."""
         self._evaluate(scope, at)
-        binds = self.binds.get(scope, [])
-        latest = None
-        for _pos, b_name, carries in binds[: bisect_left(binds, (at,))]:
-            if b_name == name:
-                latest = carries
-        return bool(latest)
+        binds = self.binds.get(scope, {}).get(name, [])
+        for i in range(bisect_left(binds, (at,)) - 1, -1, -1):
+            _where, carries, ends = binds[i]
+            if ends is None or at <= ends:
+                return carries
+        return False
 
     def _evaluate(self, scope: Scope, at: Pos) -> None:
-        """Evaluate the scope's bindings before `at`, in source order (each sees those before)."""
-        todo = self.pending.get(scope, [])
-        done = self.binds.setdefault(scope, [])
+        """Evaluate the scope's bindings before `at`, in source order (each sees those before;
+        a binding evaluated from inside another's value is filed in its place)."""
+        todo = self.pending.get(scope)
+        done = self.binds.setdefault(scope, {})
         while todo and todo[0][0] < at:
-            where, names, value, node = todo.pop(0)
+            where, ends, names, value, node = todo.popleft()
             carries = value is not None and self.asks(value, scope, where)
             if not carries and isinstance(node, ast.For | ast.AsyncFor):
                 carries = _handed_to_nvml(self, node, names)
-            done.extend((where, name, carries) for name in names)
+            for name in names:
+                insort(done.setdefault(name, []), (where, carries, ends))
 
 
 def _not_an_index(sf: SourceFile, n: ast.AST) -> bool:
@@ -158,19 +170,21 @@ def _names(target: ast.AST) -> list[str]:
     return []
 
 
-def _bindings(node: ast.AST) -> list[tuple[list[str], ast.AST | None, Pos]]:
-    """(names, value, from where) bound by this node; value None: no index. A comprehension's
-    variables count from the start of the comprehension (its element is read before them)."""
+def _bindings(node: ast.AST) -> list[tuple[list[str], ast.AST | None, Pos, Pos | None]]:
+    """(names, value, from where, until where) bound by this node; value None: no index. A
+    comprehension's variables count from its start (its element is read before them) to its
+    end (they do not leak out)."""
     if isinstance(node, ast.Assign):
-        return [(_names(t), node.value, pos(node)) for t in node.targets]
+        return [(_names(t), node.value, pos(node), None) for t in node.targets]
     if isinstance(node, ast.AnnAssign | ast.NamedExpr):
-        return [(_names(node.target), node.value, pos(node))]
+        return [(_names(node.target), node.value, pos(node), None)]
     if isinstance(node, ast.For | ast.AsyncFor):
-        return [(_names(node.target), node.iter, pos(node))]
+        return [(_names(node.target), node.iter, pos(node), None)]
     if isinstance(node, _COMPREHENSIONS):
-        return [(_names(g.target), g.iter, pos(node)) for g in node.generators]
+        ends = (node.end_lineno or 0, node.end_col_offset or 0)
+        return [(_names(g.target), g.iter, pos(node), ends) for g in node.generators]
     if isinstance(node, ast.arg):
-        return [([node.arg], None, pos(node))]
+        return [([node.arg], None, pos(node), None)]
     return []
 
 
@@ -190,14 +204,13 @@ def nvml_values(sf: SourceFile) -> NvmlValues:
     if isinstance(cached, NvmlValues):
         return cached
     pending: dict[Scope, list[Binding]] = {}
-    defs: dict[str, list[tuple[Scope, ast.FunctionDef | ast.AsyncFunctionDef]]] = {}
+    defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for scope, n in scoped(sf.tree) if sf.tree else ():
-        for names, value, at in _bindings(n):
-            pending.setdefault(scope, []).append((at, names, value, n))
-        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
-            defs.setdefault(n.name, []).append((scope, n))
-    for todo in pending.values():
-        todo.sort(key=lambda b: b[0])
-    values = NvmlValues(sf, pending, defs)
+        for names, value, at, ends in _bindings(n):
+            pending.setdefault(scope, []).append((at, ends, names, value, n))
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and not scope:
+            defs[n.name] = n
+    ordered = {scope: deque(sorted(b, key=lambda b: b[0])) for scope, b in pending.items()}
+    values = NvmlValues(sf, ordered, defs)
     sf.cache["nvml-values"] = values
     return values

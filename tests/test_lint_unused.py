@@ -104,3 +104,13 @@ def test_another_scripts_own_helper_of_the_same_name_does_not(tmp_path: Path) ->
         "def setup_ddp(rank, world_size):\n    pass\n\n\nsetup_ddp(0, 2)\n"
     )
     assert _rules(tmp_path) == []
+
+
+def test_named_in_a_string_counts(tmp_path: Path) -> None:
+    assert _rules(tmp_path, call='__all__ = ["setup_ddp"]') == ["GPF008"]
+
+
+def test_an_entry_point_above_the_scripts_folder_counts(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project.scripts]\nev = "pkg.eval:setup_ddp"\n')
+    (tmp_path / "pkg").mkdir()
+    assert _rules(tmp_path / "pkg") == ["GPF008"]

@@ -35,6 +35,7 @@ DISTRIBUTED = PROCESS_GROUP | frozenset(
     }
 )
 SELECT_DEVICE = frozenset({"torch.cuda.set_device", "torch.cuda.device"})
+TORCH_LOAD = frozenset({"torch.load", "torch.serialization.load"})
 
 
 @dataclass(frozen=True)

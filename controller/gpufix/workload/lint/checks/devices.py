@@ -1,7 +1,7 @@
 """GPF005 / GPF006 / GPF008: every rank landing on GPU 0 in code that starts a process group.
 
 Multi-rank code here means a module that calls init_process_group or wraps a model in
-DDP/FSDP, outside a top-level function or class nothing in the run refers to (`_starts_ranks`,
+DDP/FSDP, outside a top-level function nothing in the run refers to (`_starts_ranks`,
 `unused.py`). A module that sets CUDA_VISIBLE_DEVICES itself gives each
 rank one visible GPU, so `cuda:0` is right there and GPF005/GPF008 stay silent. GPF005 also
 stays silent in code no rank runs as its own: a function called only under a rank test, and a
@@ -18,6 +18,7 @@ from ..callsites import (
     DISTRIBUTED,
     PROCESS_GROUP,
     SELECT_DEVICE,
+    TORCH_LOAD,
     CallSite,
     call_sites,
     keyword,
@@ -39,7 +40,6 @@ TRIGGERS = (
     b"FullyShardedDataParallel",
     b"Accelerator",
 )
-_LOAD = frozenset({"torch.load", "torch.serialization.load"})
 _BRANCHY = re.compile(
     r"(?i)rank|distributed|ddp|world_size|multi_?gpu|n_?gpu|num_gpus|is_main|master"
     r"|main_process|global_zero"
@@ -264,7 +264,7 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
     no_tensors: set[int] | None = None
     for site in call_sites(sf):
         call = site.node
-        if site.name not in _LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
+        if site.name not in TORCH_LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
             continue
         if _rank_zero_only(site) or _under_branch(site, _DEVICE_BRANCH):
             continue

@@ -45,7 +45,7 @@ CUDA_STARTS = frozenset(
 _STARTS_WORDS = (b"init(", b"set_device", b"current_device", b"get_device_", b"mem_get_info")
 _BLOCKS = ("body", "orelse", "finalbody")
 _COMPOUND = (
-    ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match,
+    ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.TryStar, ast.With, ast.AsyncWith, ast.Match,
     ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
 )  # fmt: skip
 
@@ -85,7 +85,7 @@ def _started_before(sf: SourceFile, node: ast.AST) -> ast.Call | None:
                     found = found or n
         if isinstance(holder, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
             break
-        if isinstance(holder, ast.Try | ast.For | ast.AsyncFor | ast.While):
+        if isinstance(holder, ast.Try | ast.TryStar | ast.For | ast.AsyncFor | ast.While):
             break  # the statement may run without what came before inside them
         here = parents.get(id(holder))
     return found

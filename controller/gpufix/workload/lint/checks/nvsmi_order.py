@@ -13,7 +13,7 @@ import ast
 
 from gpufix.nccl_env import CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES, PCI_BUS_ORDER
 
-from ..callsites import CallSite, all_env_writes, call_sites, neighbours
+from ..callsites import TORCH_LOAD, CallSite, all_env_writes, call_sites, neighbours
 from ..nvml_values import NVML_MODULES, TORCH_SELECTS, nvml_values, pos, strings
 from ..project import SourceFile
 from ..prune import segment
@@ -21,8 +21,6 @@ from ..report import insert_before
 from . import Check, CheckContext
 
 TRIGGERS = (b"VISIBLE_DEVICES", b"set_device", b"device(", b"map_location")
-# torch.load selects a GPU by CUDA's index through its map_location.
-_LOADS = frozenset({"torch.load", "torch.serialization.load"})
 
 
 def _uses_smi_numbering(sf: SourceFile) -> bool:
@@ -68,7 +66,7 @@ def _device_given(site: CallSite) -> list[ast.expr]:
     """What names the GPU in a call that selects one (nothing for other calls)."""
     if site.name in TORCH_SELECTS:
         return [*site.node.args, *(k.value for k in site.node.keywords)]
-    if site.name in _LOADS:
+    if site.name in TORCH_LOAD:  # its map_location picks a GPU by CUDA's index
         return [k.value for k in site.node.keywords if k.arg == "map_location"]
     return []
 

@@ -1,13 +1,14 @@
 """Which expressions carry a GPU index numbered by nvidia-smi or NVML (PCI bus order).
 
-A value asks NVML when it calls an NVML wrapper or runs nvidia-smi, calls a function of the
-module that returns such a value, or reads a local name whose latest binding before that point
-was one; a loop variable the loop body hands to an NVML call (`nvmlDeviceGetHandleByIndex(i)`)
-is an NVML index too. Counts and tests are not indices (`len(GPUtil.getGPUs())`, `nvmlDeviceGetCount()`,
-`n > 0`: the same in either order), nor is nvitop's `cuda_index` (CUDA's own numbering), nor a
-torch device built from one (the mistake is reported where it is built, once). Names are local
-to their function (or module-level code): a module-level binding is not followed into
-functions, where a parameter or local of the same name is the rule.
+A value asks NVML when it calls an NVML wrapper or runs nvidia-smi, calls a module-level function
+of the module that returns such a value, or reads a local name whose latest binding before that
+point was one; a loop variable the loop body hands to an NVML call
+(`nvmlDeviceGetHandleByIndex(i)`) is an NVML index too. Counts and tests are not indices
+(`len(GPUtil.getGPUs())`, `nvmlDeviceGetCount()`, `n > 0`: the same in either order), nor is
+nvitop's `cuda_index` (CUDA's own numbering), nor a torch device built from one (the mistake is
+reported where it is built, once). Names are local to their function (or module-level code): a
+module-level binding is not followed into functions, where a parameter or local of the same
+name is the rule; a comprehension's variables end with it.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def strings(call: ast.Call) -> list[ast.expr]:
     return out
 
 
-def scoped(tree: ast.AST) -> Iterator[tuple[Scope, ast.AST]]:
+def _scoped(tree: ast.AST) -> Iterator[tuple[Scope, ast.AST]]:
     """Every node with the names of the classes and functions around it (as CallSite.owners);
     iterative, so deeply nested expressions cannot exhaust the recursion limit."""
     todo: list[tuple[Scope, ast.AST]] = [((), tree)]
@@ -205,7 +206,7 @@ def nvml_values(sf: SourceFile) -> NvmlValues:
         return cached
     pending: dict[Scope, list[Binding]] = {}
     defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-    for scope, n in scoped(sf.tree) if sf.tree else ():
+    for scope, n in _scoped(sf.tree) if sf.tree else ():
         for names, value, at, ends in _bindings(n):
             pending.setdefault(scope, []).append((at, ends, names, value, n))
         if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and not scope:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from pathlib import Path
 
 from .callsites import CallSite
 from .project import Project, SourceFile
+from .rankcode import names_in
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
 # A module that looks its functions up at run time: any of them may be called.
@@ -41,13 +41,8 @@ def _referenced(sf: SourceFile) -> set[str]:
 
 def _script(sf: SourceFile) -> bool:
     """The module is run as a program: it has an `if __name__ == "__main__":` block."""
-    return any(
-        isinstance(s, ast.If)
-        and isinstance(s.test, ast.Compare)
-        and isinstance(s.test.left, ast.Name)
-        and s.test.left.id == "__name__"
-        for s in (sf.tree.body if sf.tree else ())
-    )
+    body = sf.tree.body if sf.tree else []
+    return any(isinstance(s, ast.If) and "__name__" in names_in(s.test) for s in body)
 
 
 def _exposes_all(sf: SourceFile) -> bool:
@@ -55,20 +50,24 @@ def _exposes_all(sf: SourceFile) -> bool:
     return any(v.split(".")[0] in _ALL_COMMANDS for v in sf.names.imports.values())
 
 
-@functools.cache
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes() if path.is_file() else b""
-    except OSError:
-        return b""
+def _read(project: Project, path: Path) -> bytes:
+    """A packaging file's bytes, read once per run (b"" when there is none)."""
+    cache = project.cache.setdefault("packaging-files", {})
+    assert isinstance(cache, dict)
+    if path not in cache:
+        try:
+            cache[path] = path.read_bytes() if path.is_file() else b""
+        except OSError:
+            cache[path] = b""
+    return cache[path]
 
 
-def _entry_point(sf: SourceFile, name: str) -> bool:
+def _entry_point(project: Project, sf: SourceFile, name: str) -> bool:
     """A packaging file in the module's directory or above names `module:name` (a console
     script)."""
     word = f":{name}".encode()
     here = Path(sf.path).resolve().parent
-    return any(word in _read(d / f) for d in (here, *here.parents) for f in _PACKAGING)
+    return any(word in _read(project, d / f) for d in (here, *here.parents) for f in _PACKAGING)
 
 
 def _imported_by(project: Project, sf: SourceFile, name: str) -> bool:
@@ -95,7 +94,7 @@ def unused(project: Project, sf: SourceFile, name: str) -> bool:
         return False
     if not sf.module or not _script(sf) or name in _referenced(sf):
         return False
-    if any(d in sf.data for d in _DYNAMIC) or _exposes_all(sf) or _entry_point(sf, name):
+    if any(d in sf.data for d in _DYNAMIC) or _exposes_all(sf) or _entry_point(project, sf, name):
         return False
     return not _imported_by(project, sf, name)
 

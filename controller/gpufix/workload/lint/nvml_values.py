@@ -26,7 +26,7 @@ NVML_MODULES = ("GPUtil", "gpustat", "pynvml", "nvidia_smi", "py3nvml", "nvitop"
 TORCH_SELECTS = frozenset({"torch.cuda.set_device", "torch.device", "torch.cuda.device"})
 _NOT_INDEX_ATTRS = frozenset({"cuda_index"})  # nvitop.CudaDevice: already CUDA's index
 
-Scope = tuple[str, ...]
+Owners = tuple[str, ...]
 Pos = tuple[int, int]  # (line, column) where a binding takes effect or a value is read
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -46,14 +46,14 @@ class NvmlValues:
     returns when a call to it is."""
 
     sf: SourceFile
-    pending: dict[Scope, deque[Binding]]  # bindings per scope not evaluated yet, in order
+    pending: dict[Owners, deque[Binding]]  # bindings per scope not evaluated yet, in order
     defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]  # module-level functions
     # Per scope and name: (where, carries an index, where it ends) of the bindings evaluated so far.
-    binds: dict[Scope, dict[str, list[tuple[Pos, bool, Pos | None]]]] = field(default_factory=dict)
+    binds: dict[Owners, dict[str, list[tuple[Pos, bool, Pos | None]]]] = field(default_factory=dict)
     returns: dict[str, bool] = field(default_factory=dict)  # function -> returns an index
     depth: int = 0
 
-    def asks(self, expr: ast.AST, scope: Scope, at: Pos) -> bool:
+    def asks(self, expr: ast.AST, scope: Owners, at: Pos) -> bool:
         """The expression, evaluated at `at` in `scope`, carries an NVML-numbered index."""
         todo = [expr]
         while todo:
@@ -97,7 +97,7 @@ class NvmlValues:
             self.depth -= 1
         return self.returns[name]
 
-    def _bound_to_index(self, scope: Scope, name: str, at: Pos) -> bool:
+    def _bound_to_index(self, scope: Owners, name: str, at: Pos) -> bool:
         """The latest binding of the name before `at` (whose comprehension, if any, holds `at`)
         carries an index."""
         self._evaluate(scope, at)
@@ -108,7 +108,7 @@ class NvmlValues:
                 return carries
         return False
 
-    def _evaluate(self, scope: Scope, at: Pos) -> None:
+    def _evaluate(self, scope: Owners, at: Pos) -> None:
         """Evaluate the scope's bindings before `at`, in source order (each sees those before;
         a binding evaluated from inside another's value is filed in its place)."""
         todo = self.pending.get(scope)
@@ -146,10 +146,10 @@ def strings(call: ast.Call) -> list[ast.expr]:
     return out
 
 
-def _scoped(tree: ast.AST) -> Iterator[tuple[Scope, ast.AST]]:
+def _scoped(tree: ast.AST) -> Iterator[tuple[Owners, ast.AST]]:
     """Every node with the names of the classes and functions around it (as CallSite.owners);
     iterative, so deeply nested expressions cannot exhaust the recursion limit."""
-    todo: list[tuple[Scope, ast.AST]] = [((), tree)]
+    todo: list[tuple[Owners, ast.AST]] = [((), tree)]
     while todo:
         owners, node = todo.pop()
         inner = owners
@@ -204,7 +204,7 @@ def nvml_values(sf: SourceFile) -> NvmlValues:
     cached = sf.cache.get("nvml-values")
     if isinstance(cached, NvmlValues):
         return cached
-    pending: dict[Scope, list[Binding]] = {}
+    pending: dict[Owners, list[Binding]] = {}
     defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for scope, n in _scoped(sf.tree) if sf.tree else ():
         for names, value, at, ends in _bindings(n):

@@ -4,6 +4,7 @@ process, so its `torch.load` cannot land on another rank's GPU (judged FP)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,14 @@ def test_an_entry_point_above_the_scripts_folder_counts(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[project.scripts]\nev = "pkg.eval:setup_ddp"\n')
     (tmp_path / "pkg").mkdir()
     assert _rules(tmp_path / "pkg") == ["GPF008"]
+
+
+def test_packaging_files_are_data_read_inside_the_project_only(tmp_path: Path) -> None:
+    # A FIFO named pyproject.toml is not opened (no hang); nothing above the project's root
+    # (the first folder with a packaging file) is read, so a file there names no entry point.
+    (tmp_path / "pyproject.toml").write_text('[project.scripts]\nev = "eval:setup_ddp"\n')
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "setup.cfg").write_text("[metadata]\nname = proj\n")
+    os.mkfifo(project / "pyproject.toml")
+    assert _rules(project) == []

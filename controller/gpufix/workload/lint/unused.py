@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 from pathlib import Path
 
@@ -50,24 +51,34 @@ def _exposes_all(sf: SourceFile) -> bool:
     return any(v.split(".")[0] in _ALL_COMMANDS for v in sf.names.imports.values())
 
 
+_MAX_PACKAGING_BYTES = 1 << 20  # a packaging file is read up to 1 MiB
+
+
 def _read(project: Project, path: Path) -> bytes:
-    """A packaging file's bytes, read once per run (b"" when there is none)."""
+    """A packaging file's bytes (at most 1 MiB), read once per run; b"" when there is no regular
+    file there (a FIFO or a device named pyproject.toml is not opened)."""
     cache = project.cache.setdefault("packaging-files", {})
     assert isinstance(cache, dict)
     if path not in cache:
-        try:
-            cache[path] = path.read_bytes() if path.is_file() else b""
-        except OSError:
-            cache[path] = b""
+        cache[path] = b""
+        if path.is_file():
+            with contextlib.suppress(OSError), path.open("rb") as f:
+                cache[path] = f.read(_MAX_PACKAGING_BYTES)
     return cache[path]
 
 
 def _entry_point(project: Project, sf: SourceFile, name: str) -> bool:
-    """A packaging file in the module's directory or above names `module:name` (a console
-    script)."""
+    """A packaging file names `module:name` (a console script): looked for from the module's
+    directory up to the first directory that has one, or that holds `.git` (the project's
+    root; nothing above it is read)."""
     word = f":{name}".encode()
-    here = Path(sf.path).resolve().parent
-    return any(word in _read(project, d / f) for d in (here, *here.parents) for f in _PACKAGING)
+    for d in (here := Path(sf.path).resolve().parent, *here.parents):
+        texts = [_read(project, d / f) for f in _PACKAGING]
+        if any(word in t for t in texts):
+            return True
+        if any(texts) or (d / ".git").exists():
+            return False
+    return False
 
 
 def _imported_by(project: Project, sf: SourceFile, name: str) -> bool:

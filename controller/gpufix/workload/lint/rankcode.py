@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
+from typing import cast
 
 from .callsites import PROCESS_GROUP
 from .project import Project, SourceFile
@@ -42,31 +44,66 @@ def _launches(sf: SourceFile, node: ast.If) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class RankCall:
+    node: ast.Call
+    func: str  # the innermost enclosing function ("" at module level and in class bodies)
+    branched: bool  # under an `if` whose test names a rank word
+    launched: bool  # in a module-level `__main__` block that starts the ranks itself
+
+
+def rank_calls(sf: SourceFile, branchy: re.Pattern[str]) -> list[RankCall]:
+    """Every call of the module with where it sits, in one walk kept for the run: statements
+    are walked one by one (the flags change only at an `if` or a def), their expressions with
+    ast.walk."""
+    key = "rank-calls:" + branchy.pattern
+    cached = sf.cache.get(key)
+    if cached is None:
+        cached = sf.cache[key] = _walk(sf, branchy)
+    return cast(list[RankCall], cached)
+
+
+def _walk(sf: SourceFile, branchy: re.Pattern[str]) -> list[RankCall]:
+    out: list[RankCall] = []
+    if sf.tree is None:
+        return out
+    stack: list[tuple[ast.AST, bool, bool, str]] = [(sf.tree, False, False, "")]
+    while stack:
+        node, branched, launched, func = stack.pop()
+        if isinstance(node, ast.If):
+            _calls_in(node.test, out, func, branched, launched)
+            inner = branched or any(branchy.search(n) for n in names_in(node.test))
+            started = launched or (not func and _launches(sf, node))
+            stack.extend((c, inner, started, func) for c in (*node.body, *node.orelse))
+            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            func = node.name  # its decorators and defaults too, as before
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case):
+                stack.append((child, branched, launched, func))
+            else:
+                _calls_in(child, out, func, branched, launched)
+    return out
+
+
+def _calls_in(
+    expr: ast.AST, out: list[RankCall], func: str, branched: bool, launched: bool
+) -> None:
+    out.extend(
+        RankCall(n, func, branched, launched) for n in ast.walk(expr) if isinstance(n, ast.Call)
+    )
+
+
 def entries(
-    project: Project, sf: SourceFile, branchy: re.Pattern[str], skip: set[str]
+    project: Project, sf: SourceFile, branchy: re.Pattern[str], skip: frozenset[str]
 ) -> dict[SourceFile, set[str]]:
     """Run module -> its top-level names this module calls outside a rank branch."""
     out: dict[SourceFile, set[str]] = {}
-    if sf.tree is None:
-        return out
-    stack: list[tuple[ast.AST, bool, str]] = [(sf.tree, False, "")]
-    while stack:
-        node, branched, func = stack.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            func = node.name
-        elif isinstance(node, ast.If):
-            inner = (
-                branched
-                or any(branchy.search(n) for n in names_in(node.test))
-                or (not func and _launches(sf, node))
-            )
-            stack.append((node.test, branched, func))
-            stack.extend((c, inner, func) for c in (*node.body, *node.orelse))
+    for call in rank_calls(sf, branchy):
+        if call.branched or call.launched or (call.func and call.func in skip):
             continue
-        elif isinstance(node, ast.Call) and not branched and not (func and func in skip):
-            name = sf.names.resolve(node.func)
-            hit = project.split(sf, name) if name else None
-            if hit is not None and hit[0] is not sf and hit[1]:
-                out.setdefault(hit[0], set()).add(hit[1][0])
-        stack.extend((c, branched, func) for c in ast.iter_child_nodes(node))
+        name = sf.names.resolve(call.node.func)
+        hit = project.split(sf, name) if name else None
+        if hit is not None and hit[0] is not sf and hit[1]:
+            out.setdefault(hit[0], set()).add(hit[1][0])
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import cast
 
 from ..callsites import (
     DISTRIBUTED,
@@ -28,7 +29,7 @@ from ..callsites import (
 )
 from ..project import SourceFile
 from ..prune import segment
-from ..rankcode import STARTS_PROCESSES, entries, names_in
+from ..rankcode import STARTS_PROCESSES, entries, names_in, rank_calls
 from ..report import append_argument
 from ..unused import in_unused_def
 from . import Check, CheckContext
@@ -104,41 +105,32 @@ def _gpu0(sf: SourceFile, site: CallSite) -> ast.AST | None:
     return None
 
 
-def _not_every_rank(sf: SourceFile) -> set[str]:
+def _not_every_rank(sf: SourceFile) -> frozenset[str]:
     """Functions no rank runs as its own code: those the module calls only under a rank test
     or from such functions (`if rank == 0: evaluate(...)`, and what `evaluate` calls), those
     that start the ranks (`mp.spawn`, `mp.Process`: the parent process, not a rank), and process targets
     that never start a process group, themselves or through a function of the module they call
     (a one-off profiling process that picks its own GPU)."""
+    cached = sf.cache.get("not-every-rank")
+    if cached is not None:
+        return cast(frozenset[str], cached)
     calls: dict[str, list[tuple[bool, str]]] = {}  # callee -> (under a rank test, caller)
     parents: set[str] = set()
     targets: set[str] = set()
     callees: dict[str, set[str]] = {}
     starts_group = {s.owners[-1] for s in call_sites(sf) if s.owners and s.name in PROCESS_GROUP}
-    # (node, under a rank test, enclosing function): the test is read once, at its `if`.
-    stack: list[tuple[ast.AST, bool, str]] = []
-    if sf.tree is not None:
-        stack.append((sf.tree, False, ""))
-    while stack:
-        node, branchy, func = stack.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            func = node.name
-        elif isinstance(node, ast.If):
-            inner = branchy or any(_BRANCHY.search(n) for n in names_in(node.test))
-            stack.append((node.test, branchy, func))
-            stack.extend((c, inner, func) for c in (*node.body, *node.orelse))
-            continue
-        elif isinstance(node, ast.Call):
-            name = _callee(node.func)
-            if name in STARTS_PROCESSES:
-                if func:
-                    parents.add(func)
-                targets.update(_target(node))
-            calls.setdefault(name, []).append((branchy, func))
-            callees.setdefault(func, set()).add(name)
-        stack.extend((c, branchy, func) for c in ast.iter_child_nodes(node))
+    for call in rank_calls(sf, _BRANCHY):
+        name, func = _callee(call.node.func), call.func
+        if name in STARTS_PROCESSES:
+            if func:
+                parents.add(func)
+            targets.update(_target(call.node))
+        calls.setdefault(name, []).append((call.branched, func))
+        callees.setdefault(func, set()).add(name)
     ranks = _reaching(starts_group, callees)
-    return _one_rank_only(calls, ranks) | parents | (targets - ranks)
+    out = frozenset(_one_rank_only(calls, ranks) | parents | (targets - ranks))
+    sf.cache["not-every-rank"] = out
+    return out
 
 
 def _one_rank_only(calls: dict[str, list[tuple[bool, str]]], ranks: set[str]) -> set[str]:
@@ -196,7 +188,7 @@ def _where(via: SourceFile | None) -> str:
 def _same_gpu(
     ctx: CheckContext, sf: SourceFile, only: set[str] | None = None, via: SourceFile | None = None
 ) -> None:
-    skip: set[str] | None = None
+    skip: frozenset[str] | None = None
     for site in call_sites(sf):
         if _only(site, only):
             continue

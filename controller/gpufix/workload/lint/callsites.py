@@ -4,6 +4,8 @@ gathered in one walk and kept for the run; and the facts about a module built fr
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import cast
 
@@ -12,7 +14,7 @@ from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
 from .envwrites import EnvWrite, env_writes
 from .project import Project, SourceFile
 from .prune import nodes_on
-from .stmts import Where
+from .stmts import Where, calls_in
 
 # Calls that create the default process group (DeepSpeed's sets no device: deepspeed-course#17).
 PROCESS_GROUP = frozenset(
@@ -71,20 +73,35 @@ def _call_words(sf: SourceFile) -> tuple[str, ...]:
     return (*CALL_WORDS, *extra)
 
 
-def _collect(sf: SourceFile) -> list[CallSite]:
+def call_sites_in(sf: SourceFile, tops: AbstractSet[str]) -> list[CallSite]:
+    """The call sites inside the module's outermost defs and classes of these names, without
+    walking the rest of the module when its whole index is not built yet."""
+    cached = sf.cache.get("calls")
+    if cached is not None:
+        return [c for c in cast(list[CallSite], cached) if c.owners and c.owners[0] in tops]
+    return _collect(sf, tops)
+
+
+def _collect(sf: SourceFile, tops: AbstractSet[str] | None = None) -> list[CallSite]:
     out: list[CallSite] = []
     names = sf.names
-    for node, where in nodes_on(sf, _call_words(sf)):
-        for n in ast.walk(node):
-            if isinstance(n, ast.Call):
-                resolved = names.resolve(n.func)
-                out.append(CallSite(n, resolved, where.owners, where.tests, where.classes))
+    for node, where in nodes_on(sf, _call_words(sf), tops):
+        for n in calls_in(node):
+            resolved = names.resolve(n.func)
+            out.append(CallSite(n, resolved, where.owners, where.tests, where.classes))
     out.sort(key=lambda c: (c.node.lineno, c.node.col_offset))
     return out
 
 
 def named(sf: SourceFile, names: frozenset[str]) -> list[CallSite]:
+    if not any(word in sf.data for word in _last_words(names)):
+        return []  # a call resolves to `a.b.c` only where `c` is written in the file
     return [c for c in call_sites(sf) if c.name in names]
+
+
+@functools.cache
+def _last_words(names: frozenset[str]) -> tuple[bytes, ...]:
+    return tuple(sorted({n.rsplit(".", 1)[-1].encode() for n in names}))
 
 
 def environ_words(sf: SourceFile) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from .callsites import all_env_writes, imported_by
 from .libraries import LibraryTable
 from .libraries import load_table as load_libraries
 from .project import Project, SourceFile
+from .stmts import calls_in
 
 _PATTERN = re.compile(r"^[A-Za-z_*][A-Za-z0-9_.*]*$")
 _KEYWORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -105,9 +106,7 @@ def _keywords(sf: SourceFile) -> bool:
     """Some call is given a keyword of the table (`tp_plan=`)."""
     assert sf.tree is not None
     wanted = load_table().keywords
-    return any(
-        k.arg in wanted for n in ast.walk(sf.tree) if isinstance(n, ast.Call) for k in n.keywords
-    )
+    return any(k.arg in wanted for n in calls_in(sf.tree) for k in n.keywords)
 
 
 def _run_modules(project: Project, sf: SourceFile, names: list[str]) -> list[SourceFile]:

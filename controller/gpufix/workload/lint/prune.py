@@ -8,6 +8,7 @@ import ast
 import re
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from typing import cast
 
 from .project import SourceFile
@@ -65,23 +66,34 @@ def _hits(node: ast.AST, lines: frozenset[int]) -> bool:
 
 
 def _on(
-    body: Sequence[ast.stmt], where: Where, lines: frozenset[int]
+    body: Sequence[ast.stmt], where: Where, lines: frozenset[int], tops: AbstractSet[str] | None
 ) -> Iterator[tuple[ast.AST, Where]]:
     for stmt in body:
         if not _hits(stmt, lines):
             continue  # nothing below a statement whose lines hold no match
+        outer = tops is not None and not where.owners
+        if outer and isinstance(stmt, _DEFS) and stmt.name not in (tops or ()):
+            continue
         inner = list(bodies(stmt, where))
         if not inner:
-            yield stmt, where
+            if not outer:
+                yield stmt, where
             continue
-        yield from ((h, where) for h in headers(stmt) if _hits(h, lines))
+        if not outer:
+            yield from ((h, where) for h in headers(stmt) if _hits(h, lines))
         for block, block_where in inner:
-            yield from _on(block, block_where, lines)
+            yield from _on(block, block_where, lines, tops)
 
 
-def nodes_on(sf: SourceFile, words: tuple[str, ...]) -> Iterator[tuple[ast.AST, Where]]:
-    """The simple statements and compound-statement headers on lines where a word occurs."""
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def nodes_on(
+    sf: SourceFile, words: tuple[str, ...], tops: AbstractSet[str] | None = None
+) -> Iterator[tuple[ast.AST, Where]]:
+    """The simple statements and compound-statement headers on lines where a word occurs;
+    with `tops`, only those inside the outermost defs and classes of these names."""
     assert sf.tree is not None
     lines = candidate_lines(sf, words)
     if lines:
-        yield from _on(sf.tree.body, Where(), lines)
+        yield from _on(sf.tree.body, Where(), lines, tops)

@@ -15,6 +15,7 @@ from typing import cast
 
 from .callsites import PROCESS_GROUP
 from .project import Project, SourceFile
+from .stmts import calls_in
 
 
 def names_in(node: ast.AST) -> list[str]:
@@ -36,7 +37,7 @@ def _launches(sf: SourceFile, node: ast.If) -> bool:
     is the parent's, not a rank's."""
     if "__name__" not in names_in(node.test):
         return False
-    names = [sf.names.resolve(n.func) or "" for n in ast.walk(node) if isinstance(n, ast.Call)]
+    names = [sf.names.resolve(n.func) or "" for n in calls_in(node)]
     if any(name in PROCESS_GROUP for name in names):
         return False  # the block is a rank itself (torchrun), whatever helper it starts
     return any(
@@ -89,9 +90,7 @@ def _walk(sf: SourceFile, branchy: re.Pattern[str]) -> list[RankCall]:
 def _calls_in(
     expr: ast.AST, out: list[RankCall], func: str, branched: bool, launched: bool
 ) -> None:
-    out.extend(
-        RankCall(n, func, branched, launched) for n in ast.walk(expr) if isinstance(n, ast.Call)
-    )
+    out.extend(RankCall(n, func, branched, launched) for n in calls_in(expr))
 
 
 def entries(

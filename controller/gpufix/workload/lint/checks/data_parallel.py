@@ -16,10 +16,11 @@ from __future__ import annotations
 import ast
 import re
 
-from ..callsites import DISTRIBUTED, CallSite, call_sites, importers, keyword, neighbours
+from ..callsites import DISTRIBUTED, CallSite, call_sites, importers, keyword, named, neighbours
 from ..project import SourceFile
 from ..prune import nodes_on
 from ..report import replace_node
+from ..stmts import calls_in
 from . import Check, CheckContext
 
 DATA_PARALLEL = frozenset(
@@ -40,9 +41,7 @@ TRIGGER = re.compile(rb"(?<!Distributed)DataParallel|data_parallel|[\"']dp[\"']"
 
 
 def _distributed_here(sf: SourceFile) -> bool:
-    return b"DistributedDataParallel" in sf.data or any(
-        c.name in DISTRIBUTED for c in call_sites(sf)
-    )
+    return b"DistributedDataParallel" in sf.data or bool(named(sf, DISTRIBUTED))
 
 
 def _offers_distributed(ctx: CheckContext, sf: SourceFile) -> bool:
@@ -162,7 +161,7 @@ def _shows_inference(sf: SourceFile, owners: tuple[str, ...]) -> bool:
 
 def _calls_and_decorators(node: ast.AST) -> list[ast.AST]:
     """The calls under a node, and its decorators (a bare `@torch.no_grad`)."""
-    calls: list[ast.AST] = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+    calls: list[ast.AST] = [*calls_in(node)]
     return [*getattr(node, "decorator_list", []), *calls]
 
 

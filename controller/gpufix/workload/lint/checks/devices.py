@@ -22,6 +22,7 @@ from ..callsites import (
     TORCH_LOAD,
     CallSite,
     call_sites,
+    call_sites_in,
     keyword,
     named,
     neighbours,
@@ -118,7 +119,7 @@ def _not_every_rank(sf: SourceFile) -> frozenset[str]:
     parents: set[str] = set()
     targets: set[str] = set()
     callees: dict[str, set[str]] = {}
-    starts_group = {s.owners[-1] for s in call_sites(sf) if s.owners and s.name in PROCESS_GROUP}
+    starts_group = {s.owners[-1] for s in named(sf, PROCESS_GROUP) if s.owners}
     for call in rank_calls(sf, _BRANCHY):
         name, func = _callee(call.node.func), call.func
         if name in STARTS_PROCESSES:
@@ -189,7 +190,7 @@ def _same_gpu(
     ctx: CheckContext, sf: SourceFile, only: set[str] | None = None, via: SourceFile | None = None
 ) -> None:
     skip: frozenset[str] | None = None
-    for site in call_sites(sf):
+    for site in call_sites(sf) if only is None else call_sites_in(sf, only):
         if _only(site, only):
             continue
         arg = _gpu0(sf, site)

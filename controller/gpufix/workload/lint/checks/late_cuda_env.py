@@ -25,7 +25,7 @@ from ..model import Related
 from ..project import SourceFile
 from ..prune import nodes_on, segment
 from ..report import Reporter
-from ..stmts import Where
+from ..stmts import Where, calls_in
 from . import Check, CheckContext
 
 TRIGGERS = (b"VISIBLE_DEVICES", b"DEVICE_ORDER")
@@ -190,7 +190,7 @@ def _writers(ctx: CheckContext, walker: FlowWalker) -> list[CallTarget]:
                 if t is None or id(t.fn) in found:
                     continue
                 scope = Scope(sf, t.cls)
-                calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+                calls = calls_in(node)
                 if any(
                     id(c.fn) in found
                     for call in calls

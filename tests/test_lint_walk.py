@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpufix.workload.lint.callsites import call_sites, call_sites_in
+from gpufix.workload.lint.callsites import CallSite, call_sites, call_sites_in
 from gpufix.workload.lint.project import SourceFile
 from gpufix.workload.lint.stmts import calls_in
 
@@ -98,6 +98,10 @@ def _source(text: str) -> SourceFile:
     return SourceFile("m.py", "m.py", "code", data, ast.parse(data))
 
 
+def _key(c: CallSite) -> tuple[int, int, str | None, tuple[str, ...], int]:
+    return c.node.lineno, c.node.col_offset, c.name, c.owners, len(c.tests)
+
+
 @pytest.mark.parametrize(
     "tops",
     [{"f"}, {"Model"}, {"on_gpu", "on_cpu"}, {"under_with"}, {"f", "Model", "inner"}, set()],
@@ -105,8 +109,7 @@ def _source(text: str) -> SourceFile:
 def test_call_sites_in_is_the_index_filtered_by_top_level_name(tops: set[str]) -> None:
     partial = call_sites_in(_source(SHAPES), tops)  # built without the module's index
     whole = [c for c in call_sites(_source(SHAPES)) if c.owners and c.owners[0] in tops]
-    key = [(c.node.lineno, c.node.col_offset, c.name, c.owners, len(c.tests)) for c in whole]
-    assert [(c.node.lineno, c.node.col_offset, c.name, c.owners, len(c.tests)) for c in partial] == key
+    assert [_key(c) for c in partial] == [_key(c) for c in whole]
     if tops and tops != {"inner"}:
         assert partial  # every name but a nested one has calls on the index's lines
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..libraries import LibraryTable
 from ..project import Project, SourceFile
@@ -19,10 +19,20 @@ class CheckContext:
     reporter: Reporter
     checked: tuple[SourceFile, ...]  # parsed files whose findings can be shown
 
+    # byte string -> ids of the checked files that hold it: each scanned for once a run
+    holding: dict[bytes, frozenset[int]] = field(default_factory=dict)
+
     def with_any(self, triggers: tuple[bytes, ...]) -> list[SourceFile]:
         """Checked files that contain one of these byte strings (a fast filter before walking)."""
-        needles = _fewest(triggers)
-        return [sf for sf in self.checked if any(t in sf.data for t in needles)]
+        ids = frozenset().union(*(self._holding(t) for t in _fewest(triggers)))
+        return [sf for sf in self.checked if id(sf) in ids]
+
+    def _holding(self, needle: bytes) -> frozenset[int]:
+        found = self.holding.get(needle)
+        if found is None:
+            found = frozenset(id(sf) for sf in self.checked if needle in sf.data)
+            self.holding[needle] = found
+        return found
 
     def matching(self, quick: tuple[bytes, ...], pattern: re.Pattern[bytes]) -> list[SourceFile]:
         """Checked files with one of the `quick` byte strings in which the pattern occurs."""

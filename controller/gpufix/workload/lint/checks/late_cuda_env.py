@@ -95,11 +95,11 @@ class _Listener:
     def __init__(self, reporter: Reporter, ctx: CheckContext) -> None:
         self.reporter = reporter
         self.ctx = ctx
-        self.checked = {sf.path for sf in ctx.checked}
+        self.naming = {sf.path for sf in ctx.with_any(TRIGGERS)}  # checked, names a variable
 
     def on_statement(self, scope: Scope, node: ast.AST, state: State, note: str) -> None:
         sf = scope.sf
-        if not state or sf.path not in self.checked or not any(t in sf.data for t in TRIGGERS):
+        if not state or sf.path not in self.naming:
             return
         for w in writes_in(sf.names, [node]):
             if w.key not in CUDA_INIT_VARS:

@@ -1,0 +1,3 @@
+# source: https://github.com/Project-MONAI/MONAI/issues/2167
+# ruff: noqa - a reconstruction of a reported mistake, kept as reported
+from . import config

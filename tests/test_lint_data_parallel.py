@@ -184,7 +184,9 @@ def test_a_training_function_outside_the_run_is_training(tmp_path: Path) -> None
         "def main(model, args):\n"
         "    model.load_state_dict(torch.load(args.resume, map_location='cpu'))\n"
         "    model = nn.DataParallel(model).cuda()\n"
-        "    train_one_epoch(model)\n"
+        "    train_one_epoch(model)\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    main(None, None)\n"
     )
     assert [f.rule for f in lint_paths([str(tmp_path)]).findings] == ["GPF002"]
 

@@ -237,6 +237,7 @@ def test_a_projects_own_data_parallel_subclass_is_data_parallel(tmp_path: Path) 
                     b = Wrapped(model)
                     c = other.DataParallel()
                     a(torch.zeros(1)).sum().backward()
+                fit(None)
                 """,
         },
     )

@@ -33,6 +33,10 @@ def train(model, rank):
     torch.cuda.set_device(rank)
     model = DDP(model, device_ids=[rank])
     {call}
+
+
+if __name__ == "__main__":
+    train(None, 0)
 """
 
 
@@ -104,6 +108,7 @@ def test_main_process_tests_do_not_count(tmp_path: Path) -> None:
         "import torch.distributed as dist\nfrom loss import ComputeLoss\n\n\ndef worker(acc):\n"
         "    dist.init_process_group('nccl')\n    if acc.is_local_main_process:\n"
         "        ComputeLoss()(None)\n    if trainer.is_global_zero:\n        ComputeLoss()(None)\n"
+        "\n\nworker(None)\n"
     )
     assert _with_loss(tmp_path, train) == set()
 
@@ -116,9 +121,10 @@ def test_what_a_rank_zero_function_calls_is_not_every_ranks_code(tmp_path: Path)
         "def evaluate():\n    return inner()\n\n\n"
         "def main(rank):\n    dist.init_process_group('nccl')\n    if rank == 0:\n        evaluate()\n"
     )
-    assert _with_loss(tmp_path, train) == set()
+    run = '\n\nif __name__ == "__main__":\n    main(0)\n'
+    assert _with_loss(tmp_path, train + run) == set()
     # called on every rank as well: reported in both modules
-    every = train + "    inner()\n"
+    every = train + "    inner()\n" + run
     assert _with_loss(tmp_path / "b", every) == {("loss.py", 6), ("train.py", 8)}
 
 

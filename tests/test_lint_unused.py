@@ -44,14 +44,30 @@ def test_a_script_that_calls_it_is_multi_rank(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "parts",
     [
-        {"main_block": ""},  # a library: code outside the run may call it
         {"decorator": "@register\n"},  # used through its decorator (a registry, a CLI)
         {"call": 'getattr(__import__("eval"), "setup_ddp")'},  # named in a string
     ],
-    ids=["library", "decorated", "string"],
+    ids=["decorated", "string"],
 )
 def test_helpers_that_may_be_used_count_as_used(tmp_path: Path, parts: dict[str, str]) -> None:
     assert _rules(tmp_path, **parts) == ["GPF008"]
+
+
+def test_a_packaged_librarys_module_counts_as_used(tmp_path: Path) -> None:
+    # no __main__ block and a pyproject.toml: code outside the run may import and call it
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "ev"\n')
+    assert _rules(tmp_path, main_block="") == ["GPF008"]
+
+
+def test_an_applications_module_helper_nothing_uses_is_unused(tmp_path: Path) -> None:
+    # no packaging and lint given the directory: only the run's files could call it
+    assert _rules(tmp_path, main_block="") == []
+
+
+def test_a_file_list_is_not_the_whole_project(tmp_path: Path) -> None:
+    # pre-commit passes the changed files: their callers may be elsewhere
+    (tmp_path / "eval.py").write_text(SCRIPT.format(decorator="", call="pass", main_block=""))
+    assert [f.rule for f in lint_paths([str(tmp_path / "eval.py")]).findings] == ["GPF008"]
 
 
 @pytest.mark.parametrize(
@@ -86,7 +102,7 @@ def test_importers_by_other_paths_count(tmp_path: Path, importer: str) -> None:
     assert _rules(tmp_path) == ["GPF008"]
 
 
-def test_a_class_is_never_taken_for_unused(tmp_path: Path) -> None:
+def test_a_scripts_class_is_never_taken_for_unused(tmp_path: Path) -> None:
     (tmp_path / "eval.py").write_text(
         "import torch\nimport torch.distributed as dist\n\n\nclass Worker:\n"
         "    def run(self):\n        dist.init_process_group('nccl')\n"
@@ -126,3 +142,92 @@ def test_packaging_files_are_data_read_inside_the_project_only(tmp_path: Path) -
     (project / "setup.cfg").write_text("[metadata]\nname = proj\n")
     os.mkfifo(project / "pyproject.toml")
     assert _rules(project) == []
+
+
+# -- dead helpers in an application's modules (ninth precision set: PSF, stableGAN; VVC-GFVC) --
+HELPER = """\
+import os
+
+import torch
+
+
+def set_gpu_env(gpus):
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpus
+"""
+NET = """\
+import torch
+from torch import nn
+
+
+class Generator(nn.Module):
+    def __init__(self, ngpu):
+        super(Generator, self).__init__()
+        self.ngpu, self.main = ngpu, nn.Linear(4, 4)
+
+    def forward(self, x):
+        return nn.parallel.data_parallel(self.main, x, range(self.ngpu))
+"""
+
+
+def _found(tmp_path: Path, files: dict[str, str], rule: str) -> list[int]:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return [f.line for f in lint_paths([str(tmp_path)]).findings if f.rule == rule]
+
+
+@pytest.mark.parametrize(
+    ("importer", "reported"),
+    [
+        ("", False),  # nothing imports the module
+        ("from utils import set_gpu_env\n", False),  # imported, never called (VVC-GFVC)
+        ("from utils import *\n", False),  # star-imported by scripts that never call it (PSF)
+        ("from utils import *\n\nset_gpu_env('1')\n", True),
+        ("from utils import set_gpu_env as pick\n\npick('1')\n", True),
+        ("import utils\n\nutils.set_gpu_env('1')\n", True),
+        ("import utils\n\nCALLS = {'gpu': 'set_gpu_env'}\n", True),  # named in a string
+        ("import utils\n\ngetattr(utils, name)('1')\n", True),  # looked up at run time
+        ("from other import set_gpu_env\n\nset_gpu_env('1')\n", False),  # another one's
+    ],
+)
+def test_an_application_helper_is_used_only_when_a_file_uses_it(
+    tmp_path: Path, importer: str, reported: bool
+) -> None:
+    files = {"utils.py": HELPER, "run.py": importer}
+    assert _found(tmp_path, files, "GPF001") == ([7] if reported else [])
+
+
+@pytest.mark.parametrize(
+    "beside",
+    [
+        ("notebook.ipynb", '{"cells": [{"source": ["utils.set_gpu_env(\\"1\\")"]}]}'),
+        ("launch.sh", "python -c 'import utils; utils.set_gpu_env(\"1\")'\n"),
+        ("config.yaml", "setup:\n  _target_: utils.set_gpu_env\n"),
+    ],
+    ids=["notebook", "shell", "config"],
+)
+def test_a_helper_named_beside_the_code_is_used(tmp_path: Path, beside: tuple[str, str]) -> None:
+    assert _found(tmp_path, {"utils.py": HELPER, beside[0]: beside[1]}, "GPF001") == [7]
+
+
+def test_a_packaged_projects_helper_is_left_to_its_users(tmp_path: Path) -> None:
+    files = {"utils.py": HELPER, "setup.py": "from setuptools import setup\nsetup(name='u')\n"}
+    assert _found(tmp_path, files, "GPF001") == [7]
+
+
+def test_a_class_nothing_instantiates_is_unused_whatever_it_says_of_itself(
+    tmp_path: Path,
+) -> None:
+    # stableGAN's mogdata.py: `super(_netG, self)` names the class inside itself only; the
+    # scripts use DCGAN.py's class of the same name
+    run = "from dcgan import Generator\n\nGenerator(2)\n"
+    dcgan = "class Generator:\n    def __init__(self, n):\n        self.n = n\n"
+    files = {"mogdata.py": NET, "dcgan.py": dcgan, "run.py": run}
+    assert _found(tmp_path, files, "GPF002") == []
+    (tmp_path / "run.py").write_text("from mogdata import Generator\n\nGenerator(2)(None)\n")
+    assert _found(tmp_path, {}, "GPF002") == [11]
+
+
+def test_a_model_eval_call_is_no_run_time_lookup(tmp_path: Path) -> None:
+    # `.eval()` is a method; only the builtin eval( makes every function reachable
+    assert _found(tmp_path, {"utils.py": HELPER + "\n\nmodel.eval()\n"}, "GPF001") == []
+    assert _found(tmp_path, {"utils.py": HELPER + "\n\neval('x')\n"}, "GPF001") == [7]

@@ -29,8 +29,12 @@ def _fmt_target(config: LintConfig) -> str:
     return f"{config.target[0]}.{config.target[1]} ({config.target_origin})"
 
 
-def lint_files(files: Sequence[tuple[str, str, bytes]], config: LintConfig) -> LintResult:
-    """Lint (path, root-relative path, contents) triples as one project."""
+def lint_files(
+    files: Sequence[tuple[str, str, bytes]], config: LintConfig, whole: bool = False
+) -> LintResult:
+    """Lint (path, root-relative path, contents) triples as one project; `whole`: they are all
+    of the project's Python files (lint was given directories), so a function none of them uses
+    is used by nothing."""
     sources: list[SourceFile] = []
     problems: list[LintFinding] = []
     frozen = gc.isenabled()
@@ -46,16 +50,16 @@ def lint_files(files: Sequence[tuple[str, str, bytes]], config: LintConfig) -> L
                 # Syntax trees hold no reference cycles: keep the collector from walking the
                 # trees already kept every time new nodes are made (it made parsing 8x slower).
                 gc.freeze()
-        return _check(sources, problems, config)
+        return _check(sources, problems, config, whole)
     finally:
         if frozen:
             gc.unfreeze()
 
 
 def _check(
-    sources: list[SourceFile], problems: list[LintFinding], config: LintConfig
+    sources: list[SourceFile], problems: list[LintFinding], config: LintConfig, whole: bool
 ) -> LintResult:
-    project = Project(sources)
+    project = Project(sources, whole)
     reporter = Reporter()
     checked = tuple(sf for sf in project.parsed() if context_policy(sf.context, config) != "off")
     ctx = CheckContext(project, load_table(), reporter, checked)
@@ -91,7 +95,7 @@ def lint_paths(
     for path, rel in iter_python_files(paths, config):
         # the input layer: a regular file of bounded size (not a FIFO or /dev/zero behind a link)
         files.append((path, rel, inputs.read_bytes(path, "source")))
-    return lint_files(files, config)
+    return lint_files(files, config, whole=all(Path(p).is_dir() for p in paths))
 
 
 def lint_source(

@@ -103,8 +103,9 @@ def _module_names(paths: list[str]) -> dict[str, tuple[str, str]]:
 
 
 class Project:
-    def __init__(self, files: list[SourceFile]) -> None:
+    def __init__(self, files: list[SourceFile], whole: bool = False) -> None:
         self.files = files
+        self.whole = whole  # all of the project's Python files (directories were linted)
         self.cache: dict[str, object] = {}  # per-run facts about the whole project, by name
         self._importers: dict[str, list[SourceFile]] | None = None
         self._found: dict[tuple[str, str], SourceFile | None] = {}

@@ -1,4 +1,4 @@
-"""Top-level functions nothing in the run refers to (a helper defined, never called)."""
+"""Top-level functions (and classes) nothing in the run refers to: a helper defined, never called."""
 
 from __future__ import annotations
 
@@ -6,17 +6,19 @@ import ast
 import contextlib
 import re
 from pathlib import Path
+from typing import cast
 
 from .callsites import CallSite
 from .project import Project, SourceFile
 from .rankcode import names_in
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
-# A module that looks its functions up at run time: any of them may be called.
-_DYNAMIC = (
-    b"globals()", b"locals()", b"vars()", b"sys.modules", b"getattr(", b"import_module",
-    b"eval(", b"exec(",
-)  # fmt: skip
+# A module that looks its functions up at run time: any of them may be called. `eval(` and
+# `exec(` are the builtins, not a method (`model.eval()` is no lookup).
+_DYNAMIC = re.compile(
+    rb"globals\(\)|locals\(\)|vars\(\)|sys\.modules|getattr\(|import_module"
+    rb"|(?<![\w.])eval\(|(?<![\w.])exec\("
+)
 # Libraries that make every function of the module reachable from outside the Python code: a
 # command (`fire.Fire()`) or a config's `_target_: train.setup_ddp` (Hydra, OmegaConf).
 _ALL_COMMANDS = frozenset({"fire", "jsonargparse", "argh", "plac", "hydra", "omegaconf"})
@@ -40,6 +42,30 @@ def _referenced(sf: SourceFile) -> set[str]:
     return cached  # type: ignore[return-value]
 
 
+def _said_outside(sf: SourceFile, node: ast.stmt, name: str) -> bool:
+    """The module names `name` outside its own definition (`super(_netG, self)` in the class
+    itself is no use of it)."""
+    if name not in _referenced(sf) or sf.tree is None:
+        return False
+    stack: list[ast.AST] = [sf.tree]
+    while stack:
+        n = stack.pop()
+        if n is node:
+            continue
+        if (isinstance(n, ast.Name) and n.id == name) or (
+            isinstance(n, ast.Attribute) and n.attr == name
+        ):
+            return True
+        if (
+            isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and name in _WORD.findall(n.value)
+        ):
+            return True
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+
 def _script(sf: SourceFile) -> bool:
     """The module is run as a program: it has an `if __name__ == "__main__":` block."""
     body = sf.tree.body if sf.tree else []
@@ -55,9 +81,9 @@ _MAX_PACKAGING_BYTES = 1 << 20  # a packaging file is read up to 1 MiB
 
 
 def _read(project: Project, path: Path) -> bytes:
-    """A packaging file's bytes (at most 1 MiB), read once per run; b"" when there is no regular
-    file there (a FIFO or a device named pyproject.toml is not opened)."""
-    cache = project.cache.setdefault("packaging-files", {})
+    """A packaging or side file's bytes (at most 1 MiB), read once per run; b"" when there is no
+    regular file there (a FIFO or a device named pyproject.toml is not opened)."""
+    cache = project.cache.setdefault("read-files", {})
     assert isinstance(cache, dict)
     if path not in cache:
         cache[path] = b""
@@ -67,49 +93,116 @@ def _read(project: Project, path: Path) -> bytes:
     return cache[path]
 
 
+def _packaging(project: Project, sf: SourceFile) -> list[bytes]:
+    """The packaging files of the module's project: those of the first directory, from the
+    module's own up, that has one; none when the first directory holding `.git` (the project's
+    root) or `/` comes first (nothing above the root is read). Cached per directory."""
+    here = Path(sf.path).resolve().parent
+    cache = project.cache.setdefault("packaging-dirs", {})
+    assert isinstance(cache, dict)
+    if here not in cache:
+        cache[here] = []
+        for d in (here, *here.parents):
+            texts = [_read(project, d / f) for f in _PACKAGING]
+            if any(texts):
+                cache[here] = texts
+                break
+            if (d / ".git").exists():
+                break
+    return cast(list[bytes], cache[here])
+
+
 def _entry_point(project: Project, sf: SourceFile, name: str) -> bool:
-    """A packaging file names `module:name` (a console script): looked for from the module's
-    directory up to the first directory that has one, or that holds `.git` (the project's
-    root; nothing above it is read)."""
+    """A packaging file names `module:name` (a console script)."""
     word = f":{name}".encode()
-    for d in (here := Path(sf.path).resolve().parent, *here.parents):
-        texts = [_read(project, d / f) for f in _PACKAGING]
-        if any(word in t for t in texts):
-            return True
-        if any(texts) or (d / ".git").exists():
-            return False
-    return False
+    return any(word in t for t in _packaging(project, sf))
 
 
-def _imported_by(project: Project, sf: SourceFile, name: str) -> bool:
-    """Another file of the run says the word and imports a module of this one's name (by any
-    package path, so a folder without __init__.py counts too) or loads modules by name."""
+def _called_elsewhere(project: Project, sf: SourceFile, name: str) -> bool:
+    """Another file of the run that imports a module of this one's name (or loads modules by
+    name) uses the name: a call, a reference, a word of a string, or an alias bound by its
+    import; an import alone (`from net import init_net`, never called) is no use. A file that
+    looks names up at run time (`getattr(`, ...) may use it."""
     base = re.escape(sf.module.rsplit(".", 1)[-1].encode())
     imports = re.compile(rb"\b" + base + rb"\s+import\b|\bimport\b[^\n]*\b" + base + rb"\b")
     word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
-    return any(
-        word.search(f.data) and (imports.search(f.data) or any(w in f.data for w in _LOADS_BY_NAME))
-        for f in project.files
-        if f is not sf
-    )
+    for f in project.files:
+        if f is sf or not (imports.search(f.data) or any(w in f.data for w in _LOADS_BY_NAME)):
+            continue
+        if f.tree is None or _DYNAMIC.search(f.data):
+            return True
+        if not word.search(f.data):
+            continue
+        bound = f.names.imports.get(name) or f.names.locals.get(name)
+        if (
+            bound is not None
+            and bound.rsplit(".", 1)[0].rsplit(".", 1)[-1] != sf.module.rsplit(".", 1)[-1]
+        ):
+            continue  # its `name` is another module's (`from DCGAN import _netG`)
+        refs = _referenced(f)
+        if name in refs or any(
+            v.rsplit(".", 1)[-1] == name and k in refs for k, v in f.names.imports.items()
+        ):
+            return True
+    return False
+
+
+# Files beside the run's code that can call a function by name: notebooks, shell launchers,
+# configs (`_target_: net.init_net`). Read up to 1 MiB each, regular files only.
+_BESIDE = (".ipynb", ".sh", ".bash", ".yaml", ".yml", ".json", ".cfg")
+_MAX_BESIDE = 64  # files read per directory
+
+
+def _beside(project: Project) -> list[bytes]:
+    """The texts of those files in the directories that hold the run's files (cached)."""
+    cached = project.cache.get("beside-texts")
+    if cached is None:
+        texts: list[bytes] = []
+        for d in sorted({Path(f.path).resolve().parent for f in project.files}):
+            with contextlib.suppress(OSError):
+                found = sorted(p for p in d.iterdir() if p.suffix in _BESIDE)
+                texts.extend(_read(project, p) for p in found[:_MAX_BESIDE])
+        project.cache["beside-texts"] = cached = texts
+    return cast(list[bytes], cached)
 
 
 def unused(project: Project, sf: SourceFile, name: str) -> bool:
-    """Nothing refers to the script's top-level function `name`. Used, and so left alone: a
-    function of a library (code outside the run may call it), a decorated one (a registry, a
-    command line), one the module names (a call, a reference, a string), one of a module that
-    looks functions up at run time (`globals()`, `getattr(`, `fire`, ...), one a packaging file
-    names as an entry point, one another file of the run names and imports."""
+    """Nothing uses the top-level function `name` of a script, or the top-level function or
+    class `name` of a module in an application (a project without packaging files, so no code
+    outside it imports it) when lint was given directories (the whole project, not a list of
+    files as pre-commit passes). Used, and so left alone: a function of a packaged library's
+    module (code outside the run may call it), a script's class, a decorated def (a registry,
+    a command line), one the module names outside its own body (a call, a reference, a word of
+    a string), one of a module that looks names up at run time (`globals()`, `getattr(`,
+    `fire`, ...), one a packaging file names as an entry point, one another file of the run
+    that imports the module uses, one a notebook, shell script or config beside the run's
+    files names (a word search)."""
     node = sf.defs.get(name)
-    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.decorator_list:
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return False
-    if not sf.module or not _script(sf) or name in _referenced(sf):
+    if node.decorator_list or not sf.module or _said_outside(sf, node, name):
         return False
-    if any(d in sf.data for d in _DYNAMIC) or _exposes_all(sf) or _entry_point(project, sf, name):
+    if _DYNAMIC.search(sf.data) or _exposes_all(sf) or _entry_point(project, sf, name):
         return False
-    return not _imported_by(project, sf, name)
+    if isinstance(node, ast.ClassDef) and _script(sf):
+        return False
+    if not _script(sf) and (not project.whole or _packaging(project, sf)):
+        return False
+    if _called_elsewhere(project, sf, name):
+        return False
+    word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+    return not any(word.search(t) for t in _beside(project))
 
 
 def in_unused_def(project: Project, sf: SourceFile, site: CallSite) -> bool:
     """The call sits in a top-level function nothing refers to."""
     return bool(site.owners) and unused(project, sf, site.owners[0])
+
+
+def in_unused_top(project: Project, sf: SourceFile, node: ast.AST) -> bool:
+    """The node sits in a top-level function or class nothing refers to."""
+    line = getattr(node, "lineno", 0)
+    for name, d in sf.defs.items():
+        if d.lineno <= line <= (d.end_lineno or d.lineno):
+            return unused(project, sf, name)
+    return False

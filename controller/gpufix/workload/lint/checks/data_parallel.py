@@ -21,6 +21,7 @@ from ..project import SourceFile
 from ..prune import nodes_on
 from ..report import replace_node
 from ..stmts import calls_in
+from ..unused import in_unused_def
 from . import Check, CheckContext
 
 DATA_PARALLEL = frozenset(
@@ -250,6 +251,8 @@ def _data_parallel(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> 
             continue
         if _inference(ctx, sf, c.owners) or _one_device(sf, c.node):
             continue
+        if in_unused_def(ctx.project, sf, c):
+            continue  # a helper nothing calls (init_net() of GAN boilerplate, kept unused)
         ctx.reporter.add(
             "GPF002",
             sf,

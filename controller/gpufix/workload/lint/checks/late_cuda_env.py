@@ -26,6 +26,7 @@ from ..project import SourceFile
 from ..prune import nodes_on, segment
 from ..report import Reporter
 from ..stmts import Where, calls_in
+from ..unused import in_unused_top
 from . import Check, CheckContext
 
 TRIGGERS = (b"VISIBLE_DEVICES", b"DEVICE_ORDER")
@@ -102,7 +103,7 @@ class _Listener:
         if not state or sf.path not in self.naming:
             return
         for w in writes_in(sf.names, [node]):
-            if w.key not in CUDA_INIT_VARS:
+            if w.key not in CUDA_INIT_VARS or in_unused_top(self.ctx.project, sf, w.node):
                 continue
             first = next(iter(state.values()))
             where = f" in {note}" if note else ""

@@ -20,8 +20,6 @@ KNOWN_DEV_MISSES = {
     "gpf008-mmengine-665": "map_location passed from a None default; the module starts no group",
     "gpf004-rvc-studio-25": "NCCL_P2P_DISABLE given the int 1; only string values are judged",
     "gpf006-deepwave-62": "every tensor placed by index; no use of the current GPU in the script",
-    "gpf001-jaxnet-6": "jaxnet (which imports jax) is not in libraries.yaml; its import does not count",
-    "gpf007-deepinv-563": "the nvidia-smi command is held in a local variable, not a literal or constant",
 }
 
 

@@ -156,3 +156,30 @@ def test_a_long_chain_of_functions_does_not_stop_the_run() -> None:
     # Followed 64 functions deep: past that the value is taken for no index (not a crash).
     assert _gpf007(src + defs + "torch.cuda.set_device(f299())\n") == []
     assert _gpf007(src + defs[: defs.index("def f20(")] + "torch.cuda.set_device(f19())\n") == [43]
+
+
+def test_an_nvidia_smi_command_held_in_a_local_name() -> None:
+    # deepinv#563 (recall round 5): the command is a local variable handed to subprocess.run
+    assert _gpf007(
+        """
+        import subprocess
+        import torch
+
+        def freest():
+            query = "nvidia-smi --query-gpu=memory.free --format=csv,noheader"
+            if False:
+                query = ["bash", "-c", query]
+            out = subprocess.run(query, shell=True, capture_output=True, text=True).stdout
+            free = [int(row.split()[0]) for row in out.splitlines()]
+            return torch.device(f"cuda:{free.index(max(free))}")
+
+        def other():
+            query = "ls /dev"
+            out = subprocess.run(query, shell=True, capture_output=True, text=True).stdout
+            return torch.device(f"cuda:{len(out) % 2}")
+
+        def third(query):
+            out = subprocess.run(query, shell=True, capture_output=True, text=True).stdout
+            return torch.device(f"cuda:{out.strip()}")
+        """
+    ) == [11]  # not `other` (no nvidia-smi) nor `third` (freest's local does not reach it)

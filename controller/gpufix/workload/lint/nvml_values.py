@@ -51,6 +51,7 @@ class NvmlValues:
     # Per scope and name: (where, carries an index, where it ends) of the bindings evaluated so far.
     binds: dict[Owners, dict[str, list[tuple[Pos, bool, Pos | None]]]] = field(default_factory=dict)
     returns: dict[str, bool] = field(default_factory=dict)  # function -> returns an index
+    commands: dict[str, set[str]] = field(default_factory=dict)  # function -> smi_names
     depth: int = 0
 
     def asks(self, expr: ast.AST, scope: Owners, at: Pos) -> bool:
@@ -65,7 +66,7 @@ class NvmlValues:
                 continue
             if isinstance(n, ast.Name) and self._bound_to_index(scope, n.id, at):
                 return True
-            if isinstance(n, ast.Call) and self._calls_nvml(n):
+            if isinstance(n, ast.Call) and self._calls_nvml(n, scope):
                 return True
             todo.extend(ast.iter_child_nodes(n))
         return False
@@ -73,14 +74,30 @@ class NvmlValues:
     def calls_nvml_module(self, call: ast.Call) -> bool:
         return (self.sf.names.resolve(call.func) or "").split(".")[0] in NVML_MODULES
 
-    def _calls_nvml(self, call: ast.Call) -> bool:
+    def _calls_nvml(self, call: ast.Call, scope: Owners) -> bool:
         if self.calls_nvml_module(call):
             return True
         called = self.sf.names.resolve(call.func) or ""
         own = called.removeprefix(f"{self.sf.module}.") if self.sf.module else called
         if own in self.defs and self._returns_index(own):
             return True
-        return any("nvidia-smi" in (self.sf.names.const_str(a) or "") for a in strings(call))
+        commands = self._commands(scope)
+        return any(
+            "nvidia-smi" in (self.sf.names.const_str(a) or "")
+            or (isinstance(a, ast.Name) and a.id in commands)
+            for a in strings(call)
+        )
+
+    def _commands(self, scope: Owners) -> set[str]:
+        """Names the scope's module-level function binds to a value that holds an nvidia-smi
+        string (`query = "nvidia-smi -q ..."`, then `subprocess.run(query)`); module constants
+        are in the name table already."""
+        d = self.defs.get(scope[0]) if scope else None
+        if d is None:
+            return set()
+        if d.name not in self.commands:
+            self.commands[d.name] = smi_names(d)
+        return self.commands[d.name]
 
     def _returns_index(self, name: str) -> bool:
         if name not in self.returns:
@@ -136,6 +153,27 @@ def _not_an_index(sf: SourceFile, n: ast.AST) -> bool:
         f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
     )
     return last == "len" or "count" in last.lower() or called in TORCH_SELECTS
+
+
+def smi_names(node: ast.AST) -> set[str]:
+    """Names bound under a node to a value holding a string that names nvidia-smi."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if (
+            isinstance(n, ast.Assign | ast.AnnAssign)
+            and n.value is not None
+            and _names_smi(n.value)
+        ):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            out.update(t.id for t in targets if isinstance(t, ast.Name))
+    return out
+
+
+def _names_smi(value: ast.AST) -> bool:
+    return any(
+        isinstance(c, ast.Constant) and isinstance(c.value, str) and "nvidia-smi" in c.value
+        for c in ast.walk(value)
+    )
 
 
 def strings(call: ast.Call) -> list[ast.expr]:

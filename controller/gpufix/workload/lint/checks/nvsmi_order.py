@@ -14,7 +14,7 @@ import ast
 from gpufix.nccl_env import CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES, PCI_BUS_ORDER
 
 from ..callsites import TORCH_LOAD, CallSite, all_env_writes, call_sites, neighbours
-from ..nvml_values import NVML_MODULES, TORCH_SELECTS, nvml_values, pos, strings
+from ..nvml_values import NVML_MODULES, TORCH_SELECTS, nvml_values, pos, smi_names, strings
 from ..project import SourceFile
 from ..prune import segment
 from ..report import insert_before
@@ -34,13 +34,16 @@ def _uses_smi_numbering(sf: SourceFile) -> bool:
 
 
 def _runs_smi_constant(sf: SourceFile) -> bool:
-    """A call is given a module constant that holds an nvidia-smi command (`os.popen(cmd)`).
+    """A call is given a name bound to an nvidia-smi command (`os.popen(cmd)`).
 
     The call's own line need not mention nvidia-smi, so the pruned call sites miss it; this
     walks the module only when one of its string constants names nvidia-smi.
     """
+    if b"nvidia-smi" not in sf.data or sf.tree is None:
+        return False
     smi = {name for name, value in sf.names.strings.items() if "nvidia-smi" in value}
-    if not smi or sf.tree is None:
+    smi |= smi_names(sf.tree)  # and local names (`query = "nvidia-smi ..."` in a function)
+    if not smi:
         return False
     return any(
         isinstance(node, ast.Call)

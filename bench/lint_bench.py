@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import inspect
 import sys
 import time
 from collections import Counter
@@ -57,11 +58,14 @@ def main(argv: list[str] | None = None) -> int:
                 ast.parse(Path(p).read_bytes(), filename=p)
 
     findings: Counter[str] = Counter()
+    # A directory is linted, as `gpufix lint DIR` does (older checkouts, run side by side through
+    # PYTHONPATH, have no `whole` parameter).
+    whole = {"whole": True} if "whole" in inspect.signature(lint_files).parameters else {}
 
     def lint() -> None:
         findings.clear()
         files = [(p, rel, Path(p).read_bytes()) for p, rel in paths]
-        findings.update(f.rule for f in lint_files(files, config).findings)
+        findings.update(f.rule for f in lint_files(files, config, **whole).findings)
 
     # Passes alternate so that a burst of load elsewhere hits both sides alike.
     base: list[tuple[float, float]] = []

@@ -5,12 +5,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import re
+from collections import Counter
 from pathlib import Path
 from typing import cast
 
 from .callsites import CallSite
 from .project import Project, SourceFile
 from .rankcode import names_in
+from .stmts import nodes_below
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
 # A module that looks its functions up at run time: any of them may be called. `eval(` and
@@ -26,44 +28,32 @@ _LOADS_BY_NAME = (b"import_module", b"__import__", b"runpy", b"spec_from_file_lo
 _PACKAGING = ("pyproject.toml", "setup.cfg", "setup.py")  # where entry points are named
 
 
-def _referenced(sf: SourceFile) -> set[str]:
-    """Every name, attribute and word of a string constant in the module (cached)."""
+def _counts(sf: SourceFile) -> Counter[str]:
+    """How often each name, attribute and word of a string constant occurs in the module
+    (cached)."""
     cached = sf.cache.get("referenced")
     if cached is None:
-        words: set[str] = set()
-        for n in ast.walk(sf.tree) if sf.tree else ():
-            if isinstance(n, ast.Name):
-                words.add(n.id)
-            elif isinstance(n, ast.Attribute):
-                words.add(n.attr)
-            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
-                words.update(_WORD.findall(n.value))
-        sf.cache["referenced"] = cached = words
-    return cached  # type: ignore[return-value]
+        cached = sf.cache["referenced"] = _said(sf.tree) if sf.tree else Counter()
+    return cast(Counter[str], cached)
+
+
+def _said(node: ast.AST) -> Counter[str]:
+    words: Counter[str] = Counter()
+    for n in nodes_below(node):
+        if isinstance(n, ast.Name):
+            words[n.id] += 1
+        elif isinstance(n, ast.Attribute):
+            words[n.attr] += 1
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            words.update(_WORD.findall(n.value))
+    return words
 
 
 def _said_outside(sf: SourceFile, node: ast.stmt, name: str) -> bool:
     """The module names `name` outside its own definition (`super(_netG, self)` in the class
     itself is no use of it)."""
-    if name not in _referenced(sf) or sf.tree is None:
-        return False
-    stack: list[ast.AST] = [sf.tree]
-    while stack:
-        n = stack.pop()
-        if n is node:
-            continue
-        if (isinstance(n, ast.Name) and n.id == name) or (
-            isinstance(n, ast.Attribute) and n.attr == name
-        ):
-            return True
-        if (
-            isinstance(n, ast.Constant)
-            and isinstance(n.value, str)
-            and name in _WORD.findall(n.value)
-        ):
-            return True
-        stack.extend(ast.iter_child_nodes(n))
-    return False
+    total = _counts(sf)[name]
+    return total > 0 and total > _said(node)[name]
 
 
 def _script(sf: SourceFile) -> bool:
@@ -139,7 +129,7 @@ def _called_elsewhere(project: Project, sf: SourceFile, name: str) -> bool:
             and bound.rsplit(".", 1)[0].rsplit(".", 1)[-1] != sf.module.rsplit(".", 1)[-1]
         ):
             continue  # its `name` is another module's (`from DCGAN import _netG`)
-        refs = _referenced(f)
+        refs = _counts(f)
         if name in refs or any(
             v.rsplit(".", 1)[-1] == name and k in refs for k, v in f.names.imports.items()
         ):
@@ -169,24 +159,25 @@ def _beside(project: Project) -> list[bytes]:
 def unused(project: Project, sf: SourceFile, name: str) -> bool:
     """Nothing uses the top-level function `name` of a script, or the top-level function or
     class `name` of a module in an application (a project without packaging files, so no code
-    outside it imports it) when lint was given directories (the whole project, not a list of
-    files as pre-commit passes). Used, and so left alone: a function of a packaged library's
-    module (code outside the run may call it), a script's class, a decorated def (a registry,
-    a command line), one the module names outside its own body (a call, a reference, a word of
-    a string), one of a module that looks names up at run time (`globals()`, `getattr(`,
-    `fire`, ...), one a packaging file names as an entry point, one another file of the run
-    that imports the module uses, one a notebook, shell script or config beside the run's
-    files names (a word search)."""
+    outside it imports it; not installed or vendored code) when lint was given directories
+    (the whole project, not a list of files as pre-commit passes). Used, and so left alone: a
+    function of a packaged library's module (code outside the run may call it), a script's
+    class, a decorated def (a registry, a command line), one the module names outside its own
+    body (a call, a reference, a word of a string), one of a module that looks names up at run
+    time (`globals()`, `getattr(`, `fire`, ...), one a packaging file names as an entry point,
+    one another file of the run that imports the module uses, one a notebook, shell script or
+    config beside the run's files names (a word search)."""
     node = sf.defs.get(name)
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return False
-    if node.decorator_list or not sf.module or _said_outside(sf, node, name):
+    if node.decorator_list or not sf.module:
+        return False
+    script = _script(sf)
+    if not script and (not project.whole or sf.context == "library" or _packaging(project, sf)):
+        return False
+    if (isinstance(node, ast.ClassDef) and script) or _said_outside(sf, node, name):
         return False
     if _DYNAMIC.search(sf.data) or _exposes_all(sf) or _entry_point(project, sf, name):
-        return False
-    if isinstance(node, ast.ClassDef) and _script(sf):
-        return False
-    if not _script(sf) and (not project.whole or _packaging(project, sf)):
         return False
     if _called_elsewhere(project, sf, name):
         return False

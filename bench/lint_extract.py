@@ -1,4 +1,4 @@
-"""Write the Python files (and pyproject.toml, setup.cfg, licence files) of one commit of a local git directory.
+"""Write the Python files (and packaging, licence and side files) of one commit of a local git directory.
 
     .venv/bin/python bench/lint_extract.py GIT_DIR OUT_DIR COMMIT
 
@@ -11,15 +11,26 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from typing import IO
 
-# pyproject.toml/setup.cfg for the configuration; licence files tell a vendored copy of another
-# project from the project's own code (gpufix.workload.lint.discover.vendored).
-KEEP = ("pyproject.toml", "setup.cfg", "LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING")
+from gpufix.workload.lint.sidefiles import NAMES, SUFFIXES
+
+# pyproject.toml/setup.cfg for the configuration and for telling a packaged library from an
+# application (setup.py is a .py file); licence files tell a vendored copy of another project
+# from the project's own code (gpufix.workload.lint.discover.vendored).
+KEEP = (
+    "pyproject.toml", "setup.cfg",
+    "LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING",
+)  # fmt: skip
+# Notebooks, shell launchers, Makefiles and configs that can name a function, as lint reads them
+# (gpufix.workload.lint.sidefiles), up to 8 MiB each.
+MAX_SIDE = 8 << 20
 
 
 def extract(git_dir: str, out: str, commit: str) -> int:
     listing = subprocess.run(
-        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", commit],
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-l", commit],
         capture_output=True,
         text=True,
         check=True,
@@ -27,11 +38,14 @@ def extract(git_dir: str, out: str, commit: str) -> int:
     wanted = []
     for line in listing.splitlines():
         meta, path = line.split("\t", 1)
-        mode, kind, sha = meta.split()
+        mode, kind, sha, size = meta.split()
+        side = (path.endswith(SUFFIXES) or os.path.basename(path) in NAMES) and (
+            size.isdigit() and int(size) <= MAX_SIDE  # "-" for a submodule, "BAD" when absent
+        )
         if (
             kind == "blob"
             and mode != "120000"
-            and (path.endswith(".py") or os.path.basename(path) in KEEP)
+            and (path.endswith(".py") or os.path.basename(path) in KEEP or side)
         ):
             wanted.append((sha, path))
     cat = subprocess.Popen(
@@ -40,8 +54,13 @@ def extract(git_dir: str, out: str, commit: str) -> int:
         stdout=subprocess.PIPE,
     )
     assert cat.stdin is not None and cat.stdout is not None
-    cat.stdin.write("".join(f"{sha}\n" for sha, _ in wanted).encode())
-    cat.stdin.close()
+
+    # Fed from a thread: git writes objects while it reads names, and both pipes are bounded.
+    def feed(stdin: IO[bytes]) -> None:
+        stdin.write("".join(f"{sha}\n" for sha, _ in wanted).encode())
+        stdin.close()
+
+    threading.Thread(target=feed, args=(cat.stdin,), daemon=True).start()
     written = 0
     for _, path in wanted:
         header = cat.stdout.readline().split()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from gpufix.workload.lint import lint_paths
+from gpufix.workload.lint.config import LintConfig
 
 SCRIPT = """\
 import torch
@@ -231,3 +232,114 @@ def test_a_model_eval_call_is_no_run_time_lookup(tmp_path: Path) -> None:
     # `.eval()` is a method; only the builtin eval( makes every function reachable
     assert _found(tmp_path, {"utils.py": HELPER + "\n\nmodel.eval()\n"}, "GPF001") == []
     assert _found(tmp_path, {"utils.py": HELPER + "\n\neval('x')\n"}, "GPF001") == [7]
+
+
+# -- a review's shapes (2026-12-02): real uses the first version missed, and hostile files --
+DIST = """\
+import torch
+import torch.distributed as dist
+
+
+def setup_ddp(rank, world):
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    return torch.nn.Linear(2, 2).cuda(0)
+"""
+
+
+def _gpf005(root: Path, files: dict[str, str], target: Path | None = None) -> list[str]:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    found = lint_paths([str(target or root)]).findings
+    return [Path(f.path).name for f in found if f.rule == "GPF005"]
+
+
+@pytest.mark.parametrize(
+    "train",
+    [
+        "from utils import setup_ddp\n\nsetup_ddp(0, 2)\n",  # re-exported by the package
+        "from utils import (\n    dist,\n    log,\n)\n\ndist.setup_ddp(0, 2)\n",  # black's style
+        "import sys\n\nimport utils.dist as d\n\nfn = d.__dict__[sys.argv[1]]\n",
+        "import utils.dist as d\n\nfn = vars(d)['setup_' + 'ddp']\n",
+        "import inspect\n\nimport utils.dist as d\n\nfns = dict(inspect.getmembers(d))\n",
+        "import fire\n\nimport utils.dist as d\n\nfire.Fire(d)\n",
+    ],
+    ids=["package-reexport", "multi-line-import", "__dict__", "vars", "getmembers", "fire"],
+)
+def test_uses_from_other_files_the_first_version_missed(tmp_path: Path, train: str) -> None:
+    files = {
+        "utils/__init__.py": "from .dist import setup_ddp\n",
+        "utils/dist.py": DIST,
+        "utils/log.py": "",
+        "train.py": train,
+    }
+    assert _gpf005(tmp_path, files) == ["dist.py"]
+
+
+@pytest.mark.parametrize(
+    ("where", "text"),
+    [
+        ("notebooks/run.ipynb", '{"cells": [{"source": ["ddp_utils.setup_ddp(0, 2)"]}]}'),
+        ("Makefile", "run:\n\tpython -c 'import ddp_utils; ddp_utils.setup_ddp(0, 2)'\n"),
+        ("scripts/launch.sh", "python -c 'from ddp_utils import setup_ddp; setup_ddp(0, 2)'\n"),
+    ],
+    ids=["notebook-in-a-subfolder", "makefile", "shell-in-a-subfolder"],
+)
+def test_callers_around_the_code_count(tmp_path: Path, where: str, text: str) -> None:
+    files = {"ddp_utils.py": DIST, "main.py": "print(1)\n", where: text}
+    assert _gpf005(tmp_path, files) == ["ddp_utils.py"]
+
+
+def test_a_notebook_with_megabytes_of_output_before_the_call_counts(tmp_path: Path) -> None:
+    cells = '{"cells": [{"outputs": ["' + "A" * (2 << 20) + '"]}, {"source": ["setup_ddp(0, 2)"]}]}'
+    files = {"ddp_utils.py": DIST, "main.py": "print(1)\n", "run.ipynb": cells}
+    assert _gpf005(tmp_path, files) == ["ddp_utils.py"]
+
+
+def test_hydra_anywhere_in_the_run_may_name_any_function(tmp_path: Path) -> None:
+    files = {
+        "ddp_utils.py": DIST,
+        "main.py": "import hydra\n\n\n@hydra.main(config_path='configs')\ndef main(cfg):\n    pass\n",
+        "configs/config.yaml": "setup:\n  _target_: ddp_utils.setup_ddp\n",
+    }
+    assert _gpf005(tmp_path, files) == ["ddp_utils.py"]
+    (tmp_path / "configs" / "config.yaml").unlink()
+    assert _gpf005(tmp_path, {}) == ["ddp_utils.py"]  # the import alone is enough
+
+
+def test_a_folder_of_a_larger_project_is_not_the_whole_project(tmp_path: Path) -> None:
+    files = {"src/ddp_utils.py": DIST, "train.py": "from src.ddp_utils import setup_ddp\n"}
+    assert _gpf005(tmp_path, files, tmp_path / "src") == ["ddp_utils.py"]
+    # the same folder with nothing around it is a project of its own: the helper is dead
+    (tmp_path / "train.py").unlink()
+    assert _gpf005(tmp_path, {}, tmp_path / "src") == []
+
+
+def test_a_pytest_function_is_called_by_pytest(tmp_path: Path) -> None:
+    test = DIST.replace("def setup_ddp(rank, world)", "def test_allreduce(rank=0, world=2)")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_ddp.py").write_text(test)
+    found = lint_paths([str(tmp_path)], LintConfig(tmp_path, contexts={"test": "as-is"}))
+    assert [f.rule for f in found.findings] == ["GPF005"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_hostile_files_around_the_code_are_never_read_whole_or_waited_on(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "a.yml")  # a reader that opened it would wait for a writer forever
+    os.symlink("/dev/zero", tmp_path / "b.json")
+    (tmp_path / "c.json").mkdir()
+    files = {"ddp_utils.py": DIST, "main.py": "print(1)\n", "z.sh": "python -c 'setup_ddp(0, 2)'"}
+    assert _gpf005(tmp_path, files) == ["ddp_utils.py"]  # z.sh is still read after them
+
+
+def test_too_many_files_around_the_code_means_any_name_may_be_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpufix.workload.lint import sidefiles
+
+    monkeypatch.setattr(sidefiles, "_MAX_FILES", 3)
+    for n in range(5):
+        (tmp_path / f"label_{n}.json").write_text("{}")
+    assert _gpf005(tmp_path, {"ddp_utils.py": DIST, "main.py": "print(1)\n"}) == ["ddp_utils.py"]
+    monkeypatch.setattr(sidefiles, "_MAX_FILES", 100)
+    assert _gpf005(tmp_path, {}) == []

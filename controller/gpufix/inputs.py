@@ -82,6 +82,31 @@ def read_bytes(path: str | os.PathLike[str], what: str, *, max_bytes: int | None
         os.close(fd)
 
 
+def read_prefix(path: str | os.PathLike[str], max_bytes: int) -> bytes | None:
+    """The first max_bytes of a regular file, or None where there is no readable regular file
+    (a FIFO, a device, /proc/kmsg, a directory, a permission error): for files read as hints,
+    where a refusal is no error. Opened non-blocking and checked with fstat, like read_bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, total = [], 0
+        while total < max_bytes:
+            chunk = os.read(fd, min(1 * MiB, max_bytes - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _kind(mode: int) -> str:
     for test, name in (
         (stat.S_ISDIR, "a directory"),

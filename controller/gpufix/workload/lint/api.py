@@ -4,6 +4,7 @@ levels, context policy and `# noqa`."""
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -95,7 +96,28 @@ def lint_paths(
     for path, rel in iter_python_files(paths, config):
         # the input layer: a regular file of bounded size (not a FIFO or /dev/zero behind a link)
         files.append((path, rel, inputs.read_bytes(path, "source")))
-    return lint_files(files, config, whole=all(Path(p).is_dir() for p in paths))
+    return lint_files(files, config, whole=all(_whole_project(p) for p in paths))
+
+
+def _whole_project(path: str) -> bool:
+    """A directory that is a whole project: it holds `.git`, or its parent holds neither a
+    Python file nor packaging (`gpufix lint repo/src` lints part of one)."""
+    p = Path(path).resolve()
+    if not p.is_dir():
+        return False
+    if (p / ".git").exists() or p.parent == p:
+        return True
+    try:
+        with os.scandir(p.parent) as entries:
+            for n, entry in enumerate(entries):
+                if n > 10_000 or entry.name.endswith(".py") or entry.name in _PACKAGING:
+                    return False
+    except OSError:
+        return False
+    return True
+
+
+_PACKAGING = frozenset({"pyproject.toml", "setup.cfg", "setup.py"})
 
 
 def lint_source(

@@ -94,8 +94,8 @@ def _collect(sf: SourceFile, tops: AbstractSet[str] | None = None) -> list[CallS
 
 
 def named(sf: SourceFile, names: frozenset[str]) -> list[CallSite]:
-    if not any(word in sf.data for word in _last_words(names)):
-        return []  # a call resolves to `a.b.c` only where `c` is written in the file
+    if sf.data.isascii() and not any(word in sf.data for word in _last_words(names)):
+        return []  # a call resolves to `a.b.c` only where `c` is written (NFKC aside)
     return [c for c in call_sites(sf) if c.name in names]
 
 

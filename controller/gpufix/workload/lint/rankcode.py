@@ -57,7 +57,7 @@ def rank_calls(sf: SourceFile, branchy: re.Pattern[str]) -> list[RankCall]:
     """Every call of the module with where it sits, in one walk kept for the run: statements
     are walked one by one (the flags change only at an `if` or a def), their expressions with
     ast.walk."""
-    key = "rank-calls:" + branchy.pattern
+    key = f"rank-calls:{branchy.flags}:{branchy.pattern}"
     cached = sf.cache.get(key)
     if cached is None:
         cached = sf.cache[key] = _walk(sf, branchy)

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import ast
-import contextlib
 import re
 from collections import Counter
 from pathlib import Path
 from typing import cast
 
+from gpufix.inputs import read_prefix
+
 from .callsites import CallSite
 from .project import Project, SourceFile
 from .rankcode import names_in
+from .sidefiles import side_words
 from .stmts import nodes_below
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
 # A module that looks its functions up at run time: any of them may be called. `eval(` and
 # `exec(` are the builtins, not a method (`model.eval()` is no lookup).
 _DYNAMIC = re.compile(
-    rb"globals\(\)|locals\(\)|vars\(\)|sys\.modules|getattr\(|import_module"
+    rb"globals\(\)|locals\(\)|vars\(|__dict__|getmembers|sys\.modules|getattr\(|import_module"
     rb"|(?<![\w.])eval\(|(?<![\w.])exec\("
 )
 # Libraries that make every function of the module reachable from outside the Python code: a
@@ -71,16 +73,13 @@ _MAX_PACKAGING_BYTES = 1 << 20  # a packaging file is read up to 1 MiB
 
 
 def _read(project: Project, path: Path) -> bytes:
-    """A packaging or side file's bytes (at most 1 MiB), read once per run; b"" when there is no
-    regular file there (a FIFO or a device named pyproject.toml is not opened)."""
-    cache = project.cache.setdefault("read-files", {})
+    """A packaging file's bytes (at most 1 MiB), read once per run; b"" when there is no regular
+    file there (a FIFO, a device or /proc/kmsg named pyproject.toml is refused unread)."""
+    cache = project.cache.setdefault("packaging-files", {})
     assert isinstance(cache, dict)
     if path not in cache:
-        cache[path] = b""
-        if path.is_file():
-            with contextlib.suppress(OSError), path.open("rb") as f:
-                cache[path] = f.read(_MAX_PACKAGING_BYTES)
-    return cache[path]
+        cache[path] = read_prefix(path, _MAX_PACKAGING_BYTES) or b""
+    return cast(bytes, cache[path])
 
 
 def _packaging(project: Project, sf: SourceFile) -> list[bytes]:
@@ -109,25 +108,28 @@ def _entry_point(project: Project, sf: SourceFile, name: str) -> bool:
 
 
 def _called_elsewhere(project: Project, sf: SourceFile, name: str) -> bool:
-    """Another file of the run that imports a module of this one's name (or loads modules by
-    name) uses the name: a call, a reference, a word of a string, or an alias bound by its
-    import; an import alone (`from net import init_net`, never called) is no use. A file that
-    looks names up at run time (`getattr(`, ...) may use it."""
-    base = re.escape(sf.module.rsplit(".", 1)[-1].encode())
-    imports = re.compile(rb"\b" + base + rb"\s+import\b|\bimport\b[^\n]*\b" + base + rb"\b")
+    """Another file of the run that imports the module or a package above it (`from utils
+    import setup_ddp` re-exported by `utils/__init__.py`), or loads modules by name, uses the
+    name: a call, a reference, a word of a string, or an alias bound by its import; an import
+    alone (`from net import init_net`, never called) is no use. A file that looks names up at
+    run time (`getattr(`, `vars(`, `__dict__`, fire) may use any."""
+    parts = set(sf.module.split("."))
     word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
     for f in project.files:
-        if f is sf or not (imports.search(f.data) or any(w in f.data for w in _LOADS_BY_NAME)):
+        if f is sf:
             continue
-        if f.tree is None or _DYNAMIC.search(f.data):
+        if f.tree is None:
+            return True  # a file that does not parse could say anything
+        if not any(parts & set(m.split(".")) for m in f.names.imported) and not any(
+            w in f.data for w in _LOADS_BY_NAME
+        ):
+            continue
+        if _DYNAMIC.search(f.data) or _exposes_all(f):
             return True
         if not word.search(f.data):
             continue
         bound = f.names.imports.get(name) or f.names.locals.get(name)
-        if (
-            bound is not None
-            and bound.rsplit(".", 1)[0].rsplit(".", 1)[-1] != sf.module.rsplit(".", 1)[-1]
-        ):
+        if bound is not None and not parts & set(bound.split(".")[:-1]):
             continue  # its `name` is another module's (`from DCGAN import _netG`)
         refs = _counts(f)
         if name in refs or any(
@@ -137,23 +139,19 @@ def _called_elsewhere(project: Project, sf: SourceFile, name: str) -> bool:
     return False
 
 
-# Files beside the run's code that can call a function by name: notebooks, shell launchers,
-# configs (`_target_: net.init_net`). Read up to 1 MiB each, regular files only.
-_BESIDE = (".ipynb", ".sh", ".bash", ".yaml", ".yml", ".json", ".cfg")
-_MAX_BESIDE = 64  # files read per directory
+def _named_around(project: Project, name: str) -> bool:
+    """A notebook, shell script, Makefile or config around the code names it (or the files
+    around it were too many to read)."""
+    words = side_words(project)
+    return words is None or name.encode() in words
 
 
-def _beside(project: Project) -> list[bytes]:
-    """The texts of those files in the directories that hold the run's files (cached)."""
-    cached = project.cache.get("beside-texts")
-    if cached is None:
-        texts: list[bytes] = []
-        for d in sorted({Path(f.path).resolve().parent for f in project.files}):
-            with contextlib.suppress(OSError):
-                found = sorted(p for p in d.iterdir() if p.suffix in _BESIDE)
-                texts.extend(_read(project, p) for p in found[:_MAX_BESIDE])
-        project.cache["beside-texts"] = cached = texts
-    return cast(list[bytes], cached)
+def _project_exposes_all(project: Project) -> bool:
+    """A file of the run imports Hydra/OmegaConf or a command library: configs and command
+    lines outside the code may name any function."""
+    if "exposes-all" not in project.cache:
+        project.cache["exposes-all"] = any(_exposes_all(f) for f in project.parsed())
+    return bool(project.cache["exposes-all"])
 
 
 def unused(project: Project, sf: SourceFile, name: str) -> bool:
@@ -165,24 +163,35 @@ def unused(project: Project, sf: SourceFile, name: str) -> bool:
     class, a decorated def (a registry, a command line), one the module names outside its own
     body (a call, a reference, a word of a string), one of a module that looks names up at run
     time (`globals()`, `getattr(`, `fire`, ...), one a packaging file names as an entry point,
-    one another file of the run that imports the module uses, one a notebook, shell script or
-    config beside the run's files names (a word search)."""
+    one another file of the run that imports the module or a package above it uses, one a
+    notebook, shell script, Makefile or config under the run's top directory names (a word
+    search), and an application module's when any file imports Hydra, OmegaConf or a command
+    library (configs and command lines may name it). Lint given part of a project (a file list,
+    or a folder whose parent holds Python files or packaging) decides nothing for a module."""
+    memo = project.cache.setdefault("unused", {})
+    assert isinstance(memo, dict)
+    key = (id(sf), name)
+    if key not in memo:
+        memo[key] = _unused(project, sf, name)
+    return bool(memo[key])
+
+
+def _unused(project: Project, sf: SourceFile, name: str) -> bool:
     node = sf.defs.get(name)
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return False
     if node.decorator_list or not sf.module:
         return False
     script = _script(sf)
-    if not script and (not project.whole or sf.context == "library" or _packaging(project, sf)):
-        return False
+    if not script and (not project.whole or sf.context != "code" or _packaging(project, sf)):
+        return False  # a library's, a test's (pytest calls it), an example's, or part of a run
     if (isinstance(node, ast.ClassDef) and script) or _said_outside(sf, node, name):
         return False
     if _DYNAMIC.search(sf.data) or _exposes_all(sf) or _entry_point(project, sf, name):
         return False
-    if _called_elsewhere(project, sf, name):
+    if _project_exposes_all(project):
         return False
-    word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
-    return not any(word.search(t) for t in _beside(project))
+    return not _called_elsewhere(project, sf, name) and not _named_around(project, name)
 
 
 def in_unused_def(project: Project, sf: SourceFile, site: CallSite) -> bool:

@@ -20,7 +20,7 @@ class CheckContext:
     checked: tuple[SourceFile, ...]  # parsed files whose findings can be shown
 
     # byte string -> ids of the checked files that hold it: each scanned for once a run
-    holding: dict[bytes, frozenset[int]] = field(default_factory=dict)
+    holding: dict[bytes, frozenset[int]] = field(default_factory=dict, compare=False, repr=False)
 
     def with_any(self, triggers: tuple[bytes, ...]) -> list[SourceFile]:
         """Checked files that contain one of these byte strings (a fast filter before walking)."""

@@ -26,6 +26,7 @@ _DYNAMIC = re.compile(
 # Libraries that make every function of the module reachable from outside the Python code: a
 # command (`fire.Fire()`) or a config's `_target_: train.setup_ddp` (Hydra, OmegaConf).
 _ALL_COMMANDS = frozenset({"fire", "jsonargparse", "argh", "plac", "hydra", "omegaconf"})
+_COMMANDS = tuple(c.encode() for c in sorted(_ALL_COMMANDS))  # written where imported
 _LOADS_BY_NAME = (b"import_module", b"__import__", b"runpy", b"spec_from_file_location")
 _PACKAGING = ("pyproject.toml", "setup.cfg", "setup.py")  # where entry points are named
 
@@ -114,15 +115,17 @@ def _called_elsewhere(project: Project, sf: SourceFile, name: str) -> bool:
     alone (`from net import init_net`, never called) is no use. A file that looks names up at
     run time (`getattr(`, `vars(`, `__dict__`, fire) may use any."""
     parts = set(sf.module.split("."))
+    spelled = [p.encode() for p in parts]
     word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
     for f in project.files:
         if f is sf:
             continue
         if f.tree is None:
             return True  # a file that does not parse could say anything
-        if not any(parts & set(m.split(".")) for m in f.names.imported) and not any(
-            w in f.data for w in _LOADS_BY_NAME
-        ):
+        loads = any(w in f.data for w in _LOADS_BY_NAME)
+        if not loads and not any(p in f.data for p in spelled):
+            continue  # cannot import it: none of its names is written (read before parsing)
+        if not loads and not any(parts & set(m.split(".")) for m in f.names.imported):
             continue
         if _DYNAMIC.search(f.data) or _exposes_all(f):
             return True
@@ -150,7 +153,9 @@ def _project_exposes_all(project: Project) -> bool:
     """A file of the run imports Hydra/OmegaConf or a command library: configs and command
     lines outside the code may name any function."""
     if "exposes-all" not in project.cache:
-        project.cache["exposes-all"] = any(_exposes_all(f) for f in project.parsed())
+        project.cache["exposes-all"] = any(
+            _exposes_all(f) for f in project.parsed() if any(c in f.data for c in _COMMANDS)
+        )
     return bool(project.cache["exposes-all"])
 
 

@@ -120,11 +120,11 @@ def _called_elsewhere(project: Project, sf: SourceFile, name: str) -> bool:
     for f in project.files:
         if f is sf:
             continue
-        if f.tree is None:
-            return True  # a file that does not parse could say anything
         loads = any(w in f.data for w in _LOADS_BY_NAME)
         if not loads and not any(p in f.data for p in spelled):
-            continue  # cannot import it: none of its names is written (read before parsing)
+            continue  # cannot import it: none of its names is written
+        if f.tree is None:
+            return True  # it may import it, and does not parse: it could say anything
         if not loads and not any(parts & set(m.split(".")) for m in f.names.imported):
             continue
         if _DYNAMIC.search(f.data) or _exposes_all(f):

@@ -1,0 +1,1 @@
+# source: https://github.com/stanfordnlp/pyvene/pull/98

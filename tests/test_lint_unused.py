@@ -313,6 +313,10 @@ def test_a_folder_of_a_larger_project_is_not_the_whole_project(tmp_path: Path) -
     # the same folder with nothing around it is a project of its own: the helper is dead
     (tmp_path / "train.py").unlink()
     assert _gpf005(tmp_path, {}, tmp_path / "src") == []
+    # and a checkout (`.git`) is one whatever its parent holds
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "src" / ".git").mkdir()
+    assert _gpf005(tmp_path, {}, tmp_path / "src") == []
 
 
 def test_a_pytest_function_is_called_by_pytest(tmp_path: Path) -> None:

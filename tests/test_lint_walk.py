@@ -118,3 +118,11 @@ def test_call_sites_in_reuses_a_built_index() -> None:
     sf = _source(SHAPES)
     whole = call_sites(sf)
     assert call_sites_in(sf, {"Model"}) == [c for c in whole if c.owners[:1] == ("Model",)]
+
+
+def test_the_walk_bench_finds_the_same_calls_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench_scripts import load_bench
+
+    lint_dir = Path(__file__).parents[1] / "controller" / "gpufix" / "workload" / "lint"
+    assert load_bench("walk_bench").main([str(lint_dir), "--repeat", "1"]) == 0
+    assert "x the CPU time of ast.walk" in capsys.readouterr().out

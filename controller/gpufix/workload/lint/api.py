@@ -22,6 +22,7 @@ from .parse import parse_file
 from .project import Project, SourceFile
 from .report import Reporter
 from .severity import context_policy, level_for, suppressed_by_noqa
+from .unused import PACKAGING
 
 
 def _fmt_target(config: LintConfig) -> str:
@@ -110,14 +111,11 @@ def _whole_project(path: str) -> bool:
     try:
         with os.scandir(p.parent) as entries:
             for n, entry in enumerate(entries):
-                if n > 10_000 or entry.name.endswith(".py") or entry.name in _PACKAGING:
+                if n > 10_000 or entry.name.endswith(".py") or entry.name in PACKAGING:
                     return False
     except OSError:
         return False
     return True
-
-
-_PACKAGING = frozenset({"pyproject.toml", "setup.cfg", "setup.py"})
 
 
 def lint_source(

@@ -28,7 +28,7 @@ _DYNAMIC = re.compile(
 _ALL_COMMANDS = frozenset({"fire", "jsonargparse", "argh", "plac", "hydra", "omegaconf"})
 _COMMANDS = tuple(c.encode() for c in sorted(_ALL_COMMANDS))  # written where imported
 _LOADS_BY_NAME = (b"import_module", b"__import__", b"runpy", b"spec_from_file_location")
-_PACKAGING = ("pyproject.toml", "setup.cfg", "setup.py")  # where entry points are named
+PACKAGING = ("pyproject.toml", "setup.cfg", "setup.py")  # a package; where entry points are named
 
 
 def _counts(sf: SourceFile) -> Counter[str]:
@@ -93,7 +93,7 @@ def _packaging(project: Project, sf: SourceFile) -> list[bytes]:
     if here not in cache:
         cache[here] = []
         for d in (here, *here.parents):
-            texts = [_read(project, d / f) for f in _PACKAGING]
+            texts = [_read(project, d / f) for f in PACKAGING]
             if any(texts):
                 cache[here] = texts
                 break

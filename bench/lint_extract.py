@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import IO
 
-from gpufix.workload.lint.sidefiles import NAMES, SUFFIXES
+from gpufix.workload.lint.sidefiles import NAMES, PREFIX, SUFFIXES
 
 # pyproject.toml/setup.cfg for the configuration and for telling a packaged library from an
 # application (setup.py is a .py file); licence files tell a vendored copy of another project
@@ -24,8 +24,7 @@ KEEP = (
     "LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING",
 )  # fmt: skip
 # Notebooks, shell launchers, Makefiles and configs that can name a function, as lint reads them
-# (gpufix.workload.lint.sidefiles), up to 8 MiB each.
-MAX_SIDE = 8 << 20
+# (gpufix.workload.lint.sidefiles), up to the prefix it reads of each.
 
 
 def extract(git_dir: str, out: str, commit: str) -> int:
@@ -40,7 +39,7 @@ def extract(git_dir: str, out: str, commit: str) -> int:
         meta, path = line.split("\t", 1)
         mode, kind, sha, size = meta.split()
         side = (path.endswith(SUFFIXES) or os.path.basename(path) in NAMES) and (
-            size.isdigit() and int(size) <= MAX_SIDE  # "-" for a submodule, "BAD" when absent
+            size.isdigit() and int(size) <= PREFIX  # "-" for a submodule, "BAD" when absent
         )
         if (
             kind == "blob"

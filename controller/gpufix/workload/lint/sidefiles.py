@@ -16,7 +16,7 @@ from .project import Project
 SUFFIXES = (".ipynb", ".sh", ".bash", ".yaml", ".yml", ".json", ".cfg", ".toml", ".ini", ".mk")
 NAMES = frozenset({"Makefile", "makefile", "GNUmakefile", "Dockerfile", "Justfile", "justfile"})
 _SKIP = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env"})
-_PREFIX = 8 << 20  # bytes read of each file (a notebook's outputs can come before a call)
+PREFIX = 8 << 20  # bytes read of each file (a notebook's outputs can come before a call)
 _BUDGET = 256 << 20  # bytes read in all
 _MAX_FILES = 4000
 _MAX_DIRS = 20000
@@ -50,7 +50,7 @@ def _gather(project: Project) -> frozenset[bytes] | None:
             if not (name.endswith(SUFFIXES) or name in NAMES):
                 continue
             files += 1
-            data = read_prefix(os.path.join(here, name), min(_PREFIX, budget))
+            data = read_prefix(os.path.join(here, name), min(PREFIX, budget))
             budget -= len(data or b"")
             words.update(_WORD.findall(data or b""))
             if budget <= 0 or files > _MAX_FILES or len(words) > _MAX_WORDS:

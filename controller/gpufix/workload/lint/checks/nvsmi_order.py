@@ -37,7 +37,8 @@ def _runs_smi_constant(sf: SourceFile) -> bool:
     """A call is given a name bound to an nvidia-smi command (`os.popen(cmd)`).
 
     The call's own line need not mention nvidia-smi, so the pruned call sites miss it; this
-    walks the module only when one of its string constants names nvidia-smi.
+    walks the module only when the file says nvidia-smi and a name is bound to it (a module
+    constant, or a local of any function).
     """
     if b"nvidia-smi" not in sf.data or sf.tree is None:
         return False

@@ -651,3 +651,34 @@ def test_gpf008_the_receivers_last_word_says_what_the_file_holds(
             {receiver}.load_state_dict(torch.load(path))
         """
     assert [r for _, r in _codes(src) if r == "GPF008"] == (["GPF008"] if reported else [])
+
+
+@pytest.mark.parametrize(
+    ("path", "reported"),
+    [
+        ("data_path", False),
+        ("self.processed_paths[0]", False),
+        ('f"{data_root}/{split}.pt"', False),
+        ("args.dataset", False),
+        ('os.path.join(args.data_dir, "model.pth")', True),
+        ("data_ckpt", True),
+        ("train_data_checkpoint", True),
+        ("args.resume", True),
+        ("dataset_weights", True),
+        ("path", True),
+    ],
+)
+def test_gpf008_a_dataset_file_holds_no_gpu_tensors(path: str, reported: bool) -> None:
+    # Preprocessed samples are saved from the CPU (PyG's processed_dir); a word saying
+    # checkpoint or weights wins over the data words. SemiGMMPoint-HG's scene files, judged FP.
+    src = f"""
+        import os
+        import torch
+        import torch.distributed as dist
+
+        def main(self, args, data_path, data_root, split, data_ckpt, train_data_checkpoint,
+                 dataset_weights, path):
+            dist.init_process_group("nccl")
+            x = torch.load({path})
+        """
+    assert [r for _, r in _codes(src) if r == "GPF008"] == (["GPF008"] if reported else [])

@@ -56,6 +56,14 @@ _STATE_WITHOUT_TENSORS = frozenset(
     {"dataloader", "loader", "dl", "sampler", "scheduler", "sched", "scaler"}
 )
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+# A path named as a dataset file holds samples saved by preprocessing, from the CPU (PyG's
+# processed_dir, "fits into CPU memory": pytorch-geometric.readthedocs.io/en/stable/tutorial/
+# create_dataset.html), unless a word also says checkpoint or weights.
+_DATASET = frozenset({"data", "dataset", "processed"})
+_CHECKPOINT = frozenset(
+    {"ckpt", "checkpoint", "model", "weight", "state", "pretrained", "resume", "snapshot", "net"}
+    | {"best", "last", "epoch", "optimizer", "optim", "param", "teacher", "student"}
+)
 _MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
 _NOT_NCCL = frozenset({"gloo", "mpi", "ucc", "hccl", "xla"})
 
@@ -242,6 +250,19 @@ def _into_state_without_tensors(sf: SourceFile) -> set[int]:
     return out
 
 
+def _dataset_file(path: ast.expr) -> bool:
+    """The path's names and strings say dataset (`data_path`, `self.processed_paths[0]`,
+    `f"{data_root}/{split}.pt"`) and none says checkpoint (`os.path.join(data_dir, "model.pt")`)."""
+    words: set[str] = set()
+    for node in ast.walk(path):
+        text = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        if isinstance(text, str):
+            words.update(w.lower().removesuffix("s") for w in _WORDS.findall(text))
+    return bool(words & _DATASET) and not words & _CHECKPOINT
+
+
 def _last_word(owner: ast.expr) -> str:
     """The last word of a receiver's name, singular: `self.trainLoader` -> "loader",
     `lr_schedulers[0]` -> "scheduler", `sampler_net` -> "net"."""
@@ -266,7 +287,7 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
         if _scope(site) in one_rank:
             continue
         source = segment(sf, call.args[0]) if call.args else ""
-        if source and _NO_TENSORS.search(source):
+        if source and (_NO_TENSORS.search(source) or _dataset_file(call.args[0])):
             continue
         if no_tensors is None:
             no_tensors = _into_state_without_tensors(sf)

@@ -563,6 +563,35 @@ def test_a_trigger_that_holds_another_adds_no_scan() -> None:
     assert _fewest((b"a", b"a", b"b")) == (b"a", b"b")
 
 
+def test_a_trigger_is_looked_for_only_where_a_part_of_it_was_found() -> None:
+    """`DistributedDataParallel` after `ataParallel`: only the files holding the part are scanned,
+    and the answer is the same as a scan of every file."""
+    from types import SimpleNamespace
+
+    from gpufix.workload.lint.checks import CheckContext
+
+    scanned: list[bytes] = []
+
+    class Data(bytes):
+        def __contains__(self, needle: object) -> bool:
+            scanned.append(bytes(self))
+            return super().__contains__(needle)  # type: ignore[operator]
+
+    texts = (
+        b"model = DataParallel(m)",
+        b"DistributedDataParallel(m)",
+        b"x = 1",
+        b"DistributedData",
+    )
+    files = tuple(SimpleNamespace(data=Data(t)) for t in texts)
+    ctx = CheckContext(None, None, None, files)  # type: ignore[arg-type]
+    assert ctx.with_any((b"ataParallel",)) == [files[0], files[1]]
+    scanned.clear()
+    assert ctx.with_any((b"DistributedDataParallel",)) == [files[1]]
+    assert scanned == [texts[0], texts[1]]
+    assert ctx.with_any((b"x = ",)) == [files[2]]
+
+
 def test_gpf005_ddp_pinned_to_device_zero_on_every_rank() -> None:
     # DDP's device_ids names the one GPU a rank's replica lives on (PyTorch DDP docs and
     # tutorial: device_ids=[rank]); [0] puts every rank on the first GPU. A module that sets

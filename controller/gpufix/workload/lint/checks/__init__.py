@@ -30,7 +30,13 @@ class CheckContext:
     def _holding(self, needle: bytes) -> frozenset[int]:
         found = self.holding.get(needle)
         if found is None:
-            found = frozenset(id(sf) for sf in self.checked if needle in sf.data)
+            pool: tuple[SourceFile, ...] | list[SourceFile] = self.checked
+            # a file holding `needle` holds every part of it: scan only where a part was found
+            parts = [ids for part, ids in self.holding.items() if part in needle]
+            if parts:
+                within = min(parts, key=len)
+                pool = [sf for sf in self.checked if id(sf) in within]
+            found = frozenset(id(sf) for sf in pool if needle in sf.data)
             self.holding[needle] = found
         return found
 

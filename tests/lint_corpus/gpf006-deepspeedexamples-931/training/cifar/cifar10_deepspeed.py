@@ -65,8 +65,12 @@ def main(args):
         # let rank 0 download first
         torch.distributed.barrier()
 
-    trainset = torchvision.datasets.CIFAR10(root="./data", train=True, download=True, transform=transform)
-    testset = torchvision.datasets.CIFAR10(root="./data", train=False, download=True, transform=transform)
+    trainset = torchvision.datasets.CIFAR10(
+        root="./data", train=True, download=True, transform=transform
+    )
+    testset = torchvision.datasets.CIFAR10(
+        root="./data", train=False, download=True, transform=transform
+    )
 
     if torch.distributed.get_rank() == 0:
         torch.distributed.barrier()

@@ -41,7 +41,9 @@ class Accelerator:
         model = model.to(self.device)
         if self.state.distributed_type == DistributedType.MULTI_GPU:
             model = torch.nn.parallel.DistributedDataParallel(
-                model, device_ids=[self.state.local_process_index], output_device=self.state.local_process_index
+                model,
+                device_ids=[self.state.local_process_index],
+                output_device=self.state.local_process_index,
             )
         return model
 
@@ -53,4 +55,6 @@ class Accelerator:
         if not os.path.isdir(input_dir):
             raise ValueError(f"Tried to find {input_dir} but folder does not exist")
         logger.info(f"Loading states from {input_dir}")
-        load_accelerator_state(input_dir, self._models, self._optimizers, self.state.process_index, self.scaler)
+        load_accelerator_state(
+            input_dir, self._models, self._optimizers, self.state.process_index, self.scaler
+        )

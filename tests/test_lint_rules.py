@@ -711,3 +711,46 @@ def test_gpf008_a_dataset_file_holds_no_gpu_tensors(path: str, reported: bool) -
             x = torch.load({path})
         """
     assert [r for _, r in _codes(src) if r == "GPF008"] == (["GPF008"] if reported else [])
+
+
+@pytest.mark.parametrize(
+    ("call", "reported"),
+    [
+        ("torch.load(*args, **kwargs)", False),
+        ("torch.load(path, **kwargs)", False),
+        ("torch.load(*args)", False),
+        ("torch.load(path, weights_only=True)", True),
+    ],
+)
+def test_gpf008_arguments_handed_on_say_nothing(call: str, reported: bool) -> None:
+    # A wrapper forwards its caller's arguments, map_location among them or not
+    # (janmarxen/amm-risk-lab's load_full_model(), judged FP in the tenth set).
+    src = f"""
+        import torch
+        import torch.distributed as dist
+
+        def load(path, *args, **kwargs):
+            dist.init_process_group("nccl")
+            return {call}
+        """
+    assert [r for _, r in _codes(src) if r == "GPF008"] == (["GPF008"] if reported else [])
+
+
+@pytest.mark.parametrize(
+    ("value", "reported"), [('"0,1"', True), ('"0"', False), ("str(rank)", False)]
+)
+def test_a_fixed_list_of_several_gpus_is_not_one_gpu_per_rank(value: str, reported: bool) -> None:
+    # "0,1" shows every rank the same two GPUs: cuda:0 is the first for all of them
+    # (LEOXC1571/GFMDiff run.py, judged TP); str(rank) gives each rank its own.
+    src = f"""
+        import os
+        import torch
+        import torch.distributed as dist
+
+        def main(rank, path):
+            os.environ["CUDA_VISIBLE_DEVICES"] = {value}
+            dist.init_process_group("nccl", rank=rank, world_size=2)
+            torch.cuda.set_device(rank)
+            return torch.load(path)
+        """
+    assert [r for _, r in _codes(src) if r == "GPF008"] == (["GPF008"] if reported else [])

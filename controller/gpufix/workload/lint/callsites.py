@@ -126,10 +126,14 @@ def all_env_writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, Where]]:
 
 
 def writes_visible_devices(sf: SourceFile) -> bool:
-    """The module sets CUDA_VISIBLE_DEVICES itself (each rank then sees its own GPU as cuda:0)."""
+    """The module sets CUDA_VISIBLE_DEVICES itself (each rank then sees its own GPU as cuda:0),
+    and not only to one fixed list of several GPUs (`"1,2"`: every rank sees the same two)."""
     if b"VISIBLE_DEVICES" not in sf.data or sf.tree is None:
         return False
-    return any(w.key == CUDA_VISIBLE_DEVICES for w, _, _ in all_env_writes(sf))
+    return any(
+        w.key == CUDA_VISIBLE_DEVICES and "," not in (sf.names.const_str(w.value) or "")
+        for w, _, _ in all_env_writes(sf)
+    )
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:

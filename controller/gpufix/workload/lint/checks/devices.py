@@ -2,8 +2,8 @@
 
 Multi-rank code here means a module that calls init_process_group or wraps a model in
 DDP/FSDP, outside a top-level function nothing in the run refers to (`_starts_ranks`,
-`unused.py`). A module that sets CUDA_VISIBLE_DEVICES itself gives each
-rank one visible GPU, so `cuda:0` is right there and GPF005/GPF008 stay silent. GPF005 also
+`unused.py`). A module that sets CUDA_VISIBLE_DEVICES itself (not to one fixed list of several
+GPUs) gives each rank one visible GPU, so `cuda:0` is right there and GPF005/GPF008 stay silent. GPF005 also
 stays silent in code no rank runs as its own: a function called only under a rank test, and a
 function that starts the ranks. A group of one rank (`world_size=1`, a self-test) has no other
 rank to collide with: GPF006 skips it and GPF008 skips loads in the code that starts it.
@@ -250,6 +250,14 @@ def _into_state_without_tensors(sf: SourceFile) -> set[int]:
     return out
 
 
+def _forwarded(call: ast.Call) -> bool:
+    """`torch.load(*args, **kwargs)`: a wrapper hands on its caller's arguments, map_location
+    among them or not; the call alone does not say."""
+    return any(isinstance(a, ast.Starred) for a in call.args) or any(
+        k.arg is None for k in call.keywords
+    )
+
+
 def _dataset_file(path: ast.expr) -> bool:
     """The path's names and strings say dataset (`data_path`, `self.processed_paths[0]`,
     `f"{data_root}/{split}.pt"`) and none says checkpoint (`os.path.join(data_dir, "model.pt")`)."""
@@ -279,6 +287,8 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
     for site in call_sites(sf):
         call = site.node
         if site.name not in TORCH_LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
+            continue
+        if _forwarded(call):
             continue
         if _rank_zero_only(site) or _under_branch(site, _DEVICE_BRANCH):
             continue

@@ -754,3 +754,46 @@ def test_a_fixed_list_of_several_gpus_is_not_one_gpu_per_rank(value: str, report
             return torch.load(path)
         """
     assert [r for _, r in _codes(src) if r == "GPF008"] == (["GPF008"] if reported else [])
+
+
+_SPAWN = (
+    "def launch(args, model):\n    torch.multiprocessing.spawn(main, args=(args, model), nprocs=2)"
+)
+
+
+@pytest.mark.parametrize(
+    ("master", "extra", "reported"),
+    [
+        ('"172.31.10.39"', "", False),  # cs243: another machine, the rank typed by hand
+        ('"IP"', "", False),  # a placeholder for one: still not this host
+        ('"node01"', "", False),
+        ('"localhost"', "", True),
+        ('"127.0.0.2"', "", True),
+        ('"::1"', "", True),
+        ('"0.0.0.0"', "", True),
+        ("ARGS.master", "", True),  # not a literal: nothing known
+        ('"172.31.10.39"', "LOCAL = int(os.environ['LOCAL_RANK'])", True),
+        ('"172.31.10.39"', "N = torch.cuda.device_count()", True),
+        ('"172.31.10.39"', _SPAWN, True),
+    ],
+)
+def test_one_rank_per_host_owns_gpu_zero(master: str, extra: str, reported: bool) -> None:
+    # A remote rendezvous address and no local rank: each machine runs one rank (GPF005, GPF006).
+    src = textwrap.dedent(
+        f"""
+        import os
+        import sys
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        def main(args, model):
+            os.environ["MASTER_ADDR"] = {master}
+            dist.init_process_group("nccl", rank=int(sys.argv[2]), world_size=2)
+            model = DDP(model.to("cuda:0"), device_ids=[0])
+            dist.barrier()
+        """
+    )
+    found = {f.rule for f in lint_source(src + "\n" + extra + "\n", "t.py")}
+    assert ("GPF005" in found) is reported
+    assert ("GPF006" in found) is reported

@@ -28,6 +28,7 @@ from ..callsites import (
     neighbours,
     writes_visible_devices,
 )
+from ..hostranks import one_rank_per_host
 from ..project import SourceFile
 from ..prune import segment
 from ..rankcode import STARTS_PROCESSES, entries, names_in, rank_calls
@@ -326,12 +327,18 @@ def _starts_ranks(ctx: CheckContext, sf: SourceFile) -> bool:
 def run(ctx: CheckContext) -> None:
     ranks = [sf for sf in ctx.with_any(TRIGGERS) if _starts_ranks(ctx, sf)]
     for sf in ranks:
-        if writes_visible_devices(sf):
+        if _own_gpu_zero(sf):
             continue
         _same_gpu(ctx, sf)
         _torch_load(ctx, sf)
         _process_group(ctx, sf)
     _rank_modules(ctx, ranks)
+
+
+def _own_gpu_zero(sf: SourceFile) -> bool:
+    """Each rank's GPU 0 is its own: the module sets CUDA_VISIBLE_DEVICES per rank, or runs one
+    rank on each host (hostranks.py)."""
+    return writes_visible_devices(sf) or one_rank_per_host(sf)
 
 
 def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
@@ -343,7 +350,7 @@ def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
     done = {id(f) for f in ranks}
     found: dict[int, tuple[SourceFile, SourceFile, set[str]]] = {}
     for caller in ranks:
-        if writes_visible_devices(caller):
+        if _own_gpu_zero(caller):
             continue
         for sf, names in entries(ctx.project, caller, _BRANCHY, _not_every_rank(caller)).items():
             if id(sf) in done or id(sf) not in checked or writes_visible_devices(sf):

@@ -687,9 +687,18 @@ def test_gpf008_the_receivers_last_word_says_what_the_file_holds(
     [
         ("data_path", False),
         ("self.processed_paths[0]", False),
-        ('f"{data_root}/{split}.pt"', False),
         ("args.dataset", False),
+        ("str(data_path)", False),
+        ('os.path.join(root, "train_data.pt")', False),
+        ('f"{root}/{split}_data.pt"', False),
         ('os.path.join(args.data_dir, "model.pth")', True),
+        ('os.path.join(DATA_DIR, "vgg16.pth")', True),  # a directory says nothing of its files
+        ('args.data_dir + "/resnet50.pth"', True),
+        ('f"{args.data_root}/encoder.pt"', True),
+        ('f"{data_root}/{split}.pt"', True),
+        ('"data/pretrain/encoder.pt"', True),
+        ("cfg.data.pretrain_path", True),
+        ("io.BytesIO(data)", True),
         ("data_ckpt", True),
         ("train_data_checkpoint", True),
         ("args.resume", True),
@@ -698,15 +707,17 @@ def test_gpf008_the_receivers_last_word_says_what_the_file_holds(
     ],
 )
 def test_gpf008_a_dataset_file_holds_no_gpu_tensors(path: str, reported: bool) -> None:
-    # Preprocessed samples are saved from the CPU (PyG's processed_dir); a word saying
-    # checkpoint or weights wins over the data words. SemiGMMPoint-HG's scene files, judged FP.
+    # Preprocessed samples are saved from the CPU (PyG's processed_dir); the file's own name must
+    # say data, and a word saying checkpoint or weights anywhere wins. SemiGMMPoint-HG's scene
+    # files, judged FP.
     src = f"""
+        import io
         import os
         import torch
         import torch.distributed as dist
 
         def main(self, args, data_path, data_root, split, data_ckpt, train_data_checkpoint,
-                 dataset_weights, path):
+                 dataset_weights, path, root, cfg, data):
             dist.init_process_group("nccl")
             x = torch.load({path})
         """
@@ -756,29 +767,43 @@ def test_a_fixed_list_of_several_gpus_is_not_one_gpu_per_rank(value: str, report
     assert [r for _, r in _codes(src) if r == "GPF008"] == (["GPF008"] if reported else [])
 
 
-_SPAWN = (
-    "def launch(args, model):\n    torch.multiprocessing.spawn(main, args=(args, model), nprocs=2)"
-)
+_SPAWN = "def launch(args, model):\n    torch.multiprocessing.spawn(main, nprocs=2)"
+_PROCESS = "def launch(args, model):\n    torch.multiprocessing.Process(target=main).start()"
+_STARTS = "def launch(args, model):\n    torch.multiprocessing.start_processes(main, nprocs=2)"
 
 
 @pytest.mark.parametrize(
     ("master", "extra", "reported"),
     [
         ('"172.31.10.39"', "", False),  # cs243: another machine, the rank typed by hand
-        ('"IP"', "", False),  # a placeholder for one: still not this host
+        ('"IP"', "", False),  # cs243's word for one: not this host either
         ('"node01"', "", False),
+        ('"10.0.0.1:29500"', "", False),
         ('"localhost"', "", True),
+        ('"localhost:29500"', "", True),
+        ('"localhost."', "", True),
         ('"127.0.0.2"', "", True),
+        ('"127.1"', "", True),
         ('"::1"', "", True),
+        ('"[::1]"', "", True),
+        ('"::ffff:127.0.0.1"', "", True),
         ('"0.0.0.0"', "", True),
+        ('"$MASTER_ADDR"', "", True),  # a placeholder: nothing known
         ("ARGS.master", "", True),  # not a literal: nothing known
         ('"172.31.10.39"', "LOCAL = int(os.environ['LOCAL_RANK'])", True),
         ('"172.31.10.39"', "N = torch.cuda.device_count()", True),
+        ('"172.31.10.39"', "torch.cuda.set_device(int(os.environ['RANK']))", True),
+        ('"172.31.10.39"', "DEV = f'cuda:{int(sys.argv[2])}'", True),
+        ('"172.31.10.39"', "DEV = f'cuda:{0}'", False),
+        ('"172.31.10.39"', "X = dict(device_ids=[int(sys.argv[2])])", True),
         ('"172.31.10.39"', _SPAWN, True),
+        ('"172.31.10.39"', _PROCESS, True),
+        ('"172.31.10.39"', _STARTS, True),
     ],
 )
 def test_one_rank_per_host_owns_gpu_zero(master: str, extra: str, reported: bool) -> None:
-    # A remote rendezvous address and no local rank: each machine runs one rank (GPF005, GPF006).
+    # A remote rendezvous address and no local rank: each machine runs one rank (GPF005, GPF006,
+    # GPF008).
     src = textwrap.dedent(
         f"""
         import os
@@ -792,8 +817,53 @@ def test_one_rank_per_host_owns_gpu_zero(master: str, extra: str, reported: bool
             dist.init_process_group("nccl", rank=int(sys.argv[2]), world_size=2)
             model = DDP(model.to("cuda:0"), device_ids=[0])
             dist.barrier()
+            state = torch.load("ckpt.pt")
         """
     )
     found = {f.rule for f in lint_source(src + "\n" + extra + "\n", "t.py")}
     assert ("GPF005" in found) is reported
-    assert ("GPF006" in found) is reported
+    assert ("GPF006" in found) is (reported and "set_device" not in extra)  # it selects one
+    assert ("GPF008" in found) is reported
+
+
+def test_gpf008_a_dataset_named_load_into_a_model_is_weights() -> None:
+    # The receiver says what the file holds: a model's load_state_dict takes weights.
+    src = """
+        import torch
+        import torch.distributed as dist
+
+        def main(model, data_path):
+            dist.init_process_group("nccl")
+            model.load_state_dict(torch.load(data_path))
+            samples = torch.load(data_path)
+        """
+    assert [(line, r) for line, r in _codes(src) if r == "GPF008"] == [(7, "GPF008")]
+
+
+def test_one_rank_per_host_needs_the_launcher_next_door_to_agree(tmp_path: Path) -> None:
+    # launch.py spawns worker.main: ranks share a host, whatever worker.py's MASTER_ADDR says.
+    worker = """
+        import os
+        import torch
+        import torch.distributed as dist
+
+        def main(rank):
+            os.environ["MASTER_ADDR"] = "10.0.0.1"
+            dist.init_process_group("nccl", rank=rank, world_size=4)
+            x = torch.ones(1).to("cuda:0")
+            dist.barrier()
+        """
+    launch = """
+        import torch.multiprocessing as mp
+        import worker
+
+        if __name__ == "__main__":
+            mp.spawn(worker.main, nprocs=4)
+        """
+    (tmp_path / "worker.py").write_text(textwrap.dedent(worker))
+    one = lint_paths([str(tmp_path / "worker.py")], LintConfig(tmp_path)).findings
+    alone = {f.rule for f in one}
+    assert alone.isdisjoint({"GPF005", "GPF006"})
+    (tmp_path / "launch.py").write_text(textwrap.dedent(launch))
+    found = lint_paths([str(tmp_path)], LintConfig(tmp_path)).findings
+    assert {f.rule for f in found if f.path.endswith("worker.py")} >= {"GPF005", "GPF006"}

@@ -131,9 +131,14 @@ def writes_visible_devices(sf: SourceFile) -> bool:
     if b"VISIBLE_DEVICES" not in sf.data or sf.tree is None:
         return False
     return any(
-        w.key == CUDA_VISIBLE_DEVICES and "," not in (sf.names.const_str(w.value) or "")
+        w.key == CUDA_VISIBLE_DEVICES and not _several(sf.names.const_str(w.value))
         for w, _, _ in all_env_writes(sf)
     )
+
+
+def _several(value: str | None) -> bool:
+    """A literal list of two or more GPUs ("0,1"; "0," is one)."""
+    return value is not None and sum(1 for g in value.split(",") if g.strip()) >= 2
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:

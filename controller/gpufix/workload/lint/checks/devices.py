@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from typing import cast
 
 from ..callsites import (
@@ -29,7 +30,7 @@ from ..callsites import (
     writes_visible_devices,
 )
 from ..hostranks import one_rank_per_host
-from ..project import SourceFile
+from ..project import Project, SourceFile
 from ..prune import segment
 from ..rankcode import STARTS_PROCESSES, entries, names_in, rank_calls
 from ..report import append_argument
@@ -61,8 +62,10 @@ _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 # processed_dir, "fits into CPU memory": pytorch-geometric.readthedocs.io/en/stable/tutorial/
 # create_dataset.html), unless a word also says checkpoint or weights.
 _DATASET = frozenset({"data", "dataset", "processed"})
+_JOINS = frozenset({"join", "joinpath", "Path", "PurePath", "str"})
 _CHECKPOINT = frozenset(
-    {"ckpt", "checkpoint", "model", "weight", "state", "pretrained", "resume", "snapshot", "net"}
+    {"ckpt", "checkpoint", "model", "weight", "state", "pretrained", "pretrain", "resume", "net"}
+    | {"snapshot", "latest", "ema", "encoder", "decoder", "backbone"}
     | {"best", "last", "epoch", "optimizer", "optim", "param", "teacher", "student"}
 )
 _MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
@@ -236,18 +239,16 @@ def _one_rank(site: CallSite) -> bool:
     )
 
 
-def _into_state_without_tensors(sf: SourceFile) -> set[int]:
-    """Loads handed straight to `x.load_state_dict(...)` where the last word of `x` names a part
-    without GPU tensors (`self.dataloader.load_state_dict(torch.load(p))`): the receiver says
-    what the file holds when its name does not. `upsampler`, `model.token_embedding` or a
-    receiver built by a call say nothing."""
-    out: set[int] = set()
+def _into_state(sf: SourceFile) -> dict[int, str]:
+    """Loads handed straight to `x.load_state_dict(...)`, with the last word of `x`: the receiver
+    says what the file holds when its name does not (`self.dataloader`: no GPU tensors; `model`:
+    weights). `upsampler`, `model.token_embedding` or a receiver built by a call name no part
+    without tensors."""
+    out: dict[int, str] = {}
     for site in call_sites(sf):
         f = site.node.func
-        if not (isinstance(f, ast.Attribute) and f.attr == "load_state_dict" and site.node.args):
-            continue
-        if _last_word(f.value) in _STATE_WITHOUT_TENSORS:
-            out.add(id(site.node.args[0]))
+        if isinstance(f, ast.Attribute) and f.attr == "load_state_dict" and site.node.args:
+            out[id(site.node.args[0])] = _last_word(f.value)
     return out
 
 
@@ -260,16 +261,55 @@ def _forwarded(call: ast.Call) -> bool:
 
 
 def _dataset_file(path: ast.expr) -> bool:
-    """The path's names and strings say dataset (`data_path`, `self.processed_paths[0]`,
-    `f"{data_root}/{split}.pt"`) and none says checkpoint (`os.path.join(data_dir, "model.pt")`)."""
-    words: set[str] = set()
-    for node in ast.walk(path):
+    """The file's own name says dataset (`data_path`, `self.processed_paths[0]`,
+    `os.path.join(root, "train_data.pt")`) and nothing in the path says checkpoint
+    (`os.path.join(data_dir, "model.pt")`); a directory's name says nothing of its files
+    (`f"{data_root}/encoder.pt"`, `"data/vgg16.pth"`)."""
+    own = _words(_file_part(path))
+    every = _words(ast.walk(path))
+    return bool(own & _DATASET) and not every & _CHECKPOINT
+
+
+def _file_part(path: ast.expr) -> list[ast.AST]:
+    """The nodes that name the file itself: a name, the last argument of a join, the right side
+    of `a + "/x.pt"` or `p / "x.pt"`, what follows the last "/" of a string."""
+    if isinstance(path, ast.Subscript):
+        return _file_part(path.value)
+    if isinstance(path, ast.Name | ast.Attribute):
+        return [path]
+    if isinstance(path, ast.Constant) and isinstance(path.value, str):
+        return [ast.Constant(path.value.rsplit("/", 1)[-1])]
+    if isinstance(path, ast.BinOp) and isinstance(path.op, ast.Add | ast.Div):
+        return _file_part(path.right)
+    if isinstance(path, ast.Call) and path.args and _last(path.func) in _JOINS:
+        return _file_part(path.args[-1])
+    if isinstance(path, ast.JoinedStr):
+        tail: list[ast.AST] = []
+        for v in path.values:
+            text = v.value if isinstance(v, ast.Constant) else None
+            if isinstance(text, str) and "/" in text:
+                tail = [ast.Constant(text.rsplit("/", 1)[-1])]
+            elif isinstance(v, ast.FormattedValue):
+                tail.extend(_file_part(v.value))
+            else:
+                tail.append(v)
+        return tail
+    return []
+
+
+def _words(nodes: Iterable[ast.AST]) -> set[str]:
+    out: set[str] = set()
+    for node in nodes:
         text = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             text = node.value
         if isinstance(text, str):
-            words.update(w.lower().removesuffix("s") for w in _WORDS.findall(text))
-    return bool(words & _DATASET) and not words & _CHECKPOINT
+            out.update(w.lower().removesuffix("s") for w in _WORDS.findall(text))
+    return out
+
+
+def _last(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _last_word(owner: ast.expr) -> str:
@@ -284,7 +324,7 @@ def _last_word(owner: ast.expr) -> str:
 
 def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
     one_rank: set[tuple[tuple[str, ...], bool]] | None = None
-    no_tensors: set[int] | None = None
+    into: dict[int, str] | None = None
     for site in call_sites(sf):
         call = site.node
         if site.name not in TORCH_LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
@@ -297,12 +337,15 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
             one_rank = _one_rank_scopes(sf)
         if _scope(site) in one_rank:
             continue
-        source = segment(sf, call.args[0]) if call.args else ""
-        if source and (_NO_TENSORS.search(source) or _dataset_file(call.args[0])):
+        if into is None:
+            into = _into_state(sf)
+        receiver = into.get(id(call))
+        if receiver in _STATE_WITHOUT_TENSORS:
             continue
-        if no_tensors is None:
-            no_tensors = _into_state_without_tensors(sf)
-        if id(call) in no_tensors:
+        source = segment(sf, call.args[0]) if call.args else ""
+        if source and _NO_TENSORS.search(source):
+            continue
+        if receiver is None and call.args and _dataset_file(call.args[0]):
             continue
         fix = append_argument(sf, call, 'map_location="cpu"', "Load onto the CPU first")
         ctx.reporter.add(
@@ -327,7 +370,7 @@ def _starts_ranks(ctx: CheckContext, sf: SourceFile) -> bool:
 def run(ctx: CheckContext) -> None:
     ranks = [sf for sf in ctx.with_any(TRIGGERS) if _starts_ranks(ctx, sf)]
     for sf in ranks:
-        if _own_gpu_zero(sf):
+        if _own_gpu_zero(ctx.project, sf):
             continue
         _same_gpu(ctx, sf)
         _torch_load(ctx, sf)
@@ -335,25 +378,25 @@ def run(ctx: CheckContext) -> None:
     _rank_modules(ctx, ranks)
 
 
-def _own_gpu_zero(sf: SourceFile) -> bool:
+def _own_gpu_zero(project: Project, sf: SourceFile) -> bool:
     """Each rank's GPU 0 is its own: the module sets CUDA_VISIBLE_DEVICES per rank, or runs one
     rank on each host (hostranks.py)."""
-    return writes_visible_devices(sf) or one_rank_per_host(sf)
+    return writes_visible_devices(sf) or one_rank_per_host(project, sf)
 
 
 def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
     """GPF005 in another run module's functions that a multi-rank module calls on every rank
-    (the names every caller calls, together; the first caller named). A caller that sets
-    CUDA_VISIBLE_DEVICES gives each rank its own cuda:0, so its callees are left alone. Not
+    (the names every caller calls, together; the first caller named). A caller (or callee) whose
+    GPU 0 is each rank's own (`_own_gpu_zero`) is left alone. Not
     GPF008: helpers' loads were mostly CPU data (5 of 6 judged FP over the 99 repositories)."""
     checked = {id(f) for f in ctx.checked}
     done = {id(f) for f in ranks}
     found: dict[int, tuple[SourceFile, SourceFile, set[str]]] = {}
     for caller in ranks:
-        if _own_gpu_zero(caller):
+        if _own_gpu_zero(ctx.project, caller):
             continue
         for sf, names in entries(ctx.project, caller, _BRANCHY, _not_every_rank(caller)).items():
-            if id(sf) in done or id(sf) not in checked or writes_visible_devices(sf):
+            if id(sf) in done or id(sf) not in checked or _own_gpu_zero(ctx.project, sf):
                 continue
             found.setdefault(id(sf), (sf, caller, set()))[2].update(names)
     for sf, caller, names in found.values():

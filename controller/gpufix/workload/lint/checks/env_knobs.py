@@ -86,10 +86,21 @@ def _message(rule: str, key: str, value: str) -> str:
     )
 
 
+def _int_literal(value: ast.expr | None) -> str | None:
+    """`os.environ["NCCL_P2P_DISABLE"] = 1`: the setting meant, as the string it stands for.
+    os.environ takes only strings (https://docs.python.org/3/library/os.html#os.environ), so
+    the line raises TypeError: reported with the setting it tries to make."""
+    if isinstance(value, ast.Constant) and type(value.value) is int:
+        return str(value.value)
+    return None
+
+
 def run(ctx: CheckContext) -> None:
     for sf in ctx.with_any(TRIGGERS):
         for w, node, where in all_env_writes(sf):
             value = sf.names.const_str(w.value)
+            number = None if value is not None else _int_literal(w.value)
+            value = value if number is None else number
             if w.key not in _KEYS or value is None or _behind_switch(where, sf.names):
                 continue
             rule = _rule_for(w.key, value)
@@ -97,7 +108,12 @@ def run(ctx: CheckContext) -> None:
                 continue
             stmt = node if w.statement and isinstance(node, ast.stmt) else None
             fix = delete_statement(sf, stmt, f"Delete the {w.key} line") if stmt else None
-            ctx.reporter.add(rule, sf, w.node, _message(rule, w.key, value), fix=fix)
+            message = _message(rule, w.key, value)
+            if number is not None:
+                message += (
+                    f"; and os.environ takes only strings: {number} (an int) raises TypeError"
+                )
+            ctx.reporter.add(rule, sf, w.node, message, fix=fix)
 
 
 CHECK = Check(("GPF003", "GPF004", "GPF010"), run)

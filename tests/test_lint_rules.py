@@ -748,9 +748,20 @@ def test_gpf008_arguments_handed_on_say_nothing(call: str, reported: bool) -> No
 
 
 @pytest.mark.parametrize(
-    ("value", "reported"), [('"0,1"', True), ('"0"', False), ("str(rank)", False)]
+    ("value", "reported"),
+    [
+        ('"0,1"', True),
+        ('"0,"', False),
+        ('"0"', False),  # one GPU: only one rank can use it
+        ("str(rank)", False),
+        ('os.environ["LOCAL_RANK"]', False),
+        ("path", True),  # from the arguments: the same for every rank
+        ('",".join(str(g) for g in [1, 2])', True),
+    ],
 )
-def test_a_fixed_list_of_several_gpus_is_not_one_gpu_per_rank(value: str, reported: bool) -> None:
+def test_the_same_gpu_list_for_every_rank_is_not_one_gpu_per_rank(
+    value: str, reported: bool
+) -> None:
     # "0,1" shows every rank the same two GPUs: cuda:0 is the first for all of them
     # (LEOXC1571/GFMDiff run.py, judged TP); str(rank) gives each rank its own.
     src = f"""

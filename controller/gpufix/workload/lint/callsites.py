@@ -126,19 +126,29 @@ def all_env_writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, Where]]:
 
 
 def writes_visible_devices(sf: SourceFile) -> bool:
-    """The module sets CUDA_VISIBLE_DEVICES itself (each rank then sees its own GPU as cuda:0),
-    and not only to one fixed list of several GPUs (`"1,2"`: every rank sees the same two)."""
+    """The module sets CUDA_VISIBLE_DEVICES so that each rank sees its own GPU as cuda:0: to a
+    value computed from the rank (`str(local_rank)`, `os.environ["LOCAL_RANK"]`), or to one
+    literal GPU (which only one rank can use: NCCL refuses two ranks on one GPU). A literal list
+    of several GPUs ("0,1") or a value from elsewhere (`args.gpus`, a join of a list) is the same
+    for every rank: cuda:0 is then the first of them for all."""
     if b"VISIBLE_DEVICES" not in sf.data or sf.tree is None:
         return False
     return any(
-        w.key == CUDA_VISIBLE_DEVICES and not _several(sf.names.const_str(w.value))
-        for w, _, _ in all_env_writes(sf)
+        w.key == CUDA_VISIBLE_DEVICES and _per_rank(sf, w.value) for w, _, _ in all_env_writes(sf)
     )
 
 
-def _several(value: str | None) -> bool:
-    """A literal list of two or more GPUs ("0,1"; "0," is one)."""
-    return value is not None and sum(1 for g in value.split(",") if g.strip()) >= 2
+def _per_rank(sf: SourceFile, value: ast.expr | None) -> bool:
+    text = sf.names.const_str(value) if value is not None else None
+    if text is not None:
+        return sum(1 for g in text.split(",") if g.strip()) < 2
+    for n in ast.walk(value) if value is not None else ():
+        word = n.id if isinstance(n, ast.Name) else getattr(n, "attr", None)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            word = n.value
+        if isinstance(word, str) and ("rank" in word.lower() or "local" in word.lower()):
+            return True
+    return False
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:

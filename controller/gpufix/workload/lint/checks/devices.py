@@ -2,8 +2,9 @@
 
 Multi-rank code here means a module that calls init_process_group or wraps a model in
 DDP/FSDP, outside a top-level function nothing in the run refers to (`_starts_ranks`,
-`unused.py`). A module that sets CUDA_VISIBLE_DEVICES itself (not to one fixed list of several
-GPUs) gives each rank one visible GPU, so `cuda:0` is right there and GPF005/GPF008 stay silent. GPF005 also
+`unused.py`). A module that sets CUDA_VISIBLE_DEVICES per rank (`writes_visible_devices`), or
+runs one rank per host (`hostranks.py`), gives each rank its own GPU 0, so `cuda:0` is right
+there and GPF005/GPF008 stay silent. GPF005 also
 stays silent in code no rank runs as its own: a function called only under a rank test, and a
 function that starts the ranks. A group of one rank (`world_size=1`, a self-test) has no other
 rank to collide with: GPF006 skips it and GPF008 skips loads in the code that starts it.

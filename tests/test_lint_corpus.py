@@ -18,7 +18,6 @@ CASES = recall.load_cases()
 # Dev cases the lint misses on purpose or cannot see, with the reason (docs/lint.md lists them).
 KNOWN_DEV_MISSES = {
     "gpf008-mmengine-665": "map_location passed from a None default; the module starts no group",
-    "gpf004-rvc-studio-25": "NCCL_P2P_DISABLE given the int 1; only string values are judged",
     "gpf006-deepwave-62": "every tensor placed by index; no use of the current GPU in the script",
 }
 

@@ -691,6 +691,14 @@ def test_gpf008_the_receivers_last_word_says_what_the_file_holds(
         ("str(data_path)", False),
         ('os.path.join(root, "train_data.pt")', False),
         ('f"{root}/{split}_data.pt"', False),
+        ('"%s/train_data.pt" % root', False),
+        ('"{}/train_data.pt".format(root)', False),
+        ('cfg["data_path"]', False),
+        ('cfg.get("data_path")', False),
+        ('os.path.abspath(os.path.join(root, "data.pt"))', False),
+        ("os.path.expanduser(data_path)", False),
+        ("data_path if split else path", True),  # both branches must be data files
+        ('"data\\\\vgg16.pth"', True),
         ('os.path.join(args.data_dir, "model.pth")', True),
         ('os.path.join(DATA_DIR, "vgg16.pth")', True),  # a directory says nothing of its files
         ('args.data_dir + "/resnet50.pth"', True),
@@ -750,26 +758,37 @@ def test_gpf008_arguments_handed_on_say_nothing(call: str, reported: bool) -> No
 @pytest.mark.parametrize(
     ("value", "reported"),
     [
-        ('"0,1"', True),
+        ('"0,1"', True),  # LEOXC1571/GFMDiff run.py, judged TP
+        ('",".join(str(g) for g in [1, 2])', True),  # PoseEstimationPlatform, judged TP
+        ('",".join(str(g) for g in GPUS)', True),
+        ("ARGS.gpu_id", True),  # default '0,1': pytorch_seg, judged TP
         ('"0,"', False),
         ('"0"', False),  # one GPU: only one rank can use it
+        ("ARGS.gpu", False),  # default '0'
         ("str(rank)", False),
+        ("str(gpu)", False),  # mp.spawn's index: one per rank
         ('os.environ["LOCAL_RANK"]', False),
-        ("path", True),  # from the arguments: the same for every rank
-        ('",".join(str(g) for g in [1, 2])', True),
+        ("path", False),  # not known to be a list
     ],
 )
 def test_the_same_gpu_list_for_every_rank_is_not_one_gpu_per_rank(
     value: str, reported: bool
 ) -> None:
-    # "0,1" shows every rank the same two GPUs: cuda:0 is the first for all of them
-    # (LEOXC1571/GFMDiff run.py, judged TP); str(rank) gives each rank its own.
+    # A list known to be the same for every rank makes cuda:0 the first of them for all;
+    # any other value is taken as chosen per rank.
     src = f"""
+        import argparse
         import os
         import torch
         import torch.distributed as dist
 
-        def main(rank, path):
+        PARSER = argparse.ArgumentParser()
+        PARSER.add_argument("--gpu_id", type=str, default="0,1")
+        PARSER.add_argument("--gpu", type=str, default="0")
+        ARGS = PARSER.parse_args()
+        GPUS = [1, 2]
+
+        def main(rank, gpu, path):
             os.environ["CUDA_VISIBLE_DEVICES"] = {value}
             dist.init_process_group("nccl", rank=rank, world_size=2)
             torch.cuda.set_device(rank)
@@ -807,6 +826,13 @@ _STARTS = "def launch(args, model):\n    torch.multiprocessing.start_processes(m
         ('"172.31.10.39"', "DEV = f'cuda:{int(sys.argv[2])}'", True),
         ('"172.31.10.39"', "DEV = f'cuda:{0}'", False),
         ('"172.31.10.39"', "X = dict(device_ids=[int(sys.argv[2])])", True),
+        ('"172.31.10.39"', "X = torch.ones(1).to(int(sys.argv[2]) and RANK)", True),
+        ('"172.31.10.39"', "DEV = 'cuda:%d' % int(sys.argv[2])", True),
+        ('"172.31.10.39"', "DEV = 'cuda:{}'.format(int(sys.argv[2]))", True),
+        ('"172.31.10.39"', "DEV = 'cuda:' + sys.argv[2]", True),
+        ('"172.31.10.39"', "X = torch.zeros(1, device=RANK)", True),
+        ('"tcp://127.0.0.1:23456"', "", True),
+        ('"\\x00"', "", False),  # a NUL: not an address, and no crash
         ('"172.31.10.39"', _SPAWN, True),
         ('"172.31.10.39"', _PROCESS, True),
         ('"172.31.10.39"', _STARTS, True),
@@ -838,17 +864,22 @@ def test_one_rank_per_host_owns_gpu_zero(master: str, extra: str, reported: bool
 
 
 def test_gpf008_a_dataset_named_load_into_a_model_is_weights() -> None:
-    # The receiver says what the file holds: a model's load_state_dict takes weights.
+    # The receiver says what the file holds: a model's load_state_dict takes weights, a
+    # dataset's is judged by the path.
     src = """
         import torch
         import torch.distributed as dist
 
-        def main(model, data_path):
+        def main(model, dataset, data_path):
             dist.init_process_group("nccl")
             model.load_state_dict(torch.load(data_path))
             samples = torch.load(data_path)
+            model.load_state_dict(torch.load(data_path)["state_dict"])
+            model.load_state_dict(state_dict=torch.load(data_path).get("model"))
+            dataset.load_state_dict(torch.load(data_path))
         """
-    assert [(line, r) for line, r in _codes(src) if r == "GPF008"] == [(7, "GPF008")]
+    found = [(line, r) for line, r in _codes(src) if r == "GPF008"]
+    assert found == [(7, "GPF008"), (9, "GPF008"), (10, "GPF008")]
 
 
 def test_one_rank_per_host_needs_the_launcher_next_door_to_agree(tmp_path: Path) -> None:
@@ -878,3 +909,21 @@ def test_one_rank_per_host_needs_the_launcher_next_door_to_agree(tmp_path: Path)
     (tmp_path / "launch.py").write_text(textwrap.dedent(launch))
     found = lint_paths([str(tmp_path)], LintConfig(tmp_path)).findings
     assert {f.rule for f in found if f.path.endswith("worker.py")} >= {"GPF005", "GPF006"}
+
+
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [
+        ('os.environ["NCCL_P2P_DISABLE"] = 1', "GPF004"),  # SayanoAI/RVC-Studio#25
+        ('os.environ.setdefault("NCCL_IB_DISABLE", 1)', "GPF010"),
+        ('os.environ["NCCL_P2P_DISABLE"] = 0', None),
+        ('os.environ["NCCL_P2P_DISABLE"] = True', None),  # a bool: not judged
+        ('os.environ["NCCL_P2P_DISABLE"] = 0x' + "f" * 4000, None),  # no str() of it
+    ],
+)
+def test_an_int_literal_is_judged_as_its_text(line: str, rule: str | None) -> None:
+    src = f"import os\nimport torch\nimport torch.distributed as dist\n{line}\n"
+    src += 'dist.init_process_group("nccl")\n'
+    found = [f for f in lint_source(src, "t.py") if f.rule in ("GPF004", "GPF010")]
+    assert [f.rule for f in found] == ([rule] if rule else [])
+    assert all("os.environ takes only strings" in f.message for f in found)

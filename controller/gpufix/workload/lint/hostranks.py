@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import ipaddress
+import re
 import socket
 
 from .callsites import all_env_writes, neighbours
@@ -59,6 +60,7 @@ def _loopback(host: str) -> bool | None:
     host = host.strip().lower()
     if any(c in host for c in "${}<>%"):
         return None
+    host = host.split("://", 1)[-1]  # tcp://host:port
     if host.startswith("["):
         host = host[1:].split("]", 1)[0]
     elif host.count(":") == 1:
@@ -71,7 +73,7 @@ def _loopback(host: str) -> bool | None:
     except ValueError:
         try:  # short IPv4 forms: "127.1", "0"
             address = ipaddress.ip_address(socket.inet_aton(host))
-        except OSError:
+        except (OSError, ValueError):  # ValueError: an embedded NUL
             return False
     mapped = getattr(address, "ipv4_mapped", None)
     address = mapped or address
@@ -95,16 +97,41 @@ def _names_local(node: ast.AST) -> bool:
         last = _last(node.func)
         if last in STARTS_PROCESSES or last == "device_count":
             return True
+        if last == "format" and _cuda_text(getattr(node.func, "value", None)):
+            return any(_computed(a) for a in node.args)
+        if last == "to":
+            return any(_rank_named(a) for a in node.args)
         return last in _SELECTS and any(_computed(a) for a in node.args)
     if isinstance(node, ast.keyword) and node.arg == "device_ids":
         return isinstance(node.value, ast.List | ast.Tuple) and any(
             _computed(e) for e in node.value.elts
         )
+    if isinstance(node, ast.keyword) and node.arg in ("device", "index"):
+        return _rank_named(node.value)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
+        return _cuda_text(node.left) and _computed(node.right)  # "cuda:" + str(r), "cuda:%d" % r
     if isinstance(node, ast.JoinedStr):
         text = "".join(str(v.value) for v in node.values if isinstance(v, ast.Constant))
         return "cuda:" in text and _formatted(node)
     word = _word(node)
     return word is not None and ("local_rank" in word.lower() or "localrank" in word.lower())
+
+
+def _cuda_text(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and "cuda:" in str(node.value)
+
+
+def _rank_named(value: ast.expr) -> bool:
+    """`rank`, `args.local_rank`, `gpu`, `args.gpu_id`: a name that holds one rank's GPU."""
+    for n in ast.walk(value):
+        word = n.id if isinstance(n, ast.Name) else getattr(n, "attr", None)
+        if isinstance(word, str) and {"rank", "gpu"} & set(_split(word)):
+            return True
+    return False
+
+
+def _split(name: str) -> list[str]:
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)]
 
 
 def _last(func: ast.expr) -> str:

@@ -63,7 +63,9 @@ _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 # processed_dir, "fits into CPU memory": pytorch-geometric.readthedocs.io/en/stable/tutorial/
 # create_dataset.html), unless a word also says checkpoint or weights.
 _DATASET = frozenset({"data", "dataset", "processed"})
-_JOINS = frozenset({"join", "joinpath", "Path", "PurePath", "str"})
+_JOINS = frozenset({"join", "joinpath", "Path", "PurePath"})
+_KEEPS_NAME = frozenset({"str", "abspath", "expanduser", "realpath", "normpath", "fspath", "open"})
+_KEEPS_RECEIVER = frozenset({"format", "with_suffix", "resolve", "absolute", "expanduser"})
 _CHECKPOINT = frozenset(
     {"ckpt", "checkpoint", "model", "weight", "state", "pretrained", "pretrain", "resume", "net"}
     | {"snapshot", "latest", "ema", "encoder", "decoder", "backbone"}
@@ -241,16 +243,33 @@ def _one_rank(site: CallSite) -> bool:
 
 
 def _into_state(sf: SourceFile) -> dict[int, str]:
-    """Loads handed straight to `x.load_state_dict(...)`, with the last word of `x`: the receiver
-    says what the file holds when its name does not (`self.dataloader`: no GPU tensors; `model`:
-    weights). `upsampler`, `model.token_embedding` or a receiver built by a call name no part
-    without tensors."""
+    """Loads handed straight to `x.load_state_dict(...)` (also `torch.load(p)["model"]`,
+    `.get(k)`, `state_dict=`), with the last word of `x`: the receiver says what the file holds
+    when its name does not (`self.dataloader`: no GPU tensors; `model`: weights).
+    `upsampler`, `model.token_embedding` or a receiver built by a call name no part without
+    tensors."""
     out: dict[int, str] = {}
     for site in call_sites(sf):
         f = site.node.func
-        if isinstance(f, ast.Attribute) and f.attr == "load_state_dict" and site.node.args:
-            out[id(site.node.args[0])] = _last_word(f.value)
+        if not (isinstance(f, ast.Attribute) and f.attr == "load_state_dict"):
+            continue
+        given = [
+            *site.node.args[:1],
+            *(k.value for k in site.node.keywords if k.arg == "state_dict"),
+        ]
+        for arg in given:
+            out[id(_loaded(arg))] = _last_word(f.value)
     return out
+
+
+def _loaded(arg: ast.expr) -> ast.expr:
+    """`torch.load(p)["model"]` and `torch.load(p).get("model")` hand on the load itself."""
+    if isinstance(arg, ast.Subscript):
+        return arg.value
+    f = arg.func if isinstance(arg, ast.Call) else None
+    if isinstance(f, ast.Attribute) and f.attr == "get":
+        return f.value
+    return arg
 
 
 def _forwarded(call: ast.Call) -> bool:
@@ -263,39 +282,66 @@ def _forwarded(call: ast.Call) -> bool:
 
 def _dataset_file(path: ast.expr) -> bool:
     """The file's own name says dataset (`data_path`, `self.processed_paths[0]`,
-    `os.path.join(root, "train_data.pt")`) and nothing in the path says checkpoint
-    (`os.path.join(data_dir, "model.pt")`); a directory's name says nothing of its files
-    (`f"{data_root}/encoder.pt"`, `"data/vgg16.pth"`)."""
+    `os.path.join(root, "train_data.pt")`, `"%s/train_data.pt" % root`) and nothing in the path
+    says checkpoint (`os.path.join(data_dir, "model.pt")`); a directory's name says nothing of
+    its files (`f"{data_root}/encoder.pt"`, `"data/vgg16.pth"`). Both branches of a choice."""
+    if isinstance(path, ast.IfExp):
+        return _dataset_file(path.body) and _dataset_file(path.orelse)
     own = _words(_file_part(path))
     every = _words(ast.walk(path))
     return bool(own & _DATASET) and not every & _CHECKPOINT
 
 
 def _file_part(path: ast.expr) -> list[ast.AST]:
-    """The nodes that name the file itself: a name, the last argument of a join, the right side
-    of `a + "/x.pt"` or `p / "x.pt"`, what follows the last "/" of a string."""
+    """The nodes that name the file itself: a name, a config key, the last argument of a join,
+    the right side of `a + "/x.pt"` or `p / "x.pt"`, the format of `"%s/x.pt" % root`, what
+    follows the last separator of a string; through wrappers that keep the name (`abspath`,
+    `expanduser`, `open`, `str`, `.format`, `.with_suffix`)."""
     if isinstance(path, ast.Subscript):
+        key = path.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return [key]
         return _file_part(path.value)
     if isinstance(path, ast.Name | ast.Attribute):
         return [path]
     if isinstance(path, ast.Constant) and isinstance(path.value, str):
-        return [ast.Constant(path.value.rsplit("/", 1)[-1])]
+        return [ast.Constant(_basename(path.value))]
+    if isinstance(path, ast.BinOp) and isinstance(path.op, ast.Mod):
+        return _file_part(path.left)
     if isinstance(path, ast.BinOp) and isinstance(path.op, ast.Add | ast.Div):
         return _file_part(path.right)
-    if isinstance(path, ast.Call) and path.args and _last(path.func) in _JOINS:
-        return _file_part(path.args[-1])
+    if isinstance(path, ast.Call):
+        return _call_file_part(path)
     if isinstance(path, ast.JoinedStr):
         tail: list[ast.AST] = []
         for v in path.values:
             text = v.value if isinstance(v, ast.Constant) else None
-            if isinstance(text, str) and "/" in text:
-                tail = [ast.Constant(text.rsplit("/", 1)[-1])]
+            if isinstance(text, str) and _basename(text) != text:
+                tail = [ast.Constant(_basename(text))]
             elif isinstance(v, ast.FormattedValue):
                 tail.extend(_file_part(v.value))
             else:
                 tail.append(v)
         return tail
     return []
+
+
+def _call_file_part(call: ast.Call) -> list[ast.AST]:
+    name, f = _last(call.func), call.func
+    if name in _JOINS and call.args:
+        return _file_part(call.args[-1])
+    if name in _KEEPS_NAME and call.args:
+        return _file_part(call.args[0])
+    if name in _KEEPS_RECEIVER and isinstance(f, ast.Attribute):
+        return _file_part(f.value)
+    if name == "get" and call.args:  # cfg.get("data_path")
+        key = call.args[0]
+        return [key] if isinstance(key, ast.Constant) else []
+    return []
+
+
+def _basename(text: str) -> str:
+    return text.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _words(nodes: Iterable[ast.AST]) -> set[str]:
@@ -346,7 +392,8 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
         source = segment(sf, call.args[0]) if call.args else ""
         if source and _NO_TENSORS.search(source):
             continue
-        if receiver is None and call.args and _dataset_file(call.args[0]):
+        weights = receiver is not None and receiver not in _DATASET  # a model's, an optimizer's
+        if not weights and call.args and _dataset_file(call.args[0]):
             continue
         fix = append_argument(sf, call, 'map_location="cpu"', "Load onto the CPU first")
         ctx.reporter.add(

@@ -90,8 +90,8 @@ def _int_literal(value: ast.expr | None) -> str | None:
     """`os.environ["NCCL_P2P_DISABLE"] = 1`: the setting meant, as the string it stands for.
     os.environ takes only strings (https://docs.python.org/3/library/os.html#os.environ), so
     the line raises TypeError: reported with the setting it tries to make."""
-    if isinstance(value, ast.Constant) and type(value.value) is int:
-        return str(value.value)
+    if isinstance(value, ast.Constant) and type(value.value) is int:  # not a bool
+        return str(value.value) if value.value.bit_length() <= 64 else None
     return None
 
 
@@ -111,7 +111,8 @@ def run(ctx: CheckContext) -> None:
             message = _message(rule, w.key, value)
             if number is not None:
                 message += (
-                    f"; and os.environ takes only strings: {number} (an int) raises TypeError"
+                    f"; and os.environ takes only strings: writing {number} (an int) raises "
+                    "TypeError"
                 )
             ctx.reporter.add(rule, sf, w.node, message, fix=fix)
 

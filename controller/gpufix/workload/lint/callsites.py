@@ -9,8 +9,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import cast
 
-from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
-
 from .envwrites import EnvWrite, env_writes
 from .project import Project, SourceFile
 from .prune import nodes_on
@@ -123,77 +121,6 @@ def all_env_writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, Where]]:
         ]
         sf.cache["env-writes"] = cached
     return cast(list[tuple[EnvWrite, ast.AST, Where]], cached)
-
-
-def writes_visible_devices(sf: SourceFile) -> bool:
-    """The module sets CUDA_VISIBLE_DEVICES so that each rank sees its own GPU as cuda:0: any
-    write not known to be one list of several GPUs for every rank. Known lists: a literal
-    ("0,1"), a join of a literal list (`",".join(str(g) for g in [1, 2])`, or of a name bound to
-    one), an argument whose `add_argument` default is such a literal (`args.gpu_id`, default
-    '0,1'): torchrun and mp.spawn hand every rank the same arguments."""
-    if b"VISIBLE_DEVICES" not in sf.data or sf.tree is None:
-        return False
-    return any(
-        w.key == CUDA_VISIBLE_DEVICES and not _shared_list(sf, w.value)
-        for w, _, _ in all_env_writes(sf)
-    )
-
-
-def _shared_list(sf: SourceFile, value: ast.expr | None) -> bool:
-    if value is None:
-        return False
-    text = sf.names.const_str(value)
-    if text is not None:
-        return _several(text)
-    if isinstance(value, ast.Call) and _joins_literal_list(sf, value):
-        return True
-    if isinstance(value, ast.Attribute):
-        return _several(_argument_default(sf, value.attr))
-    return False
-
-
-def _several(text: str | None) -> bool:
-    return text is not None and sum(1 for g in text.split(",") if g.strip()) >= 2
-
-
-def _joins_literal_list(sf: SourceFile, call: ast.Call) -> bool:
-    """`",".join(...)` over a literal list or tuple of two or more, or a name bound to one."""
-    f = call.func
-    if not (isinstance(f, ast.Attribute) and f.attr == "join" and len(call.args) == 1):
-        return False
-    for n in ast.walk(call.args[0]):
-        items = n if isinstance(n, ast.List | ast.Tuple) else _bound_list(sf, n)
-        if items is not None and len(items.elts) >= 2:
-            return True
-    return False
-
-
-def _bound_list(sf: SourceFile, node: ast.AST) -> ast.List | ast.Tuple | None:
-    if not isinstance(node, ast.Name) or sf.tree is None:
-        return None
-    found = None
-    for n in ast.walk(sf.tree):
-        if isinstance(n, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == node.id for t in n.targets
-        ):
-            if not isinstance(n.value, ast.List | ast.Tuple) or found is not None:
-                return None  # bound more than once, or to something else: not known
-            found = n.value
-    return found
-
-
-def _argument_default(sf: SourceFile, dest: str) -> str | None:
-    """The literal default of the module's `add_argument("--dest", default=...)`."""
-    for node in ast.walk(sf.tree) if sf.tree is not None else ():
-        f = node.func if isinstance(node, ast.Call) else None
-        if not (isinstance(f, ast.Attribute) and f.attr == "add_argument"):
-            continue
-        assert isinstance(node, ast.Call)
-        flags = {sf.names.const_str(a) for a in node.args}
-        if f"--{dest}" in flags or f"--{dest.replace('_', '-')}" in flags:
-            default = keyword(node, "default")
-            return sf.names.const_str(default) if default is not None else None
-    return None
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:

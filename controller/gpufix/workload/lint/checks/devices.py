@@ -28,7 +28,6 @@ from ..callsites import (
     keyword,
     named,
     neighbours,
-    writes_visible_devices,
 )
 from ..hostranks import one_rank_per_host
 from ..project import Project, SourceFile
@@ -36,6 +35,7 @@ from ..prune import segment
 from ..rankcode import STARTS_PROCESSES, entries, names_in, rank_calls
 from ..report import append_argument
 from ..unused import in_unused_def
+from ..visible import writes_visible_devices
 from . import Check, CheckContext
 
 TRIGGERS = (

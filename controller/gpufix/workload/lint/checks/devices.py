@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
 from typing import cast
 
 from ..callsites import (
@@ -30,6 +29,7 @@ from ..callsites import (
     neighbours,
 )
 from ..hostranks import one_rank_per_host
+from ..loadpath import DATASET, WORDS, dataset_file
 from ..project import Project, SourceFile
 from ..prune import segment
 from ..rankcode import STARTS_PROCESSES, entries, names_in, rank_calls
@@ -57,19 +57,6 @@ _NO_TENSORS = re.compile(r"(?i)rng|random|sched|scaler|seed|vocab|token|meta|jso
 # (torchdata's StatefulDataLoader.state_dict()), a scheduler's counters, a grad scaler's scale.
 _STATE_WITHOUT_TENSORS = frozenset(
     {"dataloader", "loader", "dl", "sampler", "scheduler", "sched", "scaler"}
-)
-_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
-# A path named as a dataset file holds samples saved by preprocessing, from the CPU (PyG's
-# processed_dir, "fits into CPU memory": pytorch-geometric.readthedocs.io/en/stable/tutorial/
-# create_dataset.html), unless a word also says checkpoint or weights.
-_DATASET = frozenset({"data", "dataset", "processed"})
-_JOINS = frozenset({"join", "joinpath", "Path", "PurePath"})
-_KEEPS_NAME = frozenset({"str", "abspath", "expanduser", "realpath", "normpath", "fspath", "open"})
-_KEEPS_RECEIVER = frozenset({"format", "with_suffix", "resolve", "absolute", "expanduser"})
-_CHECKPOINT = frozenset(
-    {"ckpt", "checkpoint", "model", "weight", "state", "pretrained", "pretrain", "resume", "net"}
-    | {"snapshot", "latest", "ema", "encoder", "decoder", "backbone"}
-    | {"best", "last", "epoch", "optimizer", "optim", "param", "teacher", "student"}
 )
 _MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
 _NOT_NCCL = frozenset({"gloo", "mpi", "ucc", "hccl", "xla"})
@@ -280,92 +267,13 @@ def _forwarded(call: ast.Call) -> bool:
     )
 
 
-def _dataset_file(path: ast.expr) -> bool:
-    """The file's own name says dataset (`data_path`, `self.processed_paths[0]`,
-    `os.path.join(root, "train_data.pt")`, `"%s/train_data.pt" % root`) and nothing in the path
-    says checkpoint (`os.path.join(data_dir, "model.pt")`); a directory's name says nothing of
-    its files (`f"{data_root}/encoder.pt"`, `"data/vgg16.pth"`). Both branches of a choice."""
-    if isinstance(path, ast.IfExp):
-        return _dataset_file(path.body) and _dataset_file(path.orelse)
-    own = _words(_file_part(path))
-    every = _words(ast.walk(path))
-    return bool(own & _DATASET) and not every & _CHECKPOINT
-
-
-def _file_part(path: ast.expr) -> list[ast.AST]:
-    """The nodes that name the file itself: a name, a config key, the last argument of a join,
-    the right side of `a + "/x.pt"` or `p / "x.pt"`, the format of `"%s/x.pt" % root`, what
-    follows the last separator of a string; through wrappers that keep the name (`abspath`,
-    `expanduser`, `open`, `str`, `.format`, `.with_suffix`)."""
-    if isinstance(path, ast.Subscript):
-        key = path.slice
-        if isinstance(key, ast.Constant) and isinstance(key.value, str):
-            return [key]
-        return _file_part(path.value)
-    if isinstance(path, ast.Name | ast.Attribute):
-        return [path]
-    if isinstance(path, ast.Constant) and isinstance(path.value, str):
-        return [ast.Constant(_basename(path.value))]
-    if isinstance(path, ast.BinOp) and isinstance(path.op, ast.Mod):
-        return _file_part(path.left)
-    if isinstance(path, ast.BinOp) and isinstance(path.op, ast.Add | ast.Div):
-        return _file_part(path.right)
-    if isinstance(path, ast.Call):
-        return _call_file_part(path)
-    if isinstance(path, ast.JoinedStr):
-        tail: list[ast.AST] = []
-        for v in path.values:
-            text = v.value if isinstance(v, ast.Constant) else None
-            if isinstance(text, str) and _basename(text) != text:
-                tail = [ast.Constant(_basename(text))]
-            elif isinstance(v, ast.FormattedValue):
-                tail.extend(_file_part(v.value))
-            else:
-                tail.append(v)
-        return tail
-    return []
-
-
-def _call_file_part(call: ast.Call) -> list[ast.AST]:
-    name, f = _last(call.func), call.func
-    if name in _JOINS and call.args:
-        return _file_part(call.args[-1])
-    if name in _KEEPS_NAME and call.args:
-        return _file_part(call.args[0])
-    if name in _KEEPS_RECEIVER and isinstance(f, ast.Attribute):
-        return _file_part(f.value)
-    if name == "get" and call.args:  # cfg.get("data_path")
-        key = call.args[0]
-        return [key] if isinstance(key, ast.Constant) else []
-    return []
-
-
-def _basename(text: str) -> str:
-    return text.replace("\\", "/").rsplit("/", 1)[-1]
-
-
-def _words(nodes: Iterable[ast.AST]) -> set[str]:
-    out: set[str] = set()
-    for node in nodes:
-        text = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            text = node.value
-        if isinstance(text, str):
-            out.update(w.lower().removesuffix("s") for w in _WORDS.findall(text))
-    return out
-
-
-def _last(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-
-
 def _last_word(owner: ast.expr) -> str:
     """The last word of a receiver's name, singular: `self.trainLoader` -> "loader",
     `lr_schedulers[0]` -> "scheduler", `sampler_net` -> "net"."""
     if isinstance(owner, ast.Subscript):
         owner = owner.value
     name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
-    words = _WORDS.findall(name)
+    words = WORDS.findall(name)
     return words[-1].lower().removesuffix("s") if words else ""
 
 
@@ -392,8 +300,8 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
         source = segment(sf, call.args[0]) if call.args else ""
         if source and _NO_TENSORS.search(source):
             continue
-        weights = receiver is not None and receiver not in _DATASET  # a model's, an optimizer's
-        if not weights and call.args and _dataset_file(call.args[0]):
+        weights = receiver is not None and receiver not in DATASET  # a model's, an optimizer's
+        if not weights and call.args and dataset_file(call.args[0]):
             continue
         fix = append_argument(sf, call, 'map_location="cpu"', "Load onto the CPU first")
         ctx.reporter.add(

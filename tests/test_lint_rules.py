@@ -927,3 +927,31 @@ def test_an_int_literal_is_judged_as_its_text(line: str, rule: str | None) -> No
     found = [f for f in lint_source(src, "t.py") if f.rule in ("GPF004", "GPF010")]
     assert [f.rule for f in found] == ([rule] if rule else [])
     assert all("os.environ takes only strings" in f.message for f in found)
+
+
+@pytest.mark.parametrize(
+    ("read", "reported"),
+    [
+        ('os.environ.get("CUDA_VISIBLE_DEVICES")', False),
+        ('os.environ["CUDA_VISIBLE_DEVICES"]', False),
+        ('os.getenv("CUDA_VISIBLE_DEVICES")', False),
+        ('os.environ.get("HIP_VISIBLE_DEVICES")', True),  # another variable
+        ('"1"', True),
+    ],
+)
+def test_gpf001_putting_the_old_value_back_changes_nothing(read: str, reported: bool) -> None:
+    # vLLM's guard_cuda_initialization: the guard's own write is reported, the restore is not.
+    src = f"""
+        import os
+        import torch
+
+        def guard():
+            old_value = {read}
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
+            try:
+                yield
+            finally:
+                os.environ["CUDA_VISIBLE_DEVICES"] = old_value
+        """
+    lines = [line for line, r in _codes(src) if r == "GPF001"]
+    assert lines == ([7, 11] if reported else [7])

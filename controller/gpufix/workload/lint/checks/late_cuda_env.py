@@ -92,6 +92,39 @@ def _started_before(sf: SourceFile, node: ast.AST) -> ast.Call | None:
     return found
 
 
+def _restores(sf: SourceFile, key: str, value: ast.expr | None) -> bool:
+    """`os.environ[key] = old` where `old` is bound once, to a read of the same variable
+    (`old = os.environ.get(key)`): the value the process had is put back, which changes no
+    device selection (vLLM's guard_cuda_initialization, judged FP)."""
+    if not isinstance(value, ast.Name) or sf.tree is None:
+        return False
+    bound = [
+        n.value
+        for n in ast.walk(sf.tree)
+        if isinstance(n, ast.Assign | ast.AnnAssign)
+        and any(isinstance(t, ast.Name) and t.id == value.id for t in _targets(n))
+    ]
+    return len(bound) == 1 and _reads(sf, bound[0], key)
+
+
+def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+    return node.targets if isinstance(node, ast.Assign) else [node.target]
+
+
+def _reads(sf: SourceFile, node: ast.expr | None, key: str) -> bool:
+    """`os.environ.get(key)`, `os.environ[key]`, `os.getenv(key)`."""
+    if isinstance(node, ast.Subscript):
+        return sf.names.is_environ(node.value) and sf.names.const_str(node.slice) == key
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    if sf.names.const_str(node.args[0]) != key:
+        return False
+    f = node.func
+    if isinstance(f, ast.Attribute) and f.attr == "get" and sf.names.is_environ(f.value):
+        return True
+    return sf.names.resolve(f) == "os.getenv"
+
+
 class _Listener:
     def __init__(self, reporter: Reporter, ctx: CheckContext) -> None:
         self.reporter = reporter
@@ -104,6 +137,8 @@ class _Listener:
             return
         for w in writes_in(sf.names, [node]):
             if w.key not in CUDA_INIT_VARS or in_unused_top(self.ctx.project, sf, w.node):
+                continue
+            if _restores(sf, w.key, w.value):
                 continue
             first = next(iter(state.values()))
             where = f" in {note}" if note else ""

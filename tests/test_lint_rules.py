@@ -955,3 +955,20 @@ def test_gpf001_putting_the_old_value_back_changes_nothing(read: str, reported: 
         """
     lines = [line for line, r in _codes(src) if r == "GPF001"]
     assert lines == ([7, 11] if reported else [7])
+
+
+def test_a_name_bound_once_anywhere_gives_its_value() -> None:
+    import ast as _ast
+
+    from gpufix.workload.lint.names import NameTable
+
+    tree = _ast.parse(
+        "GPUS = [1, 2]\ndef f():\n    old = read()\n    twice = 1\n    twice = 2\n    n = 0\n"
+        "    n += 1\n"
+    )
+    table = NameTable(tree)
+    assert isinstance(table.bound_once("GPUS"), _ast.List)
+    assert isinstance(table.bound_once("old"), _ast.Call)
+    assert table.bound_once("twice") is None
+    assert table.bound_once("n") is None
+    assert table.bound_once("missing") is None

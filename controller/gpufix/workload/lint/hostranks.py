@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import ast
 import ipaddress
-import re
 import socket
 
 from .callsites import all_env_writes, neighbours
+from .names import WORDS
 from .project import Project, SourceFile
 from .rankcode import STARTS_PROCESSES
 
@@ -125,13 +125,9 @@ def _rank_named(value: ast.expr) -> bool:
     """`rank`, `args.local_rank`, `gpu`, `args.gpu_id`: a name that holds one rank's GPU."""
     for n in ast.walk(value):
         word = n.id if isinstance(n, ast.Name) else getattr(n, "attr", None)
-        if isinstance(word, str) and {"rank", "gpu"} & set(_split(word)):
+        if isinstance(word, str) and {"rank", "gpu"} & {w.lower() for w in WORDS.findall(word)}:
             return True
     return False
-
-
-def _split(name: str) -> list[str]:
-    return [w.lower() for w in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)]
 
 
 def _last(func: ast.expr) -> str:

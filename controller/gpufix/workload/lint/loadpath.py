@@ -5,10 +5,10 @@ nothing of its files."""
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable
 
-WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+from .names import WORDS
+
 # A path named as a dataset file holds samples saved by preprocessing, from the CPU (PyG's
 # processed_dir, "fits into CPU memory": pytorch-geometric.readthedocs.io/en/stable/tutorial/
 # create_dataset.html), unless a word also says checkpoint or weights.

@@ -9,12 +9,15 @@ A name bound two different ways is left unresolved: the lint reports only what i
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 
 from .stmts import statements
 
 IMPORT_FUNCS = frozenset({"importlib.import_module", "builtins.__import__", "__import__"})
 _AMBIGUOUS = "\0"
+# The words of an identifier, split at `_` and camel case: `self.trainLoader` -> train, Loader.
+WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
 def absolute_module(package: str, level: int, module: str | None) -> str | None:
@@ -59,6 +62,7 @@ class NameTable:
         self.instances: dict[str, str] = {}
         self._pending: list[tuple[str, ast.expr]] = []
         self._rebound: set[str] = set()  # `name += ...` somewhere: its value is not one constant
+        self._values: dict[str, list[ast.expr]] = {}  # every value assigned to a name, any depth
         for node, _ in statements(tree.body):  # bindings are statements: no need for every node
             if isinstance(node, ast.Import):
                 self._import(node)
@@ -69,6 +73,7 @@ class NameTable:
                 for t in targets:
                     if isinstance(t, ast.Name):
                         self._pending.append((t.id, node.value))
+                        self._values.setdefault(t.id, []).append(node.value)
             elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                 self._rebound.add(node.target.id)
         self._settle()
@@ -122,6 +127,12 @@ class NameTable:
         self._pending = []
 
     # -- queries ------------------------------------------------------------------------------
+    def bound_once(self, name: str) -> ast.expr | None:
+        """The value of the one assignment to `name` anywhere in the module (`old = ...`), None
+        when it is assigned more than once, augmented, or never."""
+        values = self._values.get(name, [])
+        return values[0] if len(values) == 1 and name not in self._rebound else None
+
     def _chain(self, node: ast.AST) -> str | None:
         parts: list[str] = []
         while isinstance(node, ast.Attribute):

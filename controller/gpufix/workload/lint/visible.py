@@ -60,17 +60,8 @@ def _joins_literal_list(sf: SourceFile, call: ast.Call) -> bool:
 
 
 def _bound_list(sf: SourceFile, node: ast.AST) -> ast.List | ast.Tuple | None:
-    if not isinstance(node, ast.Name) or sf.tree is None:
-        return None
-    found = None
-    for n in ast.walk(sf.tree):
-        if isinstance(n, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == node.id for t in n.targets
-        ):
-            if not isinstance(n.value, ast.List | ast.Tuple) or found is not None:
-                return None  # bound more than once, or to something else: not known
-            found = n.value
-    return found
+    value = sf.names.bound_once(node.id) if isinstance(node, ast.Name) else None
+    return value if isinstance(value, ast.List | ast.Tuple) else None
 
 
 def _argument_default(sf: SourceFile, dest: str) -> str | None:

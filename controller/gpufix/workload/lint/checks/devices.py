@@ -29,7 +29,8 @@ from ..callsites import (
     neighbours,
 )
 from ..hostranks import one_rank_per_host
-from ..loadpath import DATASET, WORDS, dataset_file
+from ..loadpath import DATASET, dataset_file
+from ..names import WORDS
 from ..project import Project, SourceFile
 from ..prune import segment
 from ..rankcode import STARTS_PROCESSES, entries, names_in, rank_calls

@@ -96,19 +96,9 @@ def _restores(sf: SourceFile, key: str, value: ast.expr | None) -> bool:
     """`os.environ[key] = old` where `old` is bound once, to a read of the same variable
     (`old = os.environ.get(key)`): the value the process had is put back, which changes no
     device selection (vLLM's guard_cuda_initialization, judged FP)."""
-    if not isinstance(value, ast.Name) or sf.tree is None:
+    if not isinstance(value, ast.Name):
         return False
-    bound = [
-        n.value
-        for n in ast.walk(sf.tree)
-        if isinstance(n, ast.Assign | ast.AnnAssign)
-        and any(isinstance(t, ast.Name) and t.id == value.id for t in _targets(n))
-    ]
-    return len(bound) == 1 and _reads(sf, bound[0], key)
-
-
-def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
-    return node.targets if isinstance(node, ast.Assign) else [node.target]
+    return _reads(sf, sf.names.bound_once(value.id), key)
 
 
 def _reads(sf: SourceFile, node: ast.expr | None, key: str) -> bool:

@@ -30,7 +30,11 @@ def test_exit_codes_and_text_output(tmp_path: Path) -> None:
     assert code == 1
     lines = out.splitlines()
     expected = sum(len(EXPECT.findall(p.read_text())) for p in FIXTURES.glob("*.py"))
+    # Linted together, the fixtures are one project: other fixtures mention set_device, which
+    # silences ddp_no_set_device.py's GPF006 (a known limit, docs/lint.md GPF006).
+    expected -= 1
     assert len(lines) == expected
+    assert not [ln for ln in lines if "ddp_no_set_device.py" in ln and "GPF006" in ln]
     assert all(re.match(r"^\S+\.py:\d+:\d+: GPF\d{3} \S", line) for line in lines)
     code, out, err = _run([clean, str(tmp_path / "missing.py")])
     assert code == 3 and out == ""

@@ -17,7 +17,7 @@ import re
 from gpufix.nccl_env import CUDA_INIT_VARS
 
 from ..calls import CallTarget, Scope
-from ..callsites import all_env_writes
+from ..callsites import all_env_writes, imported_by
 from ..envwrites import walk_here, writes_in
 from ..flow import FlowWalker
 from ..loads import State
@@ -257,7 +257,9 @@ def _flow_only(walker: FlowWalker, ctx: CheckContext, t: CallTarget) -> bool:
     if not followed:
         return False
     uses = len(re.findall(rf"\b{re.escape(t.fn.name)}\b", t.sf.text)) - 1
-    elsewhere = any(sf is not t.sf and sf.mentions(t.fn.name) for sf in ctx.project.parsed())
+    # Another module can call it only if it imports this one (a word in an unrelated file's
+    # docstring is no call).
+    elsewhere = any(sf.mentions(t.fn.name) for sf in imported_by(ctx.project, t.sf))
     return uses == followed and not elsewhere
 
 

@@ -36,7 +36,7 @@ def ray_gpu_workers(sf: SourceFile) -> bool:
     """The module hands its work to Ray workers that each see only their own GPUs."""
     cached = sf.cache.get("ray-gpu-workers")
     if cached is None:
-        cached = b"ray" in sf.data and _hands_to_ray(sf)
+        cached = (b"ray." in sf.data or b"from ray" in sf.data) and _hands_to_ray(sf)
         sf.cache["ray-gpu-workers"] = cached
     return bool(cached)
 

@@ -36,6 +36,12 @@ def _rules(src: str) -> list[str]:
         "ray.tune.run(cls)\n",
         "from ray import tune\ntune.run(train, resources_per_trial={'gpu': 1})\n",
         "import ray\nworker = ray.remote(num_gpus=1)(train)\n",
+        # Lines without any of the call index's words (the check walks the whole module).
+        "from ray import tune\ndef objective(c):\n    return train(c)\n"
+        "tune.run(objective, resources_per_trial={'gpu': 1})\n",
+        "import ray\n@ray.remote(num_gpus=1)\nclass Worker:\n    def go(self):\n        pass\n",
+        "import ray\nclass W:\n    pass\nw = ray.remote(W).options(num_gpus=1).remote()\n",
+        "import psutil, ray\nworker = ray.remote(num_gpus=1)(train)\n",
     ],
 )
 def test_ray_tune_and_core_workers_see_their_own_gpu(launch: str) -> None:
@@ -55,8 +61,24 @@ def test_ray_tune_and_core_workers_see_their_own_gpu(launch: str) -> None:
         "from ray import tune\nimport torch.multiprocessing as mp\n"
         "def trial(config):\n    mp.spawn(train, nprocs=2)\n"
         "tune.run(trial, resources_per_trial={'gpu': 2})\n",
-        # ray.remote without GPUs places nothing.
+        # ray.remote without GPUs places nothing; a fraction puts two actors on one GPU.
         "import ray\nworker = ray.remote(train)\n",
+        "import ray\nworker = ray.remote(num_gpus=0.5)(train)\n",
+        "import ray\nworker = ray.remote(num_gpus=0)(train)\n",
+        "import ray\nworker = ray.remote(train).options(num_gpus=0.25)\n",
+        # Ray told to leave CUDA_VISIBLE_DEVICES alone: every actor sees every GPU.
+        "import os, ray\nos.environ['RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES'] = '1'\n"
+        "worker = ray.remote(num_gpus=1)(train)\n",
+        # Ranks started inside a trial share its GPUs.
+        "import subprocess\nfrom ray import tune\ndef trial(c):\n"
+        "    subprocess.run(['torchrun', '--nproc_per_node=2', 'x.py'])\n"
+        "tune.run(trial, resources_per_trial={'gpu': 2})\n",
+        "import pytorch_lightning as pl\nfrom ray import tune\ndef trial(c):\n"
+        "    pl.Trainer(devices=2, strategy='ddp_spawn').fit(None)\n"
+        "tune.run(trial, resources_per_trial={'gpu': 2})\n",
+        # RaySGD v2 already shared a node's GPUs among its workers.
+        "from ray.util.sgd.v2 import Trainer\nfrom ray import tune\n"
+        "tune.run(Trainer(backend='torch', num_workers=2, use_gpu=True).to_tune_trainable(train))\n",
     ],
 )
 def test_ray_train_and_own_processes_still_report(launch: str) -> None:

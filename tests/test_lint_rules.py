@@ -1037,6 +1037,29 @@ def test_gpf001_a_word_in_another_files_docstring_is_no_call(tmp_path: Path) -> 
     (tmp_path / "other.py").write_text('"""Choose devices first: choose them, then import torch."""\n')
     found = lint_paths([str(tmp_path)], LintConfig(tmp_path)).findings
     assert not [f for f in found if f.rule == "GPF001"]
-    (tmp_path / "other.py").write_text("import torch\nfrom pick import choose\n\nchoose()\n")
-    found = lint_paths([str(tmp_path)], LintConfig(tmp_path)).findings
-    assert [Path(f.path).name for f in found if f.rule == "GPF001"] == ["pick.py"]
+    # Any import form that names it in code counts (a review's shapes: black's parenthesised
+    # import, a star import, getattr with the name).
+    for caller in (
+        "import torch\nfrom pick import choose\n\nchoose()\n",
+        "import torch\nfrom pick import (\n    choose,\n)\n\nchoose()\n",
+        "import torch\nfrom pick import *\n\nchoose()\n",
+        "import torch\nimport pick\n\ngetattr(pick, 'choose')()\n",
+    ):
+        (tmp_path / "other.py").write_text(caller)
+        found = lint_paths([str(tmp_path)], LintConfig(tmp_path)).findings
+        assert [Path(f.path).name for f in found if f.rule == "GPF001"] == ["pick.py"], caller
+
+
+def test_parenthesised_and_star_imports_are_indexed() -> None:
+    # black writes long imports as `from m import (\n    a,\n)`; a star import names no name.
+    # Both still make the file an importer of the module (project._IMPORT_LINE).
+    from gpufix.workload.lint.project import SourceFile, _imported_names
+
+    for text, want in (
+        ("from pkg.mod import (\n    a,\n    b,\n)\n", {"pkg.mod"}),
+        ("from pkg.mod import *\n", {"pkg.mod"}),
+        ("from pkg.mod import a, b as c\n", {"pkg.mod", "pkg.mod.a", "pkg.mod.b"}),
+        ("import pkg.mod as m, os\n", {"pkg.mod", "os"}),
+    ):
+        sf = SourceFile("caller.py", "caller.py", "code", text.encode(), None)
+        assert _imported_names(sf) == want, text

@@ -17,7 +17,7 @@ from .names import NameTable, absolute_module, top_level_defs
 
 # Import statements, read from the bytes (one scan per file) to index who imports what.
 _IMPORT_LINE = re.compile(
-    rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w, \t]+)|import[ \t]+([\w., \t]+))",
+    rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]*\(?([\w, \t]*)|import[ \t]+([\w., \t]+))",
     re.M,
 )
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import ast
 import os
 import re
+from typing import cast
 
 from gpufix.nccl_env import CUDA_INIT_VARS
 
 from ..calls import CallTarget, Scope
-from ..callsites import all_env_writes, imported_by
+from ..callsites import all_env_writes
 from ..envwrites import walk_here, writes_in
 from ..flow import FlowWalker
 from ..loads import State
@@ -257,10 +258,40 @@ def _flow_only(walker: FlowWalker, ctx: CheckContext, t: CallTarget) -> bool:
     if not followed:
         return False
     uses = len(re.findall(rf"\b{re.escape(t.fn.name)}\b", t.sf.text)) - 1
-    # Another module can call it only if it imports this one (a word in an unrelated file's
-    # docstring is no call).
-    elsewhere = any(sf.mentions(t.fn.name) for sf in imported_by(ctx.project, t.sf))
+    # Another module can call it only by naming it in code (a word in a docstring is no call);
+    # by any import form, so every file that names it counts.
+    name = t.fn.name
+    elsewhere = any(
+        sf is not t.sf and sf.mentions(name) and name in _identifiers(sf)
+        for sf in ctx.project.parsed()
+    )
     return uses == followed and not elsewhere
+
+
+def _identifiers(sf: SourceFile) -> frozenset[str]:
+    """Names the module's code uses: names, attributes, imported names, and strings that are
+    one identifier (`getattr(m, "choose")`, a registry key)."""
+    cached = sf.cache.get("identifiers")
+    if cached is None:
+        found: set[str] = set()
+        for node in ast.walk(cast(ast.AST, sf.tree)):
+            if isinstance(node, ast.Name):
+                found.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                found.add(node.attr)
+            elif isinstance(node, ast.alias):
+                found.update(node.name.split("."))
+                if node.asname:
+                    found.add(node.asname)
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.isidentifier()
+            ):
+                found.add(node.value)
+        cached = frozenset(found)
+        sf.cache["identifiers"] = cached
+    return cast(frozenset[str], cached)
 
 
 def run(ctx: CheckContext) -> None:

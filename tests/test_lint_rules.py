@@ -1063,3 +1063,60 @@ def test_parenthesised_and_star_imports_are_indexed() -> None:
     ):
         sf = SourceFile("caller.py", "caller.py", "code", text.encode(), None)
         assert _imported_names(sf) == want, text
+
+
+@pytest.mark.parametrize(
+    ("choice", "reported"),
+    [
+        # rickxtgg/silentpod_gan: cuda:0 is the single-process branch of a choice on the flag.
+        ('torch.device(f"cuda:{rank}") if ddp_active else torch.device("cuda:0")', False),
+        ('torch.device("cuda:0") if not is_distributed else torch.device("cuda", rank)', False),
+        # A choice on CUDA's presence puts every rank on GPU 0 all the same.
+        ('torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")', True),
+    ],
+)
+def test_gpf005_a_choice_on_the_distributed_flag_is_a_branch(choice: str, reported: bool) -> None:
+    src = f"""
+        import torch
+        import torch.distributed as dist
+
+        def train(rank, ddp_active, is_distributed):
+            dist.init_process_group("nccl", rank=rank, world_size=2)
+            device = {choice}
+            return device
+        """
+    found = [f.rule for f in lint_source(textwrap.dedent(src), "t.py")]
+    assert ("GPF005" in found) is reported
+
+
+@pytest.mark.parametrize(
+    ("flag", "test", "reported"),
+    [
+        # ywh939/iSphereFormer: CUDA_LAUNCH_BLOCKING only for an opt-in timing run.
+        ('"--infer_time", action="store_true"', "args.infer_time", False),
+        ('"--infer-time", action="store_true"', "args.infer_time and args.verbose", False),
+        ('"--infer_time", default=False, type=bool', "args.infer_time", False),
+        # Off unless passed, but the write runs when it is NOT passed: every default run.
+        ('"--infer_time", action="store_true"', "not args.infer_time", True),
+        # On by default, or a flag this module does not define: not known to be opt-in.
+        ('"--infer_time", action="store_true", default=True', "args.infer_time", True),
+        ('"--other", action="store_true"', "args.infer_time", True),
+    ],
+)
+def test_gpf003_a_write_under_an_opt_in_flag_is_the_users_choice(
+    flag: str, test: str, reported: bool
+) -> None:
+    src = f"""
+        import argparse
+        import os
+        import torch
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument({flag})
+        parser.add_argument("--verbose", action="store_true")
+        args = parser.parse_args()
+        if {test}:
+            os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+        """
+    found = [f.rule for f in lint_source(textwrap.dedent(src), "t.py")]
+    assert ("GPF003" in found) is reported

@@ -12,6 +12,7 @@ import ast
 
 from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
 
+from .arguments import add_argument
 from .callsites import all_env_writes, keyword
 from .project import SourceFile
 
@@ -66,13 +67,6 @@ def _bound_list(sf: SourceFile, node: ast.AST) -> ast.List | ast.Tuple | None:
 
 def _argument_default(sf: SourceFile, dest: str) -> str | None:
     """The literal default of the module's `add_argument("--dest", default=...)`."""
-    for node in ast.walk(sf.tree) if sf.tree is not None else ():
-        f = node.func if isinstance(node, ast.Call) else None
-        if not (isinstance(f, ast.Attribute) and f.attr == "add_argument"):
-            continue
-        assert isinstance(node, ast.Call)
-        flags = {sf.names.const_str(a) for a in node.args}
-        if f"--{dest}" in flags or f"--{dest.replace('_', '-')}" in flags:
-            default = keyword(node, "default")
-            return sf.names.const_str(default) if default is not None else None
-    return None
+    call = add_argument(sf, dest)
+    default = keyword(call, "default") if call is not None else None
+    return sf.names.const_str(default) if default is not None else None

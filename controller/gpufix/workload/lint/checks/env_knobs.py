@@ -3,7 +3,8 @@
 Which variables and which values count is `gpufix.nccl_env` (shared with preflight and plan).
 Only literal values (or constants) are judged: `os.environ["NCCL_DEBUG"] = level` is left alone,
 and so is a write under an `if` on a switch for that very setting (`if not hparams["nccl_p2p"]`,
-`if args.debug`): the user chose it, as with a value read from the arguments. An NCCL setting
+`if args.debug`) or on a command-line flag that is off unless passed (`if args.infer_time`,
+`store_true`): the user chose it, as with a value read from the arguments. An NCCL setting
 in a module whose environment cannot reach NCCL (communicators.py) is inert and left alone.
 """
 
@@ -21,9 +22,10 @@ from gpufix.nccl_env import (
     is_transport_workaround,
 )
 
+from ..arguments import off_unless_given
 from ..callsites import all_env_writes
 from ..communicators import reaches_nccl
-from ..names import NameTable
+from ..project import SourceFile
 from ..report import delete_statement
 from ..stmts import Where
 from . import Check, CheckContext
@@ -38,8 +40,11 @@ TRIGGERS = tuple({k.encode() for k in _KEYS} | {b"NCCL_", b"LAUNCH_BLOCKING"})
 _SWITCH = re.compile(r"(?i)p2p|nccl|infiniband|(^|_)ib($|_)|shm|debug|launch_blocking")
 
 
-def _behind_switch(where: Where, names: NameTable) -> bool:
+def _behind_switch(where: Where, sf: SourceFile) -> bool:
+    names = sf.names
     for test in where.tests:
+        if _opt_in(test, sf):
+            return True
         for n in ast.walk(test):
             if isinstance(n, ast.Name):
                 word = n.id
@@ -56,6 +61,14 @@ def _behind_switch(where: Where, names: NameTable) -> bool:
             if _SWITCH.search(word):
                 return True
     return False
+
+
+def _opt_in(test: ast.expr, sf: SourceFile) -> bool:
+    """`if args.flag:` (alone or in an `and`) on a flag of the module's own parser that is off
+    unless the user passes it (`action="store_true"`): the user chose the setting for that run,
+    like a value read from the arguments (iSphereFormer's `--infer_time`)."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    return any(isinstance(p, ast.Attribute) and off_unless_given(sf, p.attr) for p in parts)
 
 
 def _rule_for(key: str, value: str) -> str | None:
@@ -101,7 +114,7 @@ def run(ctx: CheckContext) -> None:
             value = sf.names.const_str(w.value)
             number = None if value is not None else _int_literal(w.value)
             value = value if number is None else number
-            if w.key not in _KEYS or value is None or _behind_switch(where, sf.names):
+            if w.key not in _KEYS or value is None or _behind_switch(where, sf):
                 continue
             rule = _rule_for(w.key, value)
             if rule is None or (w.key.startswith("NCCL_") and not reaches_nccl(ctx.project, sf)):

@@ -123,6 +123,13 @@ def all_env_writes(sf: SourceFile) -> list[tuple[EnvWrite, ast.AST, Where]]:
     return cast(list[tuple[EnvWrite, ast.AST, Where]], cached)
 
 
+def one_rank_group(site: CallSite) -> bool:
+    """A process group of one rank (`world_size=1` written as a literal: a self-test)."""
+    return (
+        site.name in PROCESS_GROUP and getattr(keyword(site.node, "world_size"), "value", None) == 1
+    )
+
+
 def keyword(call: ast.Call, name: str) -> ast.expr | None:
     for kw in call.keywords:
         if kw.arg == name:

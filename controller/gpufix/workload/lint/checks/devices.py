@@ -2,9 +2,10 @@
 
 Multi-rank code here means a module that calls init_process_group or wraps a model in
 DDP/FSDP, outside a top-level function nothing in the run refers to (`_starts_ranks`,
-`unused.py`). A module that sets CUDA_VISIBLE_DEVICES per rank (`writes_visible_devices`), or
-runs one rank per host (`hostranks.py`), gives each rank its own GPU 0, so `cuda:0` is right
-there and GPF005/GPF008 stay silent. GPF005 also
+`unused.py`). A module that sets CUDA_VISIBLE_DEVICES per rank (`writes_visible_devices`),
+runs one rank per host (`hostranks.py`) or runs its ranks as Ray GPU workers (`rayworkers.py`)
+gives each rank its own GPU 0, so `cuda:0` is right there and GPF005/GPF006/GPF008 stay silent;
+GPF006 itself is `set_device.py`. GPF005 also
 stays silent in code no rank runs as its own: a function called only under a rank test, and a
 function that starts the ranks. A group of one rank (`world_size=1`, a self-test) has no other
 rank to collide with: GPF006 skips it and GPF008 skips loads in the code that starts it.
@@ -19,14 +20,13 @@ from typing import cast
 from ..callsites import (
     DISTRIBUTED,
     PROCESS_GROUP,
-    SELECT_DEVICE,
     TORCH_LOAD,
     CallSite,
     call_sites,
     call_sites_in,
     keyword,
     named,
-    neighbours,
+    one_rank_group,
 )
 from ..hostranks import one_rank_per_host
 from ..loadpath import DATASET, dataset_file
@@ -39,6 +39,7 @@ from ..report import append_argument
 from ..unused import in_unused_def
 from ..visible import writes_visible_devices
 from . import Check, CheckContext
+from .set_device import process_group
 
 TRIGGERS = (
     b"init_process_group",
@@ -61,7 +62,6 @@ _STATE_WITHOUT_TENSORS = frozenset(
     {"dataloader", "loader", "dl", "sampler", "scheduler", "sched", "scaler"}
 )
 _MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
-_NOT_NCCL = frozenset({"gloo", "mpi", "ucc", "hccl", "xla"})
 
 
 def _under_branch(site: CallSite, pattern: re.Pattern[str]) -> bool:
@@ -239,13 +239,7 @@ def _scope(site: CallSite) -> tuple[tuple[str, ...], bool]:
 def _one_rank_scopes(sf: SourceFile) -> set[tuple[tuple[str, ...], bool]]:
     """Where the code starts a group of one rank (`world_size=1`, a self-test): a load there
     lands on that rank's own GPU, no other rank's."""
-    return {_scope(site) for site in call_sites(sf) if _one_rank(site)}
-
-
-def _one_rank(site: CallSite) -> bool:
-    return (
-        site.name in PROCESS_GROUP and getattr(keyword(site.node, "world_size"), "value", None) == 1
-    )
+    return {_scope(site) for site in call_sites(sf) if one_rank_group(site)}
 
 
 def _into_state(sf: SourceFile) -> dict[int, str]:
@@ -349,7 +343,7 @@ def run(ctx: CheckContext) -> None:
             continue
         _same_gpu(ctx, sf)
         _torch_load(ctx, sf)
-        _process_group(ctx, sf)
+        process_group(ctx, sf)
     _rank_modules(ctx, ranks)
 
 
@@ -376,77 +370,6 @@ def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
             found.setdefault(id(sf), (sf, caller, set()))[2].update(names)
     for sf, caller, names in found.values():
         _same_gpu(ctx, sf, names, caller)
-
-
-# -- GPF006 -----------------------------------------------------------------------------------
-def _backend_may_be_nccl(sf: SourceFile, call: ast.Call) -> bool:
-    backend = keyword(call, "backend") or (call.args[0] if call.args else None)
-    value = sf.names.const_str(backend) if backend is not None else None
-    return value is None or value.lower() not in _NOT_NCCL
-
-
-def _selects_device(sf: SourceFile) -> bool:
-    if writes_visible_devices(sf):
-        return True
-    return any(
-        c.name in SELECT_DEVICE or (c.name in PROCESS_GROUP and keyword(c.node, "device_id"))
-        for c in call_sites(sf)
-    )
-
-
-def _selects_anywhere(ctx: CheckContext) -> bool:
-    """Some file of the run selects a device, through whatever wrapper (`self.set_device()`,
-    `get_accelerator().set_device(...)`, `device_id=`): frameworks spread this over modules."""
-    cache = ctx.project.cache
-    if "selects-anywhere" not in cache:
-        cache["selects-anywhere"] = any(
-            b"set_device" in f.data or b"device_id=" in f.data for f in ctx.project.files
-        )
-    return bool(cache["selects-anywhere"])
-
-
-def _ambiguous_device(sf: SourceFile) -> CallSite | None:
-    """A use that means "the current GPU", which is GPU 0 until set_device runs."""
-    for c in call_sites(sf):
-        call, func = c.node, c.node.func
-        if (
-            isinstance(func, ast.Attribute)
-            and func.attr == "cuda"
-            and not call.args
-            and not call.keywords
-        ):
-            return c
-        if any(
-            sf.names.const_str(v) == "cuda" for v in [*call.args, *(k.value for k in call.keywords)]
-        ):
-            return c
-        if c.name in ("torch.distributed.barrier",) and not keyword(call, "device_ids"):
-            return c
-    return None
-
-
-def _process_group(ctx: CheckContext, sf: SourceFile) -> None:
-    groups = [
-        c
-        for c in call_sites(sf)
-        if c.name in PROCESS_GROUP
-        and not _one_rank(c)  # one rank: the current GPU is its own
-        and not keyword(c.node, "device_id")
-        and _backend_may_be_nccl(sf, c.node)
-    ]
-    if not groups or _selects_device(sf) or _selects_anywhere(ctx):
-        return
-    use = _ambiguous_device(sf)
-    if use is None or any(_selects_device(n) for n in neighbours(ctx.project, sf)):
-        return
-    ctx.reporter.add(
-        "GPF006",
-        sf,
-        groups[0].node,
-        f"process group started but no rank selects its GPU (no torch.cuda.set_device, no "
-        f"device_id=): line {use.node.lineno} then uses the current device, GPU 0 on every "
-        "rank; call torch.cuda.set_device(local_rank) before init_process_group",
-    )
 
 
 CHECK = Check(("GPF005", "GPF006", "GPF008"), run)

@@ -1,0 +1,94 @@
+"""GPF006: a process group started where no rank selects its GPU, and the code then uses "the
+current GPU" (GPU 0 on every rank until set_device runs). Called by devices.py for the modules
+that start ranks and whose GPU 0 is not each rank's own.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ..callsites import (
+    PROCESS_GROUP,
+    SELECT_DEVICE,
+    CallSite,
+    call_sites,
+    keyword,
+    neighbours,
+    one_rank_group,
+)
+from ..project import SourceFile
+from ..visible import writes_visible_devices
+from . import CheckContext
+
+_NOT_NCCL = frozenset({"gloo", "mpi", "ucc", "hccl", "xla"})
+
+
+def _backend_may_be_nccl(sf: SourceFile, call: ast.Call) -> bool:
+    backend = keyword(call, "backend") or (call.args[0] if call.args else None)
+    value = sf.names.const_str(backend) if backend is not None else None
+    return value is None or value.lower() not in _NOT_NCCL
+
+
+def _selects_device(sf: SourceFile) -> bool:
+    if writes_visible_devices(sf):
+        return True
+    return any(
+        c.name in SELECT_DEVICE or (c.name in PROCESS_GROUP and keyword(c.node, "device_id"))
+        for c in call_sites(sf)
+    )
+
+
+def _selects_anywhere(ctx: CheckContext) -> bool:
+    """Some file of the run selects a device, through whatever wrapper (`self.set_device()`,
+    `get_accelerator().set_device(...)`, `device_id=`): frameworks spread this over modules."""
+    cache = ctx.project.cache
+    if "selects-anywhere" not in cache:
+        cache["selects-anywhere"] = any(
+            b"set_device" in f.data or b"device_id=" in f.data for f in ctx.project.files
+        )
+    return bool(cache["selects-anywhere"])
+
+
+def _ambiguous_device(sf: SourceFile) -> CallSite | None:
+    """A use that means "the current GPU", which is GPU 0 until set_device runs."""
+    for c in call_sites(sf):
+        call, func = c.node, c.node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "cuda"
+            and not call.args
+            and not call.keywords
+        ):
+            return c
+        if any(
+            sf.names.const_str(v) == "cuda" for v in [*call.args, *(k.value for k in call.keywords)]
+        ):
+            return c
+        if c.name in ("torch.distributed.barrier",) and not keyword(call, "device_ids"):
+            return c
+    return None
+
+
+def process_group(ctx: CheckContext, sf: SourceFile) -> None:
+    """GPF006 in a module that starts ranks and whose GPU 0 is not each rank's own."""
+    groups = [
+        c
+        for c in call_sites(sf)
+        if c.name in PROCESS_GROUP
+        and not one_rank_group(c)  # one rank: the current GPU is its own
+        and not keyword(c.node, "device_id")
+        and _backend_may_be_nccl(sf, c.node)
+    ]
+    if not groups or _selects_device(sf) or _selects_anywhere(ctx):
+        return
+    use = _ambiguous_device(sf)
+    if use is None or any(_selects_device(n) for n in neighbours(ctx.project, sf)):
+        return
+    ctx.reporter.add(
+        "GPF006",
+        sf,
+        groups[0].node,
+        f"process group started but no rank selects its GPU (no torch.cuda.set_device, no "
+        f"device_id=): line {use.node.lineno} then uses the current device, GPU 0 on every "
+        "rank; call torch.cuda.set_device(local_rank) before init_process_group",
+    )

@@ -1071,8 +1071,21 @@ def test_parenthesised_and_star_imports_are_indexed() -> None:
         # rickxtgg/silentpod_gan: cuda:0 is the single-process branch of a choice on the flag.
         ('torch.device(f"cuda:{rank}") if ddp_active else torch.device("cuda:0")', False),
         ('torch.device("cuda:0") if not is_distributed else torch.device("cuda", rank)', False),
+        (
+            'torch.device(f"cuda:{rank}") if torch.cuda.is_available() and ddp_active '
+            'else torch.device("cuda:0")',
+            False,
+        ),
+        ('torch.device("cuda:0") if world_size == 1 else torch.device("cuda", rank)', False),
         # A choice on CUDA's presence puts every rank on GPU 0 all the same.
         ('torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")', True),
+        # GPU 0 in the branch the ranks take (a review's shapes): reported.
+        ('torch.device("cuda:0") if ddp_active else torch.device("cpu")', True),
+        ('torch.device("cuda:0") if world_size > 1 else torch.device("cpu")', True),
+        ('torch.device("cuda", 0) if dist.is_initialized() else torch.device("cpu")', True),
+        ('[t.to("cuda:0") for t in (1, 2)] if world_size > 1 else None', True),
+        # A test whose direction cannot be told: reported.
+        ('torch.device("cuda:0") if rank >= 0 else torch.device("cpu")', True),
     ],
 )
 def test_gpf005_a_choice_on_the_distributed_flag_is_a_branch(choice: str, reported: bool) -> None:
@@ -1080,7 +1093,7 @@ def test_gpf005_a_choice_on_the_distributed_flag_is_a_branch(choice: str, report
         import torch
         import torch.distributed as dist
 
-        def train(rank, ddp_active, is_distributed):
+        def train(rank, ddp_active, is_distributed, world_size):
             dist.init_process_group("nccl", rank=rank, world_size=2)
             device = {choice}
             return device
@@ -1101,6 +1114,7 @@ def test_gpf005_a_choice_on_the_distributed_flag_is_a_branch(choice: str, report
         # On by default, or a flag this module does not define: not known to be opt-in.
         ('"--infer_time", action="store_true", default=True', "args.infer_time", True),
         ('"--other", action="store_true"', "args.infer_time", True),
+        ('"--prof", dest="infer_time", action="store_true"', "args.infer_time", False),
     ],
 )
 def test_gpf003_a_write_under_an_opt_in_flag_is_the_users_choice(
@@ -1120,3 +1134,29 @@ def test_gpf003_a_write_under_an_opt_in_flag_is_the_users_choice(
         """
     found = [f.rule for f in lint_source(textwrap.dedent(src), "t.py")]
     assert ("GPF003" in found) is reported
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        # The write runs on the default path: the `else` of the opt-in `if`, or an `elif`.
+        'if args.profile:\n    pass\nelse:\n    os.environ["CUDA_LAUNCH_BLOCKING"] = "1"\n',
+        'if args.profile:\n    pass\nelif True:\n    os.environ["CUDA_LAUNCH_BLOCKING"] = "1"\n',
+        # The code turns the flag on itself.
+        'parser.set_defaults(profile=True)\nif args.profile:\n'
+        '    os.environ["CUDA_LAUNCH_BLOCKING"] = "1"\n',
+        'args.profile = True\nif args.profile:\n    os.environ["CUDA_LAUNCH_BLOCKING"] = "1"\n',
+        'import sys\nsys.argv.append("--profile")\nif args.profile:\n'
+        '    os.environ["CUDA_LAUNCH_BLOCKING"] = "1"\n',
+        # Another object than the parsed arguments (a config read from YAML).
+        'cfg = load()\nif cfg.profile:\n    os.environ["CUDA_LAUNCH_BLOCKING"] = "1"\n',
+    ],
+)
+def test_gpf003_an_opt_in_flag_the_default_run_takes_is_reported(shape: str) -> None:
+    src = (
+        "import argparse\nimport os\nimport torch\n\n"
+        "parser = argparse.ArgumentParser()\n"
+        'parser.add_argument("--profile", action="store_true")\n'
+        "args = parser.parse_args()\n" + shape
+    )
+    assert "GPF003" in [f.rule for f in lint_source(src, "t.py")]

@@ -28,6 +28,7 @@ from ..callsites import (
     named,
     one_rank_group,
 )
+from ..choices import single_process_branch
 from ..hostranks import one_rank_per_host
 from ..loadpath import DATASET, dataset_file
 from ..names import WORDS
@@ -66,23 +67,6 @@ _MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
 
 def _under_branch(site: CallSite, pattern: re.Pattern[str]) -> bool:
     return any(pattern.search(name) for t in site.tests for name in names_in(t))
-
-
-def _in_branchy_choice(sf: SourceFile, site: CallSite) -> bool:
-    """The call is a branch of `a if test else b` whose test names a rank or distributed flag:
-    the same choice as an `if` on it (`cuda:{rank} if ddp else cuda:0`)."""
-    tests = cast("dict[int, list[ast.expr]] | None", sf.cache.get("choice-tests"))
-    if tests is None:
-        tests = {}
-        for node in ast.walk(cast(ast.AST, sf.tree)):
-            if isinstance(node, ast.IfExp):
-                for branch in (node.body, node.orelse):
-                    for n in ast.walk(branch):
-                        if isinstance(n, ast.Call):
-                            tests.setdefault(id(n), []).append(node.test)
-        sf.cache["choice-tests"] = tests
-    found = tests.get(id(site.node), [])
-    return any(_BRANCHY.search(name) for t in found for name in names_in(t))
 
 
 def _rank_zero_only(site: CallSite) -> bool:
@@ -215,7 +199,7 @@ def _same_gpu(
         if _only(site, only):
             continue
         arg = _gpu0(sf, site)
-        if arg is None or _under_branch(site, _BRANCHY) or _in_branchy_choice(sf, site):
+        if arg is None or _under_branch(site, _BRANCHY) or single_process_branch(sf, site.node):
             continue
         if skip is None:
             skip = _not_every_rank(sf)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import cast
 
 from gpufix.nccl_env import (
     DEBUG_KNOBS,
@@ -43,8 +44,6 @@ _SWITCH = re.compile(r"(?i)p2p|nccl|infiniband|(^|_)ib($|_)|shm|debug|launch_blo
 def _behind_switch(where: Where, sf: SourceFile) -> bool:
     names = sf.names
     for test in where.tests:
-        if _opt_in(test, sf):
-            return True
         for n in ast.walk(test):
             if isinstance(n, ast.Name):
                 word = n.id
@@ -63,12 +62,27 @@ def _behind_switch(where: Where, sf: SourceFile) -> bool:
     return False
 
 
+def _opt_in_bodies(sf: SourceFile) -> frozenset[int]:
+    """Nodes in the body (not the `else`) of `if args.flag:` (alone or in an `and`) on a flag
+    of the module's own parser that is off unless the user passes it: the user chose the
+    setting for that run, like a value read from the arguments (iSphereFormer's
+    `--infer_time`)."""
+    cached = sf.cache.get("opt-in-bodies")
+    if cached is None:
+        found: set[int] = set()
+        for node in ast.walk(sf.tree) if sf.tree is not None else ():
+            if isinstance(node, ast.If) and _opt_in(node.test, sf):
+                found.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+        cached = frozenset(found)
+        sf.cache["opt-in-bodies"] = cached
+    return cast(frozenset[int], cached)
+
+
 def _opt_in(test: ast.expr, sf: SourceFile) -> bool:
-    """`if args.flag:` (alone or in an `and`) on a flag of the module's own parser that is off
-    unless the user passes it (`action="store_true"`): the user chose the setting for that run,
-    like a value read from the arguments (iSphereFormer's `--infer_time`)."""
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-    return any(isinstance(p, ast.Attribute) and off_unless_given(sf, p.attr) for p in parts)
+    return any(
+        isinstance(p, ast.Attribute) and off_unless_given(sf, p.value, p.attr) for p in parts
+    )
 
 
 def _rule_for(key: str, value: str) -> str | None:
@@ -115,6 +129,8 @@ def run(ctx: CheckContext) -> None:
             number = None if value is not None else _int_literal(w.value)
             value = value if number is None else number
             if w.key not in _KEYS or value is None or _behind_switch(where, sf):
+                continue
+            if b"add_argument" in sf.data and id(node) in _opt_in_bodies(sf):
                 continue
             rule = _rule_for(w.key, value)
             if rule is None or (w.key.startswith("NCCL_") and not reaches_nccl(ctx.project, sf)):

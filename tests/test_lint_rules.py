@@ -1160,3 +1160,26 @@ def test_gpf003_an_opt_in_flag_the_default_run_takes_is_reported(shape: str) -> 
         "args = parser.parse_args()\n" + shape
     )
     assert "GPF003" in [f.rule for f in lint_source(src, "t.py")]
+
+
+@pytest.mark.parametrize(
+    ("branch", "reported"),
+    [
+        # The body of `if ddp:` is what every rank runs (a review's shape).
+        ('if ddp_active:\n    x = torch.ones(1).to("cuda:0")', True),
+        ('if world_size == 1:\n    pass\nelse:\n    x = torch.ones(1).to("cuda:0")', True),
+        # The single-process branch, and tests whose direction is not read, stay apart.
+        ('if not ddp_active:\n    x = torch.ones(1).to("cuda:0")', False),
+        ('if world_size == 1:\n    x = torch.ones(1).to("cuda:0")', False),
+        ('if rank == 0:\n    x = torch.ones(1).to("cuda:0")', False),
+        ('if n_gpu > 1:\n    x = torch.ones(1).to("cuda:0")', False),
+    ],
+)
+def test_gpf005_the_branch_the_ranks_take_is_rank_code(branch: str, reported: bool) -> None:
+    body = textwrap.indent(branch, "    ")
+    src = (
+        "import torch\nimport torch.distributed as dist\n\n"
+        "def train(rank, ddp_active, world_size, n_gpu):\n"
+        '    dist.init_process_group("nccl", rank=rank, world_size=2)\n' + body + "\n"
+    )
+    assert ("GPF005" in [f.rule for f in lint_source(src, "t.py")]) is reported

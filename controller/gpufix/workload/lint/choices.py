@@ -15,7 +15,9 @@ from .project import SourceFile
 from .rankcode import names_in
 
 _FLAG = re.compile(r"(?i)distributed|ddp|multi_?gpu|is_initialized")
-_COUNT = re.compile(r"(?i)world_size|n_?gpus?|num_gpus|nprocs")
+_COUNT = re.compile(
+    r"(?i)world_size|nprocs|num_processes"
+)  # ranks, not GPUs (n_gpu > 1: DataParallel)
 _RANK = re.compile(r"(?i)rank")
 
 
@@ -73,3 +75,23 @@ def _number(node: ast.expr) -> float | None:
         inner = _number(node.operand)
         return None if inner is None else -inner
     return None
+
+
+def in_ranks_branch(sf: SourceFile, test: ast.expr, call: ast.Call) -> bool:
+    """The call sits in the branch of `if test:` that the ranks take (the body of `if ddp:`, the
+    `else` of `if world_size == 1:`), so the test does not set it apart from rank code."""
+    branches = cast("dict[int, frozenset[int]] | None", sf.cache.get("ranks-branches"))
+    if branches is None:
+        branches = {}
+        for node in ast.walk(cast(ast.AST, sf.tree)):
+            if not isinstance(node, ast.If):
+                continue
+            side = distributed_side(node.test)
+            if side is None:
+                continue
+            taken = node.body if side else node.orelse
+            branches[id(node.test)] = frozenset(
+                id(n) for stmt in taken for n in ast.walk(stmt) if isinstance(n, ast.Call)
+            )
+        sf.cache["ranks-branches"] = branches
+    return id(call) in branches.get(id(test), frozenset())

@@ -28,7 +28,7 @@ from ..callsites import (
     named,
     one_rank_group,
 )
-from ..choices import single_process_branch
+from ..choices import in_ranks_branch, single_process_branch
 from ..hostranks import one_rank_per_host
 from ..loadpath import DATASET, dataset_file
 from ..names import WORDS
@@ -67,6 +67,16 @@ _MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
 
 def _under_branch(site: CallSite, pattern: re.Pattern[str]) -> bool:
     return any(pattern.search(name) for t in site.tests for name in names_in(t))
+
+
+def _apart(sf: SourceFile, site: CallSite) -> bool:
+    """Under an `if` on a rank or distributed test, and not in the branch the ranks take
+    (`if ddp: x.to("cuda:0")` is every rank's code)."""
+    return any(
+        _BRANCHY.search(name) and not in_ranks_branch(sf, t, site.node)
+        for t in site.tests
+        for name in names_in(t)
+    )
 
 
 def _rank_zero_only(site: CallSite) -> bool:
@@ -199,7 +209,7 @@ def _same_gpu(
         if _only(site, only):
             continue
         arg = _gpu0(sf, site)
-        if arg is None or _under_branch(site, _BRANCHY) or single_process_branch(sf, site.node):
+        if arg is None or _apart(sf, site) or single_process_branch(sf, site.node):
             continue
         if skip is None:
             skip = _not_every_rank(sf)

@@ -1183,3 +1183,24 @@ def test_gpf005_the_branch_the_ranks_take_is_rank_code(branch: str, reported: bo
         '    dist.init_process_group("nccl", rank=rank, world_size=2)\n' + body + "\n"
     )
     assert ("GPF005" in [f.rule for f in lint_source(src, "t.py")]) is reported
+
+
+@pytest.mark.parametrize(
+    ("after", "reported"),
+    [
+        # LarryUESTC/RLGL: the value is for Ray's local node and its workers, started next.
+        ("ray.init(num_gpus=2)\n", False),
+        ("subprocess.run(['python', 'train.py'])\n", False),
+        ('os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"\nmp.spawn(print, nprocs=2)\n', False),
+        # The process itself goes on to use its GPU: the write may come too late for it.
+        ("x = torch.ones(1).cuda()\n", True),
+        ("print('go')\nray.init()\n", True),
+    ],
+)
+def test_gpf001_a_write_for_the_processes_started_next(after: str, reported: bool) -> None:
+    src = (
+        "import os\nimport subprocess\nimport ray\nimport torch\n"
+        "import torch.multiprocessing as mp\n\n"
+        'os.environ["CUDA_VISIBLE_DEVICES"] = "2,3"\n' + after
+    )
+    assert ("GPF001" in [f.rule for f in lint_source(src, "t.py")]) is reported

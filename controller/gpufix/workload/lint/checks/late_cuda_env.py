@@ -116,6 +116,33 @@ def _reads(sf: SourceFile, node: ast.expr | None, key: str) -> bool:
     return sf.names.resolve(f) == "os.getenv"
 
 
+# Calls that start processes (or Ray's local node, which reads CUDA_VISIBLE_DEVICES when it
+# starts: https://docs.ray.io/en/latest/ray-core/scheduling/accelerators.html). A child reads
+# the variable when it starts, whatever the parent's CUDA state (spawned, not forked).
+_STARTERS = (
+    "ray.init", "subprocess.", "os.system", "os.popen", "os.exec", "os.spawn", "os.posix_spawn",
+    "torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+    "multiprocessing.Process", "torch.multiprocessing.Process", "multiprocessing.Pool",
+    "concurrent.futures.ProcessPoolExecutor",
+)  # fmt: skip
+
+
+def _for_children(sf: SourceFile, node: ast.AST) -> bool:
+    """The write's next statements (other environment writes aside) start processes: the value
+    is for the children, which read it when they start (advsecurenet's and RLGL's launchers,
+    judged FP). The parent's own later GPU use is not followed."""
+    here = _parents(sf).get(id(node))
+    if here is None:
+        return False
+    _, block, index = here
+    for stmt in block[index + 1 :]:
+        if writes_in(sf.names, [stmt]):
+            continue
+        calls = [n for n in walk_here(stmt) if isinstance(n, ast.Call)]
+        return any((sf.names.resolve(c.func) or "").startswith(_STARTERS) for c in calls)
+    return False
+
+
 class _Listener:
     def __init__(self, reporter: Reporter, ctx: CheckContext) -> None:
         self.reporter = reporter
@@ -129,7 +156,7 @@ class _Listener:
         for w in writes_in(sf.names, [node]):
             if w.key not in CUDA_INIT_VARS or in_unused_top(self.ctx.project, sf, w.node):
                 continue
-            if _restores(sf, w.key, w.value):
+            if _restores(sf, w.key, w.value) or _for_children(sf, node):
                 continue
             first = next(iter(state.values()))
             where = f" in {note}" if note else ""

@@ -1204,3 +1204,29 @@ def test_gpf001_a_write_for_the_processes_started_next(after: str, reported: boo
         'os.environ["CUDA_VISIBLE_DEVICES"] = "2,3"\n' + after
     )
     assert ("GPF001" in [f.rule for f in lint_source(src, "t.py")]) is reported
+
+
+def test_gpf005_a_module_whose_launchers_pin_each_ranks_gpu(tmp_path: Path) -> None:
+    # YiZhao-Jasper/TexJEPA (the I-JEPA layout): main_pretrain.py's process_main pins the rank's
+    # GPU through CUDA_VISIBLE_DEVICES and then calls src/pretrain.py's main, which uses cuda:0.
+    # src/ has no __init__.py.
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "pretrain.py").write_text(
+        "import torch\nimport torch.distributed as dist\n\ndef main(args):\n"
+        '    device = torch.device("cuda:0")\n'
+        '    dist.init_process_group("nccl")\n    return device\n'
+    )
+    launcher = (
+        "import os\nimport torch.multiprocessing as mp\n\n"
+        "def process_main(rank, devices):\n"
+        '    os.environ["CUDA_VISIBLE_DEVICES"] = str(devices[rank])\n'
+        "    from src.pretrain import main as app_main\n    app_main({})\n\n"
+        "if __name__ == '__main__':\n    mp.spawn(process_main, args=([0, 1],), nprocs=2)\n"
+    )
+    (tmp_path / "main_pretrain.py").write_text(launcher)
+    found = lint_paths([str(tmp_path)], LintConfig(tmp_path)).findings
+    assert not [f for f in found if f.rule == "GPF005"]
+    # Another importer that does not pin: GPU 0 is shared again.
+    (tmp_path / "eval.py").write_text("from src.pretrain import main\nmain({})\n")
+    found = lint_paths([str(tmp_path)], LintConfig(tmp_path)).findings
+    assert [Path(f.path).name for f in found if f.rule == "GPF005"] == ["pretrain.py"]

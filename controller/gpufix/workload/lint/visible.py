@@ -3,21 +3,18 @@
 A write that sets the variable per rank (`str(local_rank)`) leaves every rank one visible GPU,
 its cuda:0; a list of several GPUs that every rank gets alike ("0,1", an argument whose default
 is one) leaves cuda:0 the first of them for all. Only a value known to be such a list counts as
-shared; anything else is taken as chosen per rank. A module whose every importer pins the rank's
-GPU this way before calling it (`pinned_by_launchers`) gives its ranks their own GPU 0 too.
+shared; anything else is taken as chosen per rank.
 """
 
 from __future__ import annotations
 
 import ast
-import os
-from typing import cast
 
 from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
 
 from .arguments import add_argument
 from .callsites import all_env_writes, keyword
-from .project import Project, SourceFile
+from .project import SourceFile
 
 
 def writes_visible_devices(sf: SourceFile) -> bool:
@@ -73,33 +70,3 @@ def _argument_default(sf: SourceFile, dest: str) -> str | None:
     call = add_argument(sf, dest)
     default = keyword(call, "default") if call is not None else None
     return sf.names.const_str(default) if default is not None else None
-
-
-def pinned_by_launchers(project: Project, sf: SourceFile) -> bool:
-    """Every module of the run that imports this one sets CUDA_VISIBLE_DEVICES per rank first
-    (I-JEPA's `process_main` pins the rank's GPU, then calls `app_main`): each rank's GPU 0 is
-    its own here too (YiZhao-Jasper/TexJEPA, two GPF005 rows judged FP)."""
-    naming = project.cache.get("names-visible-devices")
-    if naming is None:
-        naming = [f for f in project.parsed() if b"CUDA_VISIBLE_DEVICES" in f.data]
-        project.cache["names-visible-devices"] = naming
-    if not _importers(project, sf, cast(list[SourceFile], naming)):
-        return False  # cheap first: no module that names the variable imports this one
-    launchers = _importers(project, sf, list(project.parsed()))
-    return all(writes_visible_devices(f) for f in launchers)
-
-
-def _importers(project: Project, sf: SourceFile, among: list[SourceFile]) -> list[SourceFile]:
-    """The modules among these whose imports resolve to this file (from where they sit, so a
-    folder without `__init__.py`, `from src.pretrain import main`, counts too)."""
-    stem = os.path.splitext(os.path.basename(sf.path))[0].encode()
-    out = []
-    for f in among:
-        if f is sf or stem not in f.data:
-            continue
-        for dotted in set(f.names.imports.values()):
-            hit = project.split(f, dotted)
-            if hit is not None and hit[0] is sf:
-                out.append(f)
-                break
-    return out

@@ -38,7 +38,7 @@ from ..rankcode import STARTS_PROCESSES, entries, names_in, rank_calls
 from ..rayworkers import ray_gpu_workers
 from ..report import append_argument
 from ..unused import in_unused_def
-from ..visible import pinned_by_launchers, writes_visible_devices
+from ..visible import writes_visible_devices
 from . import Check, CheckContext
 from .set_device import process_group
 
@@ -344,12 +344,7 @@ def run(ctx: CheckContext) -> None:
 def _own_gpu_zero(project: Project, sf: SourceFile) -> bool:
     """Each rank's GPU 0 is its own: the module sets CUDA_VISIBLE_DEVICES per rank, runs one
     rank on each host (hostranks.py), or runs its ranks as Ray workers (rayworkers.py)."""
-    return (
-        writes_visible_devices(sf)
-        or one_rank_per_host(project, sf)
-        or ray_gpu_workers(sf)
-        or pinned_by_launchers(project, sf)
-    )
+    return writes_visible_devices(sf) or one_rank_per_host(project, sf) or ray_gpu_workers(sf)
 
 
 def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:

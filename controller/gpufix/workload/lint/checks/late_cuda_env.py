@@ -116,31 +116,50 @@ def _reads(sf: SourceFile, node: ast.expr | None, key: str) -> bool:
     return sf.names.resolve(f) == "os.getenv"
 
 
-# Calls that start processes (or Ray's local node, which reads CUDA_VISIBLE_DEVICES when it
-# starts: https://docs.ray.io/en/latest/ray-core/scheduling/accelerators.html). A child reads
-# the variable when it starts, whatever the parent's CUDA state (spawned, not forked).
+# Calls that start training processes that read CUDA_VISIBLE_DEVICES when they start: Ray's
+# local node counts its GPUs from it (https://docs.ray.io/en/latest/ray-core/scheduling/
+# accelerators.html), torch.multiprocessing.spawn/start_processes start children by "spawn"
+# (https://pytorch.org/docs/stable/multiprocessing.html), and a subprocess or os.system runs
+# a fresh program. multiprocessing.Process/Pool are left out: on Linux they fork by default, and
+# a forked child cannot use CUDA ("CUDA in multiprocessing", PyTorch notes).
 _STARTERS = (
-    "ray.init", "subprocess.", "os.system", "os.popen", "os.exec", "os.spawn", "os.posix_spawn",
-    "torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
-    "multiprocessing.Process", "torch.multiprocessing.Process", "multiprocessing.Pool",
-    "concurrent.futures.ProcessPoolExecutor",
-)  # fmt: skip
+    "ray.init",
+    "torch.multiprocessing.spawn",
+    "torch.multiprocessing.start_processes",
+)
+_COMMANDS = ("subprocess.", "os.system")
+# A command that runs training (not `git`, `nvidia-smi`, `cp`): a Python program or launcher.
+_TRAINING = re.compile(r"python|torchrun|deepspeed|accelerate|\.py\b|\.sh\b|sys\.executable")
 
 
 def _for_children(sf: SourceFile, node: ast.AST) -> bool:
-    """The write's next statements (other environment writes aside) start processes: the value
-    is for the children, which read it when they start (advsecurenet's and RLGL's launchers,
-    judged FP). The parent's own later GPU use is not followed."""
+    """The write's next simple statement (other environment writes aside) starts training
+    processes: the value is for them, and they read it when they start (RLGL's `ray.init`,
+    judged FP). Only a simple statement whose own call starts them counts, never a `def`, an
+    `if` or a loop that holds one; the parent's own later GPU use is not followed."""
     here = _parents(sf).get(id(node))
     if here is None:
         return False
     _, block, index = here
     for stmt in block[index + 1 :]:
+        if isinstance(stmt, _COMPOUND):
+            return False
         if writes_in(sf.names, [stmt]):
             continue
-        calls = [n for n in walk_here(stmt) if isinstance(n, ast.Call)]
-        return any((sf.names.resolve(c.func) or "").startswith(_STARTERS) for c in calls)
+        call = _top_call(stmt)
+        if call is None:
+            return False
+        name = sf.names.resolve(call.func) or ""
+        if name.startswith(_STARTERS):
+            return True
+        return name.startswith(_COMMANDS) and bool(_TRAINING.search(segment(sf, call)))
     return False
+
+
+def _top_call(stmt: ast.stmt) -> ast.Call | None:
+    """The call a simple statement makes: `f(...)`, `x = f(...)`."""
+    value = stmt.value if isinstance(stmt, ast.Expr | ast.Assign | ast.AnnAssign) else None
+    return value if isinstance(value, ast.Call) else None
 
 
 class _Listener:
@@ -156,11 +175,13 @@ class _Listener:
         for w in writes_in(sf.names, [node]):
             if w.key not in CUDA_INIT_VARS or in_unused_top(self.ctx.project, sf, w.node):
                 continue
-            if _restores(sf, w.key, w.value) or _for_children(sf, node):
+            if _restores(sf, w.key, w.value):
                 continue
             first = next(iter(state.values()))
             where = f" in {note}" if note else ""
             started = _started_before(sf, node)
+            if started is None and _for_children(sf, node):
+                continue
             if started is not None:
                 call = segment(sf, started.func)
                 self.reporter.add(

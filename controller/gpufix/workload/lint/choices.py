@@ -22,22 +22,44 @@ _RANK = re.compile(r"(?i)rank")
 
 
 def single_process_branch(sf: SourceFile, call: ast.Call) -> bool:
-    """The call sits in the branch of a choice that only a single process takes."""
-    sides = cast("dict[int, bool] | None", sf.cache.get("choice-sides"))
-    if sides is None:
-        sides = {}
+    """The call sits in the branch of a choice (or an `if`) that only a single process takes."""
+    return id(call) in _branches(sf)[0]
+
+
+def in_ranks_branch(sf: SourceFile, test: ast.expr, call: ast.Call) -> bool:
+    """The call sits in the branch of `if test:` that the ranks take (the body of `if ddp:`, the
+    `else` of `if world_size == 1:`), so the test does not set it apart from rank code."""
+    return id(call) in _branches(sf)[1].get(id(test), frozenset())
+
+
+_Branches = tuple[frozenset[int], dict[int, frozenset[int]]]
+
+
+def _branches(sf: SourceFile) -> _Branches:
+    """Once per file, for every `if` and `a if test else b` whose test's direction is known: the
+    calls in single-process branches, and per test the calls in the branch the ranks take."""
+    cached = cast("_Branches | None", sf.cache.get("choice-branches"))
+    if cached is None:
+        single: set[int] = set()
+        ranks: dict[int, frozenset[int]] = {}
         for node in ast.walk(cast(ast.AST, sf.tree)):
-            if not isinstance(node, ast.IfExp):
+            if not isinstance(node, ast.If | ast.IfExp):
                 continue
             side = distributed_side(node.test)
             if side is None:
                 continue
-            single = node.orelse if side else node.body
-            for n in ast.walk(single):
-                if isinstance(n, ast.Call):
-                    sides[id(n)] = True
-        sf.cache["choice-sides"] = sides
-    return sides.get(id(call), False)
+            body = node.body if isinstance(node, ast.If) else [node.body]
+            orelse = node.orelse if isinstance(node, ast.If) else [node.orelse]
+            taken, apart = (body, orelse) if side else (orelse, body)
+            single.update(_calls(apart))
+            ranks[id(node.test)] = frozenset(_calls(taken))
+        cached = (frozenset(single), ranks)
+        sf.cache["choice-branches"] = cached
+    return cached
+
+
+def _calls(nodes: list[ast.stmt] | list[ast.expr]) -> list[int]:
+    return [id(n) for top in nodes for n in ast.walk(top) if isinstance(n, ast.Call)]
 
 
 def distributed_side(test: ast.expr) -> bool | None:
@@ -75,23 +97,3 @@ def _number(node: ast.expr) -> float | None:
         inner = _number(node.operand)
         return None if inner is None else -inner
     return None
-
-
-def in_ranks_branch(sf: SourceFile, test: ast.expr, call: ast.Call) -> bool:
-    """The call sits in the branch of `if test:` that the ranks take (the body of `if ddp:`, the
-    `else` of `if world_size == 1:`), so the test does not set it apart from rank code."""
-    branches = cast("dict[int, frozenset[int]] | None", sf.cache.get("ranks-branches"))
-    if branches is None:
-        branches = {}
-        for node in ast.walk(cast(ast.AST, sf.tree)):
-            if not isinstance(node, ast.If):
-                continue
-            side = distributed_side(node.test)
-            if side is None:
-                continue
-            taken = node.body if side else node.orelse
-            branches[id(node.test)] = frozenset(
-                id(n) for stmt in taken for n in ast.walk(stmt) if isinstance(n, ast.Call)
-            )
-        sf.cache["ranks-branches"] = branches
-    return id(call) in branches.get(id(test), frozenset())

@@ -11,8 +11,8 @@ not: its Torch backend gives every worker on a node all of that node's workers' 
 https://docs.ray.io/en/latest/train/api/doc/ray.train.backend.Backend.html). So a module that
 uses Ray Train, switches Ray's setting off, starts ranks of its own inside a worker
 (multiprocessing, a subprocess, torchrun, an elastic launch, Lightning, accelerate, DeepSpeed)
-or reads a launcher's LOCAL_RANK is left to the rules, and so is a fractional GPU (two actors on one GPU). Written on spacecraft1013/NIH-X-Ray's
-Tune script (two GPF008 rows judged FP).
+or reads a launcher's LOCAL_RANK is left to the rules, and so is a fractional GPU (two actors
+on one GPU). Written on spacecraft1013/NIH-X-Ray's Tune script (two GPF008 rows judged FP).
 """
 
 from __future__ import annotations

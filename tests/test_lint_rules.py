@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -1092,6 +1094,8 @@ def test_parenthesised_and_star_imports_are_indexed() -> None:
         ('[t.to("cuda:0") for t in (1, 2)] if world_size > 1 else None', True),
         # A test whose direction cannot be told: reported.
         ('torch.device("cuda:0") if rank >= 0 else torch.device("cpu")', True),
+        # `ddp and rank == 0` is false on ranks 1..n: the else branch is theirs too.
+        ('torch.device("cpu") if ddp_active and rank == 0 else torch.device("cuda:0")', True),
     ],
 )
 def test_gpf005_a_choice_on_the_distributed_flag_is_a_branch(choice: str, reported: bool) -> None:
@@ -1178,6 +1182,7 @@ def test_gpf003_an_opt_in_flag_the_default_run_takes_is_reported(shape: str) -> 
         ('if not ddp_active:\n    x = torch.ones(1).to("cuda:0")', False),
         ('if world_size == 1:\n    x = torch.ones(1).to("cuda:0")', False),
         ('if rank == 0:\n    x = torch.ones(1).to("cuda:0")', False),
+        ('if ddp_active and rank == 0:\n    x = torch.ones(1).to("cuda:0")', False),
         ('if n_gpu > 1:\n    x = torch.ones(1).to("cuda:0")', False),
     ],
 )
@@ -1226,3 +1231,38 @@ def test_gpf001_a_context_made_before_keeps_the_certain_finding() -> None:
     )
     found = [f for f in lint_source(src, "t.py") if f.rule == "GPF001"]
     assert found and "created the CUDA context" in found[0].message
+
+
+_DEEP = 985  # parses in a fresh interpreter, deeper than the default recursion limit allows
+_DEEP_HEAD = (
+    "import os\nimport torch\nimport torch.distributed as dist\n"
+    "def f(c, p, ddp, world_size):\n"
+    '    dist.init_process_group("nccl")\n'
+)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '    x = torch.ones(1).to("cuda:0") if ' + "not " * _DEEP + "ddp else 1\n",
+        "    if " + "not " * _DEEP + 'ddp:\n        x = torch.ones(1).to("cuda:0")\n',
+        '    x = torch.ones(1).to("cuda:0") if world_size == ' + "- " * _DEEP + "1 else 1\n",
+        "    s = torch.load(p" + "[0]" * _DEEP + ")\n",
+        "    s = torch.load(" + "p if c else " * _DEEP + "p)\n",
+        '    x = torch.ones(1).to("cuda:0") if ' + " or ".join(["ddp"] * _DEEP) + " else 1\n",
+    ],
+    ids=["not-chain", "if-not-chain", "minus-chain", "subscripts", "choices", "or-chain"],
+)
+def test_deep_but_valid_expressions_do_not_exhaust_the_stack(body: str, tmp_path: Path) -> None:
+    # Attack test: valid Python nested hundreds deep reached the direction reading (choices.py)
+    # and the dataset-path reading (loadpath.py) recursively and crashed the whole run. A fresh
+    # interpreter, as the CLI runs, so pytest's own stack depth does not decide.
+    target = tmp_path / "deep.py"
+    target.write_text(_DEEP_HEAD + body)
+    run = subprocess.run(
+        [sys.executable, "-c", "import sys; from gpufix.cli import main; sys.exit(main())",
+         "lint", str(target)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode in (0, 1), run.stderr
+    assert "internal error" not in run.stderr

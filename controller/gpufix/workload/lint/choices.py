@@ -15,9 +15,8 @@ from .project import SourceFile
 from .rankcode import names_in
 
 _FLAG = re.compile(r"(?i)distributed|ddp|multi_?gpu|is_initialized")
-_COUNT = re.compile(
-    r"(?i)world_size|nprocs|num_processes"
-)  # ranks, not GPUs (n_gpu > 1: DataParallel)
+# Counts of ranks, not of GPUs (`n_gpu > 1` is DataParallel in one process).
+_COUNT = re.compile(r"(?i)world_size|nprocs|num_processes")
 _RANK = re.compile(r"(?i)rank")
 
 
@@ -62,17 +61,27 @@ def _calls(nodes: list[ast.stmt] | list[ast.expr]) -> list[int]:
     return [id(n) for top in nodes for n in ast.walk(top) if isinstance(n, ast.Call)]
 
 
-def distributed_side(test: ast.expr) -> bool | None:
-    """True: the test holds when several ranks run; False: only in one process; None: unknown."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        side = distributed_side(test.operand)
-        return None if side is None else not side
+def distributed_side(test: ast.expr, depth: int = 0) -> bool | None:
+    """True: the test holds when several ranks run; False: only in one process; None: unknown.
+    `not` chains are unwound in a loop and `and`/`or` nesting is read a few levels deep, so a
+    contrived test (a thousand `not`s) cannot exhaust the stack."""
+    negated = False
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        negated, test = not negated, test.operand
+    side = _side(test, depth)
+    return None if side is None else side != negated
+
+
+def _side(test: ast.expr, depth: int) -> bool | None:
     if isinstance(test, ast.BoolOp):
-        sides = [distributed_side(v) for v in test.values]
-        want = isinstance(test.op, ast.And)  # `and`: one distributed part decides
-        if want in sides and (not want) not in sides:
-            return want
-        return None
+        if depth > 8:
+            return None
+        # Both branches follow the flag only when every part does: `ddp and rank == 0` is
+        # false on ranks 1..n too. A CUDA-availability part changes nothing about GPU 0 (with
+        # no CUDA no GPU is used), so it is left out.
+        parts = [v for v in test.values if "is_available" not in names_in(v)]
+        sides = {distributed_side(v, depth + 1) for v in parts}
+        return sides.pop() if len(sides) == 1 and None not in sides else None
     if isinstance(test, ast.Name | ast.Attribute | ast.Call):
         return True if any(_FLAG.search(n) for n in names_in(test)) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
@@ -91,9 +100,9 @@ def _compare(test: ast.Compare) -> bool | None:
 
 
 def _number(node: ast.expr) -> float | None:
+    sign = 1
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = -sign, node.operand
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-        return None if isinstance(node.value, bool) else node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _number(node.operand)
-        return None if inner is None else -inner
+        return None if isinstance(node.value, bool) else sign * node.value
     return None

@@ -23,38 +23,46 @@ _CHECKPOINT = frozenset(
 )
 
 
-def dataset_file(path: ast.expr) -> bool:
+_DEEPEST = 40  # levels of a path expression read (real paths are a handful)
+
+
+def dataset_file(path: ast.expr, depth: int = 0) -> bool:
     """The file's own name says dataset (`data_path`, `self.processed_paths[0]`,
     `os.path.join(root, "train_data.pt")`, `"%s/train_data.pt" % root`) and nothing in the path
     says checkpoint (`os.path.join(data_dir, "model.pt")`); a directory's name says nothing of
     its files (`f"{data_root}/encoder.pt"`, `"data/vgg16.pth"`). Both branches of a choice."""
+    if depth > _DEEPEST:
+        return False
     if isinstance(path, ast.IfExp):
-        return dataset_file(path.body) and dataset_file(path.orelse)
+        return dataset_file(path.body, depth + 1) and dataset_file(path.orelse, depth + 1)
     own = _words(_file_part(path))
     every = _words(ast.walk(path))
     return bool(own & DATASET) and not every & _CHECKPOINT
 
 
-def _file_part(path: ast.expr) -> list[ast.AST]:
+def _file_part(path: ast.expr, depth: int = 0) -> list[ast.AST]:
     """The nodes that name the file itself: a name, a config key, the last argument of a join,
     the right side of `a + "/x.pt"` or `p / "x.pt"`, the format of `"%s/x.pt" % root`, what
     follows the last separator of a string; through wrappers that keep the name (`abspath`,
-    `expanduser`, `open`, `str`, `.format`, `.with_suffix`)."""
+    `expanduser`, `open`, `str`, `.format`, `.with_suffix`). A path nested deeper than any real
+    one (`p[0][0]...`, a thousand levels) names nothing: the walk stops there."""
+    if depth > _DEEPEST:
+        return []
     if isinstance(path, ast.Subscript):
         key = path.slice
         if isinstance(key, ast.Constant) and isinstance(key.value, str):
             return [key]
-        return _file_part(path.value)
+        return _file_part(path.value, depth + 1)
     if isinstance(path, ast.Name | ast.Attribute):
         return [path]
     if isinstance(path, ast.Constant) and isinstance(path.value, str):
         return [ast.Constant(_basename(path.value))]
     if isinstance(path, ast.BinOp) and isinstance(path.op, ast.Mod):
-        return _file_part(path.left)
+        return _file_part(path.left, depth + 1)
     if isinstance(path, ast.BinOp) and isinstance(path.op, ast.Add | ast.Div):
-        return _file_part(path.right)
+        return _file_part(path.right, depth + 1)
     if isinstance(path, ast.Call):
-        return _call_file_part(path)
+        return _call_file_part(path, depth)
     if isinstance(path, ast.JoinedStr):
         tail: list[ast.AST] = []
         for v in path.values:
@@ -62,21 +70,21 @@ def _file_part(path: ast.expr) -> list[ast.AST]:
             if isinstance(text, str) and _basename(text) != text:
                 tail = [ast.Constant(_basename(text))]
             elif isinstance(v, ast.FormattedValue):
-                tail.extend(_file_part(v.value))
+                tail.extend(_file_part(v.value, depth + 1))
             else:
                 tail.append(v)
         return tail
     return []
 
 
-def _call_file_part(call: ast.Call) -> list[ast.AST]:
+def _call_file_part(call: ast.Call, depth: int) -> list[ast.AST]:
     name, f = _last(call.func), call.func
     if name in _JOINS and call.args:
-        return _file_part(call.args[-1])
+        return _file_part(call.args[-1], depth + 1)
     if name in _KEEPS_NAME and call.args:
-        return _file_part(call.args[0])
+        return _file_part(call.args[0], depth + 1)
     if name in _KEEPS_RECEIVER and isinstance(f, ast.Attribute):
-        return _file_part(f.value)
+        return _file_part(f.value, depth + 1)
     if name == "get" and call.args:  # cfg.get("data_path")
         key = call.args[0]
         return [key] if isinstance(key, ast.Constant) else []

@@ -29,7 +29,7 @@ def names_in(node: ast.AST) -> list[str]:
 
 # Calls that start processes, by their last name (`mp.spawn`, `Process(target=...)`).
 STARTS_PROCESSES = frozenset({"spawn", "Process", "start_processes"})
-_STARTERS = ("torch.multiprocessing.", "multiprocessing.")
+PROCESS_MODULES = ("torch.multiprocessing.", "multiprocessing.")  # where those calls live
 
 
 def _launches(sf: SourceFile, node: ast.If) -> bool:
@@ -41,7 +41,8 @@ def _launches(sf: SourceFile, node: ast.If) -> bool:
     if any(name in PROCESS_GROUP for name in names):
         return False  # the block is a rank itself (torchrun), whatever helper it starts
     return any(
-        name.startswith(_STARTERS) and name.rsplit(".", 1)[-1] in STARTS_PROCESSES for name in names
+        name.startswith(PROCESS_MODULES) and name.rsplit(".", 1)[-1] in STARTS_PROCESSES
+        for name in names
     )
 
 

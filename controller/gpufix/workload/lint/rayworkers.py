@@ -21,6 +21,7 @@ import ast
 
 from .callsites import keyword
 from .project import SourceFile
+from .rankcode import PROCESS_MODULES
 
 # Calls that hand a function to Ray workers placed with GPUs of their own.
 _GPU_WORKERS = frozenset(
@@ -36,9 +37,8 @@ _GPU_WORKERS = frozenset(
 _SHARED = ("ray.train", "ray.air", "ray.util.sgd.v2")
 # Ranks started inside a worker (they share its GPUs): process starters, and frameworks that
 # start or place their own ranks.
-_STARTERS = (
-    "multiprocessing.",
-    "torch.multiprocessing.",
+_OWN_RANKS = (
+    *PROCESS_MODULES,
     "torch.distributed.elastic.",
     "subprocess.",
     "lightning.",
@@ -77,7 +77,7 @@ def _hands_to_ray(sf: SourceFile, tree: ast.AST) -> bool:
     names = [sf.names.resolve(c.func) or "" for c in calls]
     if any(n.startswith(_SHARED) for n in names):
         return False
-    if any(n.startswith(_STARTERS) for n in names):
+    if any(n.startswith(_OWN_RANKS) for n in names):
         return False  # ranks of its own inside a worker share the worker's GPUs
     if any(n in _GPU_WORKERS for n in names):
         return True

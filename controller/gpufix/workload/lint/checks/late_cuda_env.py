@@ -122,7 +122,7 @@ def _reads(sf: SourceFile, node: ast.expr | None, key: str) -> bool:
 # (https://pytorch.org/docs/stable/multiprocessing.html), and a subprocess or os.system runs
 # a fresh program. multiprocessing.Process/Pool are left out: on Linux they fork by default, and
 # a forked child cannot use CUDA ("CUDA in multiprocessing", PyTorch notes).
-_STARTERS = (
+_FRESH_STARTS = (
     "ray.init",
     "torch.multiprocessing.spawn",
     "torch.multiprocessing.start_processes",
@@ -150,7 +150,7 @@ def _for_children(sf: SourceFile, node: ast.AST) -> bool:
         if call is None:
             return False
         name = sf.names.resolve(call.func) or ""
-        if name.startswith(_STARTERS):
+        if name.startswith(_FRESH_STARTS):
             return True
         return name.startswith(_COMMANDS) and bool(_TRAINING.search(segment(sf, call)))
     return False

@@ -80,10 +80,12 @@ def call_sites_in(sf: SourceFile, tops: AbstractSet[str]) -> list[CallSite]:
     return _collect(sf, tops)
 
 
-def _collect(sf: SourceFile, tops: AbstractSet[str] | None = None) -> list[CallSite]:
+def _collect(
+    sf: SourceFile, tops: AbstractSet[str] | None = None, words: tuple[str, ...] | None = None
+) -> list[CallSite]:
     out: list[CallSite] = []
     names = sf.names
-    for node, where in nodes_on(sf, _call_words(sf), tops):
+    for node, where in nodes_on(sf, words or _call_words(sf), tops):
         for n in calls_in(node):
             resolved = names.resolve(n.func)
             out.append(CallSite(n, resolved, where.owners, where.tests, where.classes))
@@ -92,9 +94,38 @@ def _collect(sf: SourceFile, tops: AbstractSet[str] | None = None) -> list[CallS
 
 
 def named(sf: SourceFile, names: frozenset[str]) -> list[CallSite]:
-    if sf.data.isascii() and not any(word in sf.data for word in _last_words(names)):
-        return []  # a call resolves to `a.b.c` only where `c` is written (NFKC aside)
-    return [c for c in call_sites(sf) if c.name in names]
+    if not sf.data.isascii():
+        return [c for c in call_sites(sf) if c.name in names]  # NFKC: not found as written
+    if not any(word in sf.data for word in _last_words(names)):
+        return []  # a call resolves to `a.b.c` only where `c` is written
+    if "calls" in sf.cache or not _narrows(names):
+        return [c for c in call_sites(sf) if c.name in names]
+    key = f"named:{_key(names)}"
+    cached = sf.cache.get(key)
+    if cached is None:
+        cached = sf.cache[key] = [
+            c for c in _collect(sf, words=_words(sf, names)) if c.name in names
+        ]
+    return cast(list[CallSite], cached)
+
+
+def _words(sf: SourceFile, names: frozenset[str]) -> tuple[str, ...]:
+    """Where a call to one of `names` can be written: its last name, or a name bound to it."""
+    last = [w.decode() for w in _last_words(names)]
+    bound = {**sf.names.imports, **sf.names.aliases}
+    return (*last, *sorted(n for n, v in bound.items() if any(w in v for w in last)))
+
+
+@functools.cache
+def _narrows(names: frozenset[str]) -> bool:
+    """Walking only the lines that name these calls finds the same calls as the full index:
+    every last name holds a CALL_WORD, so those lines are among the index's lines."""
+    return all(any(w in n.decode() for w in CALL_WORDS) for n in _last_words(names))
+
+
+@functools.cache
+def _key(names: frozenset[str]) -> str:
+    return "|".join(sorted(names))
 
 
 @functools.cache

@@ -26,12 +26,12 @@ def writes_visible_devices(sf: SourceFile) -> bool:
     if b"VISIBLE_DEVICES" not in sf.data or sf.tree is None:
         return False
     return any(
-        w.key == CUDA_VISIBLE_DEVICES and not _shared_list(sf, w.value)
+        w.key == CUDA_VISIBLE_DEVICES and not shared_list(sf, w.value)
         for w, _, _ in all_env_writes(sf)
     )
 
 
-def _shared_list(sf: SourceFile, value: ast.expr | None) -> bool:
+def shared_list(sf: SourceFile, value: ast.expr | None) -> bool:
     if value is None:
         return False
     text = sf.names.const_str(value)

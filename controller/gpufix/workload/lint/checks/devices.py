@@ -17,6 +17,7 @@ import ast
 import re
 from typing import cast
 
+from ..callerpin import pinned_by_callers
 from ..callsites import (
     DISTRIBUTED,
     PROCESS_GROUP,
@@ -215,6 +216,8 @@ def _same_gpu(
             skip = _not_every_rank(sf)
         if site.owners and site.owners[-1] in skip:
             continue
+        if site.owners and pinned_by_callers(ctx.project, sf, site.owners[0]):
+            continue
         ctx.reporter.add(
             "GPF005",
             sf,
@@ -292,6 +295,8 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
         if site.name not in TORCH_LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
             continue
         if _forwarded(call):
+            continue
+        if site.owners and pinned_by_callers(ctx.project, sf, site.owners[0]):
             continue
         if _rank_zero_only(site) or _under_branch(site, _DEVICE_BRANCH):
             continue

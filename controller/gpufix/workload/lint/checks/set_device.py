@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 
+from ..callerpin import pinned_by_callers
 from ..callsites import (
     PROCESS_GROUP,
     SELECT_DEVICE,
@@ -78,6 +79,7 @@ def process_group(ctx: CheckContext, sf: SourceFile) -> None:
         and not one_rank_group(c)  # one rank: the current GPU is its own
         and not keyword(c.node, "device_id")
         and _backend_may_be_nccl(sf, c.node)
+        and not (c.owners and pinned_by_callers(ctx.project, sf, c.owners[0]))
     ]
     if not groups or _selects_device(sf) or _selects_anywhere(ctx):
         return

@@ -138,3 +138,21 @@ def test_a_console_script_entry_point_calls_it_unpinned(tmp_path: Path) -> None:
         "setup(entry_points={'console_scripts': ['train = src.train:main']})\n"
     )
     assert _gpf005(tmp_path, f"{PIN}\n{CALL}") == [7]
+
+
+def test_a_caller_through_importlib_without_the_pin_keeps_the_finding(tmp_path: Path) -> None:
+    (tmp_path / "evaluate.py").write_text(
+        "import importlib\n\n\ndef run():\n    importlib.import_module('src.train').main(None)\n"
+    )
+    assert _gpf005(tmp_path, f"{PIN}\n{CALL}") == [7]
+
+
+def test_a_reexport_from_a_package_init_keeps_the_finding(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .train import main\n")
+    (tmp_path / "pkg" / "train.py").write_text(TRAIN.format(tail=""))
+    launch = LAUNCH.replace("from src.train import", "from pkg.train import")
+    (tmp_path / "main.py").write_text(launch.format(body=f"{PIN}\n{CALL}"))
+    (tmp_path / "other.py").write_text("import pkg\n\n\ndef run():\n    pkg.main(None)\n")
+    found = lint_paths([str(tmp_path)]).findings
+    assert [f.line for f in found if f.rule == "GPF005"] == [7]

@@ -16,6 +16,7 @@ unpinned. Not seen: `getattr(module, "main")` and entry points outside the run's
 from __future__ import annotations
 
 import ast
+from typing import cast
 
 from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
 
@@ -38,13 +39,16 @@ def pinned_by_callers(project: Project, sf: SourceFile, top: str) -> bool:
 def _pinned(project: Project, sf: SourceFile, top: str) -> bool:
     if top not in sf.defs:
         return False
+    if not any(f.mentions(top) for f in _holding(project, b"VISIBLE_DEVICES")):
+        return False  # no file that could pin the variable names the function
     stem = sf.module.rsplit(".", 1)[-1]
-    if any(f.mentions(f"{stem}:{top}") for f in project.parsed()):
+    entry = f"{stem}:{top}"
+    if any(f.mentions(entry) for f in _holding(project, b"entry_points")):
         return False  # a console-script entry point (`train = src.train:main`) calls it unpinned
     found = False
-    # Every file that names the function, its importers found from their side (a folder without
-    # __init__.py is a namespace package: `from src.train import main`).
-    for f in [sf, *(o for o in project.parsed() if o is not sf and o.mentions(top))]:
+    for f in [sf, *_importers(project, sf, top)]:
+        if _reexported(project, f, sf, top):
+            return False
         for call, func in _references(project, f, sf, top):
             if call is not None and _cannot_bind(sf.defs[top], call):
                 continue  # raises TypeError before the function runs
@@ -52,6 +56,34 @@ def _pinned(project: Project, sf: SourceFile, top: str) -> bool:
                 return False
             found = True
     return found
+
+
+def _importers(project: Project, sf: SourceFile, top: str) -> list[SourceFile]:
+    """Files that may refer to the function: they name it, and name its module (an import of
+    any form: `from src.train import main` in a folder without __init__.py too) or import by
+    string (`importlib.import_module`). _references then resolves each name exactly."""
+    stem = sf.module.rsplit(".", 1)[-1]
+    by_string = {id(f) for n in (b"import_module", b"__import__") for f in _holding(project, n)}
+    return [
+        f
+        for f in _holding(project, top.encode())
+        if f is not sf and (f.mentions(stem) or id(f) in by_string)
+    ]
+
+
+def _reexported(project: Project, f: SourceFile, sf: SourceFile, top: str) -> bool:
+    """A package's __init__.py imports the function: callers may reach it as `pkg.main`."""
+    if not f.rel.endswith("__init__.py"):
+        return False
+    return any(project.split(f, v) == (sf, [top]) for v in f.names.imports.values())
+
+
+def _holding(project: Project, needle: bytes) -> list[SourceFile]:
+    key = "holding:" + needle.decode()
+    cached = project.cache.get(key)
+    if cached is None:
+        cached = project.cache[key] = [f for f in project.parsed() if needle in f.data]
+    return cast(list[SourceFile], cached)
 
 
 def _references(

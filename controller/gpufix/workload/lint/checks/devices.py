@@ -296,8 +296,6 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
             continue
         if _forwarded(call):
             continue
-        if site.owners and pinned_by_callers(ctx.project, sf, site.owners[0]):
-            continue
         if _rank_zero_only(site) or _under_branch(site, _DEVICE_BRANCH):
             continue
         if one_rank is None:
@@ -314,6 +312,8 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
             continue
         weights = receiver is not None and receiver not in DATASET  # a model's, an optimizer's
         if not weights and call.args and dataset_file(call.args[0]):
+            continue
+        if site.owners and pinned_by_callers(ctx.project, sf, site.owners[0]):
             continue
         fix = append_argument(sf, call, 'map_location="cpu"', "Load onto the CPU first")
         ctx.reporter.add(

@@ -79,12 +79,16 @@ def process_group(ctx: CheckContext, sf: SourceFile) -> None:
         and not one_rank_group(c)  # one rank: the current GPU is its own
         and not keyword(c.node, "device_id")
         and _backend_may_be_nccl(sf, c.node)
-        and not (c.owners and pinned_by_callers(ctx.project, sf, c.owners[0]))
     ]
     if not groups or _selects_device(sf) or _selects_anywhere(ctx):
         return
     use = _ambiguous_device(sf)
     if use is None or any(_selects_device(n) for n in neighbours(ctx.project, sf)):
+        return
+    groups = [
+        c for c in groups if not (c.owners and pinned_by_callers(ctx.project, sf, c.owners[0]))
+    ]
+    if not groups:
         return
     ctx.reporter.add(
         "GPF006",

@@ -65,6 +65,7 @@ def _check(
     reporter = Reporter()
     checked = tuple(sf for sf in project.parsed() if context_policy(sf.context, config) != "off")
     ctx = CheckContext(project, load_table(), reporter, checked)
+    ctx.prescan(tuple(t for check in CHECKS for t in check.triggers))
     for check in CHECKS:
         check.run(ctx)
     by_path = {sf.path: sf for sf in sources}

@@ -138,17 +138,16 @@ def _innermost(
 ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The function the owners path ends in (module-level functions and their nested ones)."""
     body: list[ast.stmt] = f.tree.body if f.tree is not None else []
-    node: ast.stmt | None = None
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None = None
     for name in owners:
-        node = next(
-            (s for s in body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-             and s.name == name),
-            None,
-        )  # fmt: skip
+        node = next((s for s in body if isinstance(s, _DEFS) and s.name == name), None)
         if node is None:
             return None
-        body = node.body  # type: ignore[attr-defined]
+        body = node.body
     return node if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _pin_before(

@@ -69,4 +69,4 @@ def run(ctx: CheckContext) -> None:
             )
 
 
-CHECK = Check(("GPF009",), run)
+CHECK = Check(("GPF009",), run, TRIGGERS)

@@ -39,6 +39,7 @@ _LIGHTNING = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
 _FLAGS = ("strategy", "accelerator", "distributed_backend")
 # DataParallel but not DistributedDataParallel; or a "dp" flag value.
 TRIGGER = re.compile(rb"(?<!Distributed)DataParallel|data_parallel|[\"']dp[\"']")
+QUICK = (b"ataParallel", b"data_parallel", b'"dp"', b"'dp'")  # one of them holds TRIGGER's match
 
 
 def _distributed_here(sf: SourceFile) -> bool:
@@ -242,7 +243,11 @@ def _one_element(node: ast.expr | None) -> bool:
 
 
 def _data_parallel(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
-    dp = [c for c in sites if _is_data_parallel(ctx, sf, c.name)]
+    known: dict[str | None, bool] = {}  # a file calls the same names many times
+    for c in sites:
+        if c.name not in known:
+            known[c.name] = _is_data_parallel(ctx, sf, c.name)
+    dp = [c for c in sites if known[c.name]]
     if not dp or _offers_distributed(ctx, sf):
         return
     inference = _inference_functions(sf, sites)
@@ -348,10 +353,10 @@ def _dp_flag(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> None:
 
 
 def run(ctx: CheckContext) -> None:
-    for sf in ctx.matching((b"ataParallel", b"data_parallel", b'"dp"', b"'dp'"), TRIGGER):
+    for sf in ctx.matching(QUICK, TRIGGER):
         sites = call_sites(sf)
         _data_parallel(ctx, sf, sites)
         _dp_flag(ctx, sf, sites)
 
 
-CHECK = Check(("GPF002", "GPF011"), run)
+CHECK = Check(("GPF002", "GPF011"), run, QUICK)

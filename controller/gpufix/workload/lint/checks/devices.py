@@ -371,4 +371,4 @@ def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
         _same_gpu(ctx, sf, names, caller)
 
 
-CHECK = Check(("GPF005", "GPF006", "GPF008"), run)
+CHECK = Check(("GPF005", "GPF006", "GPF008"), run, TRIGGERS)

@@ -146,4 +146,4 @@ def run(ctx: CheckContext) -> None:
             ctx.reporter.add(rule, sf, w.node, message, fix=fix)
 
 
-CHECK = Check(("GPF003", "GPF004", "GPF010"), run)
+CHECK = Check(("GPF003", "GPF004", "GPF010"), run, TRIGGERS)

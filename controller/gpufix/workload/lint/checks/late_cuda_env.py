@@ -365,4 +365,4 @@ def run(ctx: CheckContext) -> None:
             walker.module_state(sf)
 
 
-CHECK = Check(("GPF001",), run)
+CHECK = Check(("GPF001",), run, TRIGGERS)

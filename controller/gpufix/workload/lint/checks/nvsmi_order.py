@@ -103,13 +103,13 @@ def _candidate(sf: SourceFile) -> bool:
 
 def run(ctx: CheckContext) -> None:
     candidates = [sf for sf in ctx.with_any(TRIGGERS) if _candidate(sf)]
-    ordering = (
-        {id(sf) for sf in ctx.project.parsed() if b"DEVICE_ORDER" in sf.data}
-        if candidates
-        else set()
-    )
+    ordering: set[int] | None = None  # the files that mention CUDA_DEVICE_ORDER, read once
     for sf in candidates:
-        if not _uses_smi_numbering(sf) or _orders_by_pci(ctx, sf, ordering):
+        if not _uses_smi_numbering(sf):
+            continue
+        if ordering is None:
+            ordering = {id(f) for f in ctx.project.parsed() if b"DEVICE_ORDER" in f.data}
+        if _orders_by_pci(ctx, sf, ordering):
             continue
         _selects_by_nvml_index(ctx, sf)
         writes = [(w, stmt) for w, stmt, _ in all_env_writes(sf) if w.key == CUDA_VISIBLE_DEVICES]
@@ -139,4 +139,4 @@ def _nvml(sf: SourceFile) -> bool:
     return any(m.encode() in sf.data for m in NVML_MODULES)
 
 
-CHECK = Check(("GPF007",), run)
+CHECK = Check(("GPF007",), run, TRIGGERS)

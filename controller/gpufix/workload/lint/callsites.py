@@ -172,7 +172,7 @@ def imported_by(project: Project, sf: SourceFile) -> list[SourceFile]:
     """The run's modules that import this one (anywhere in them, by its dotted name)."""
     if not sf.module:
         return []
-    return [f for f in project.importers_of(sf.module) if f is not sf]
+    return [f for f in project.importers_of_file(sf) if f is not sf]
 
 
 def neighbours(project: Project, sf: SourceFile) -> list[SourceFile]:

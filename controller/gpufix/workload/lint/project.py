@@ -143,6 +143,32 @@ class Project:
             seen.setdefault(id(f), f)
         return list(seen.values())
 
+    def importers_of_file(self, sf: SourceFile) -> list[SourceFile]:
+        """Files whose import statements load this file: by its module name, or by a longer
+        name that ends with it and resolves to it from the importer (a folder without
+        __init__.py, a namespace package: `from src.train import x` loads src/train.py, whose
+        module name here is `train`)."""
+        if not sf.module:
+            return []
+        index = self.import_index()
+        seen: dict[int, SourceFile] = {id(f): f for f in index.get(sf.module, [])}
+        for key in self._tails().get(sf.module.rsplit(".", 1)[-1], ()):
+            if key != sf.module and key.endswith("." + sf.module):
+                for f in index[key]:
+                    if id(f) not in seen and self.find_module(f, key) is sf:
+                        seen[id(f)] = f
+        return list(seen.values())
+
+    def _tails(self) -> dict[str, list[str]]:
+        """The import index's names by their last part (`src.train` under `train`)."""
+        cached = self.cache.get("import-tails")
+        if cached is None:
+            tails: dict[str, list[str]] = {}
+            for key in self.import_index():
+                tails.setdefault(key.rsplit(".", 1)[-1], []).append(key)
+            cached = self.cache["import-tails"] = tails
+        return cached  # type: ignore[return-value]
+
     def parsed(self) -> Iterator[SourceFile]:
         return (f for f in self.files if f.tree is not None)
 

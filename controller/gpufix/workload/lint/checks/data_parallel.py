@@ -19,6 +19,7 @@ import re
 from ..callsites import DISTRIBUTED, CallSite, call_sites, importers, keyword, named, neighbours
 from ..project import SourceFile
 from ..prune import nodes_on
+from ..rankcode import names_in
 from ..report import replace_node
 from ..stmts import calls_in
 from ..unused import in_unused_def
@@ -51,6 +52,50 @@ def _offers_distributed(ctx: CheckContext, sf: SourceFile) -> bool:
     DataParallel is then the single-process fallback, or a helper the program does not use."""
     related = [sf, *neighbours(ctx.project, sf), *importers(ctx.project, sf)]
     return any(_distributed_here(m) for m in related)
+
+
+def _offers_distributed_itself(ctx: CheckContext, sf: SourceFile) -> bool:
+    """The module or one it imports offers DDP (its importers aside)."""
+    mine = [sf]
+    for dotted in set(sf.names.imports.values()):
+        hit = ctx.project.split(sf, dotted)
+        if hit is not None and hit[0] is not sf and hit[0].tree is not None:
+            mine.append(hit[0])
+    return any(_distributed_here(m) for m in mine)
+
+
+def _own_run(sf: SourceFile) -> set[str]:
+    """The module's top-level functions its own `if __name__ == "__main__":` block runs,
+    directly or through the module's functions ("" stands for the block itself): when the
+    module runs as a script, what its importers offer is not on its path. Only here, so the
+    whole module is walked (the call index keeps only lines with a check's words)."""
+    if sf.tree is None:
+        return set()
+    local = {f"{sf.module}.{name}" if sf.module else name: name for name in sf.defs}
+    calls: dict[str, set[str]] = {}
+    for stmt in sf.tree.body:
+        if isinstance(stmt, ast.If) and "__name__" in names_in(stmt.test):
+            owner = ""
+        elif getattr(stmt, "name", None) in sf.defs:
+            owner = stmt.name  # type: ignore[attr-defined]
+        else:
+            continue
+        for call in calls_in(stmt):
+            callee = local.get(sf.names.resolve(call.func) or "")
+            if callee is not None:
+                calls.setdefault(owner, set()).add(callee)
+    run, todo = {""}, [""]
+    while todo:
+        for callee in calls.get(todo.pop(), ()):
+            if callee not in run:
+                run.add(callee)
+                todo.append(callee)
+    return run if "" in calls else set()
+
+
+def _main_block(site: CallSite) -> str | None:
+    """ "" for a call in the module's `__main__` block, None for other module-level code."""
+    return "" if any("__name__" in names_in(t) for t in site.tests) else None
 
 
 def _inference_functions(sf: SourceFile, sites: list[CallSite]) -> set[tuple[str, ...]]:
@@ -248,8 +293,14 @@ def _data_parallel(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> 
         if c.name not in known:
             known[c.name] = _is_data_parallel(ctx, sf, c.name)
     dp = [c for c in sites if known[c.name]]
-    if not dp or _offers_distributed(ctx, sf):
+    if not dp or _offers_distributed_itself(ctx, sf):
         return
+    if _offers_distributed(ctx, sf):
+        # only an importer offers DDP: DataParallel on the module's own script path stays
+        own = _own_run(sf)
+        dp = [c for c in dp if (c.owners[0] if c.owners else _main_block(c)) in own]
+        if not dp:
+            return
     inference = _inference_functions(sf, sites)
     for c in dp:
         if any(_DP_OWNER.search(o) for o in c.classes) or c.owners in inference:

@@ -122,8 +122,34 @@ def _int_literal(value: ast.expr | None) -> str | None:
     return None
 
 
+def _loopback_only(value: str | None) -> bool:
+    """An NCCL_SOCKET_IFNAME that selects the loopback interface alone (`lo`, `=lo`, `lo0`);
+    a `^` list excludes interfaces instead (NCCL environment variables, NCCL_SOCKET_IFNAME)."""
+    if not value or value.startswith("^"):
+        return False
+    names = [v.strip().removeprefix("=") for v in value.split(",") if v.strip()]
+    return bool(names) and all(n == "lo" or (n.startswith("lo") and n[2:].isdigit()) for n in names)
+
+
+def _one_host_scopes(sf: SourceFile) -> set[tuple[str, ...]]:
+    """Functions (or module-level code, `()`) that restrict NCCL's sockets to loopback and leave
+    P2P or SHM on: their ranks all run on this host, and NCCL's network transport (IB, RoCE)
+    carries traffic between hosts, so NCCL_IB_DISABLE there changes nothing. With both P2P and
+    SHM off, NCCL sends even local traffic through the network transport: not one of these."""
+    loop: set[tuple[str, ...]] = set()
+    off: dict[tuple[str, ...], set[str]] = {}
+    for w, _, where in all_env_writes(sf):
+        value = sf.names.const_str(w.value)
+        if w.key == "NCCL_SOCKET_IFNAME" and _loopback_only(value):
+            loop.add(where.owners)
+        elif w.key in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE") and value == "1":
+            off.setdefault(where.owners, set()).add(w.key)
+    return {scope for scope in loop if len(off.get(scope, ())) < 2}
+
+
 def run(ctx: CheckContext) -> None:
     for sf in ctx.with_any(TRIGGERS):
+        one_host: set[tuple[str, ...]] | None = None
         for w, node, where in all_env_writes(sf):
             value = sf.names.const_str(w.value)
             number = None if value is not None else _int_literal(w.value)
@@ -135,6 +161,11 @@ def run(ctx: CheckContext) -> None:
             rule = _rule_for(w.key, value)
             if rule is None or (w.key.startswith("NCCL_") and not reaches_nccl(ctx.project, sf)):
                 continue
+            if w.key == "NCCL_IB_DISABLE":
+                if one_host is None:
+                    one_host = _one_host_scopes(sf)
+                if where.owners in one_host:
+                    continue
             stmt = node if w.statement and isinstance(node, ast.stmt) else None
             fix = delete_statement(sf, stmt, f"Delete the {w.key} line") if stmt else None
             message = _message(rule, w.key, value)

@@ -1113,6 +1113,47 @@ def test_gpf005_a_choice_on_the_distributed_flag_is_a_branch(choice: str, report
 
 
 @pytest.mark.parametrize(
+    ("guard", "reported"),
+    [
+        # TryDotAtwo/MultiGPUBeamSearch: a single-GPU smoke that raises unless WORLD_SIZE is 1.
+        ('if int(contract["world_size"]) != 1:\n        raise RuntimeError("one process")', False),
+        ('if int(os.environ["WORLD_SIZE"]) > 1:\n        return None', False),
+        ('if int(os.environ.get("WORLD_SIZE", "1")) > 1:\n        raise SystemExit(1)', False),
+        # The guard lets only the ranks through, or does not leave, or cannot be read.
+        ('if int(os.environ["WORLD_SIZE"]) == 1:\n        raise RuntimeError("ranks only")', True),
+        ('if int(os.environ["WORLD_SIZE"]) > 1:\n        print("several")', True),
+        ('if int(contract["size"]) != 1:\n        raise RuntimeError("?")', True),
+        (
+            'if int(os.environ["WORLD_SIZE"]) > 1:\n        raise RuntimeError("x")\n'
+            "    else:\n        pass",
+            True,
+        ),
+    ],
+)
+def test_gpf005_code_after_a_guard_that_stops_the_ranks_is_one_process(
+    guard: str, reported: bool
+) -> None:
+    src = f"""
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def smoke(contract):
+    {guard}
+    return torch.device("cuda", 0)
+
+
+def train(rank):
+    dist.init_process_group("nccl", rank=rank, world_size=2)
+    return smoke({{"world_size": 1}})
+"""
+    found = [f.rule for f in lint_source(src, "t.py")]
+    assert ("GPF005" in found) is reported
+
+
+@pytest.mark.parametrize(
     ("flag", "test", "reported"),
     [
         # ywh939/iSphereFormer: CUDA_LAUNCH_BLOCKING only for an opt-in timing run.

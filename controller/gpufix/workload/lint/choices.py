@@ -3,6 +3,9 @@ direction, read from how such code names its flags. A test is "distributed" when
 several ranks (`ddp`, `is_distributed`, `dist.is_initialized()`, `world_size > 1`,
 `local_rank != -1`), "single" when it holds only in one process (`not ddp`, `world_size == 1`,
 `local_rank == -1`), and unknown otherwise, in which case neither branch is left alone.
+A key written as a string counts as a name (`os.environ["WORLD_SIZE"]`, `cfg["world_size"]`).
+An `if` on a distributed test whose body always leaves (`raise`, `return`) guards the rest of
+its block: what follows runs in one process only (`if world_size != 1: raise ...`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def _branches(sf: SourceFile) -> _Branches:
         single: set[int] = set()
         ranks: dict[int, frozenset[int]] = {}
         for node in ast.walk(cast(ast.AST, sf.tree)):
+            for block in _blocks(node):
+                single.update(_calls(_guarded(block)))
             if not isinstance(node, ast.If | ast.IfExp):
                 continue
             side = distributed_side(node.test)
@@ -55,6 +60,44 @@ def _branches(sf: SourceFile) -> _Branches:
         cached = (frozenset(single), ranks)
         sf.cache["choice-branches"] = cached
     return cached
+
+
+def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
+    blocks = [getattr(node, f, None) for f in ("body", "orelse", "finalbody")]
+    blocks += [h.body for h in getattr(node, "handlers", ())]
+    return [b for b in blocks if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+
+
+def _guarded(block: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements after `if <distributed test>: raise/return` (no `else`) in a block: only
+    a single process gets past the guard."""
+    for i, stmt in enumerate(block):
+        if (
+            isinstance(stmt, ast.If)
+            and not stmt.orelse
+            and isinstance(stmt.body[-1], ast.Raise | ast.Return)
+            and distributed_side(stmt.test) is True
+        ):
+            return block[i + 1 :]
+    return []
+
+
+def _names(node: ast.expr) -> list[str]:
+    """Names, attributes and string keys (`os.environ["WORLD_SIZE"]`, `.get("world_size")`)."""
+    keys = []
+    for n in ast.walk(node):
+        key: ast.expr | None = None
+        if isinstance(n, ast.Subscript):
+            key = n.slice
+        elif isinstance(n, ast.Call) and n.args and _attr(n.func) in ("get", "getenv"):
+            key = n.args[0]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            keys.append(key.value)
+    return [*names_in(node), *keys]
+
+
+def _attr(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _calls(nodes: list[ast.stmt] | list[ast.expr]) -> list[int]:
@@ -83,14 +126,14 @@ def _side(test: ast.expr, depth: int) -> bool | None:
         sides = {distributed_side(v, depth + 1) for v in parts}
         return sides.pop() if len(sides) == 1 and None not in sides else None
     if isinstance(test, ast.Name | ast.Attribute | ast.Call):
-        return True if any(_FLAG.search(n) for n in names_in(test)) else None
+        return True if any(_FLAG.search(n) for n in _names(test)) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _compare(test)
     return None
 
 
 def _compare(test: ast.Compare) -> bool | None:
-    names, op, right = names_in(test.left), test.ops[0], test.comparators[0]
+    names, op, right = _names(test.left), test.ops[0], test.comparators[0]
     value = _number(right)
     if any(_COUNT.search(n) for n in names) and value == 1:
         return {ast.Gt: True, ast.NotEq: True, ast.Eq: False, ast.LtE: False}.get(type(op))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
 from gpufix.workload.lint import lint_paths
 
 TRAIN = """\
@@ -45,7 +46,7 @@ CALL = "    app_main(args=None)"
 
 
 def _gpf005(tmp_path: Path, body: str, tail: str = "", launch: str = LAUNCH) -> list[int]:
-    (tmp_path / "src").mkdir()
+    (tmp_path / "src").mkdir(exist_ok=True)
     (tmp_path / "src" / "train.py").write_text(TRAIN.format(tail=tail))
     (tmp_path / "main.py").write_text(launch.format(body=textwrap.indent(body, "")))
     found = lint_paths([str(tmp_path)]).findings
@@ -156,3 +157,82 @@ def test_a_reexport_from_a_package_init_keeps_the_finding(tmp_path: Path) -> Non
     (tmp_path / "other.py").write_text("import pkg\n\n\ndef run():\n    pkg.main(None)\n")
     found = lint_paths([str(tmp_path)]).findings
     assert [f.line for f in found if f.rule == "GPF005"] == [7]
+
+
+# A review's shapes (2026-12-02): each one an unpinned way into `main` or a pin that does not
+# hold, next to the pinned launcher; the finding must stay (the reading fails closed).
+CLI = "{imports}\n\n\ndef run():\n    {call}\n\n\nif __name__ == '__main__':\n    run()\n"
+UNPINNED = {
+    "a name bound twice (two imports of `main`)": {
+        "cli.py": "def train(a):\n    from src.train import main\n    main(a)\n\n\n"
+        "def evaluate(a):\n    from src.eval import main\n    main(a)\n",
+        "src/eval.py": "def main(args):\n    return args\n",
+    },
+    "a star import": {"cli.py": CLI.format(imports="from src.train import *", call="main(None)")},
+    "a re-export in a plain module": {
+        "common.py": "from src.train import main\n",
+        "cli.py": CLI.format(imports="from common import main", call="main(None)"),
+    },
+    "an import through sys.path": {
+        "tools/finetune.py": CLI.format(
+            imports="import sys\nsys.path.insert(0, 'src')\nfrom train import main",
+            call="main(None)",
+        )
+    },
+    "getattr by a computed name": {
+        "other.py": "import importlib\n\n\ndef run(name):\n"
+        "    getattr(importlib.import_module('src.train'), name)(None)\n"
+    },
+    "exec": {"other.py": "def run():\n    exec('from src.train import main; main(None)')\n"},
+}
+
+
+@pytest.mark.parametrize("files", list(UNPINNED.values()), ids=list(UNPINNED))
+def test_an_unresolved_way_in_keeps_the_finding(tmp_path: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert _gpf005(tmp_path, f"{PIN}\n{CALL}") == [7]
+
+
+BAD_PINS = {
+    "a setdefault (a launcher's value wins)": (
+        "    os.environ.setdefault('CUDA_VISIBLE_DEVICES', str(devices[rank]))"
+    ),
+    "a value the same on every rank": "    os.environ['CUDA_VISIBLE_DEVICES'] = os.environ['GPU']",
+    "deleted again": f"{PIN}\n    del os.environ['CUDA_VISIBLE_DEVICES']",
+    "CUDA started before the write": f"    torch_init()\n{PIN}",
+}
+
+
+@pytest.mark.parametrize("pin", list(BAD_PINS.values()), ids=list(BAD_PINS))
+def test_a_pin_that_does_not_hold_keeps_the_finding(tmp_path: Path, pin: str) -> None:
+    assert _gpf005(tmp_path, f"{pin}\n{CALL}") == [7]
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        "threading.Thread(target=process_main, args=(rank, devices)).start()",
+        "process_main(rank, devices)",  # one process runs every rank's pin in turn
+    ],
+    ids=["threads", "a loop in one process"],
+)
+def test_a_pin_that_runs_more_than_once_per_process_keeps_the_finding(
+    tmp_path: Path, start: str
+) -> None:
+    launch = "import threading\n" + LAUNCH.replace(
+        "mp.Process(target=process_main, args=(rank, devices)).start()", start
+    )
+    assert _gpf005(tmp_path, f"{PIN}\n{CALL}", launch=launch) == [7]
+
+
+def test_a_decorated_main_keeps_the_finding(tmp_path: Path) -> None:
+    # @hydra.main supplies the arguments: a bare `main()` under __main__ does run it
+    (tmp_path / "src").mkdir()
+    train = "import hydra\n" + TRAIN.format(tail='\n\nif __name__ == "__main__":\n    main()\n')
+    train = train.replace("def main(args):", "@hydra.main(config_path='conf')\ndef main(args):")
+    (tmp_path / "src" / "train.py").write_text(train)
+    (tmp_path / "main.py").write_text(LAUNCH.format(body=f"{PIN}\n{CALL}"))
+    found = lint_paths([str(tmp_path)]).findings
+    assert [f.line for f in found if f.rule == "GPF005"] == [9]

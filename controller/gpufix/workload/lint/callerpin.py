@@ -5,30 +5,46 @@ each first sets `CUDA_VISIBLE_DEVICES` to that rank's device (`devices[rank]`) a
 `src.train.main`, which uses `cuda:0`. CUDA numbers the visible devices from 0 (CUDA C
 Programming Guide, "CUDA Environment Variables"), so there `cuda:0` is each rank's own GPU.
 
-A top-level function counts as pinned when every place the run refers to it is a call in a
-function whose body, before that call and at its own top level, writes CUDA_VISIBLE_DEVICES a
-value that is not a constant and not a list of several GPUs (`visible.shared_list`). A reference
-of any other kind (`mp.spawn(main)`, `target=main`, a call without the write, a write under an
-`if` or after the call, an entry point string `pkg.train:main` in a file of the run) leaves it
-unpinned. Not seen: `getattr(module, "main")` and entry points outside the run's Python files.
+The reading fails closed: a top-level function or class (without decorators) counts as pinned
+only when every name in the run that may stand for it is a call in a function that
+- writes CUDA_VISIBLE_DEVICES as its first statement (nothing before it can have started CUDA),
+  and names the variable nowhere else (no second write, `del` or read), with a value built from
+  one of its parameters (`devices[rank]`), not a constant, a `setdefault`, a join or a known list;
+- is itself run once per process: every name for it is a process target (`Process(target=...)`,
+  `spawn`, `start_processes`) or a call outside any loop (the one-GPU path).
+A name that cannot be resolved (a star import, a name bound twice, `obj.main`, a re-export, a
+`sys.path` import, `getattr(module, "main")`, `getattr` by a computed name on a module imported
+by a string naming it), a call of `exec` or `eval` in a file that names it, and an entry-point string `pkg.train:main` keep the finding. Not seen: identifiers written with compatibility characters (NFKC).
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from typing import cast
 
 from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
 
-from .callsites import all_env_writes
 from .project import Project, SourceFile
-from .prune import nodes_on
-from .stmts import nodes_below
+from .rankcode import names_in
 from .visible import shared_list
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.comprehension, ast.Lambda)
+_STARTS = frozenset({"spawn", "start_processes"})  # the function is the first argument
+
+
+@dataclass(frozen=True)
+class _Use:
+    kind: str  # "call", "process" (a process target) or "other"
+    node: ast.AST  # the call, or the name itself
+    func: ast.FunctionDef | ast.AsyncFunctionDef | None  # the function it sits in
+    in_loop: bool
+    file: SourceFile
 
 
 def pinned_by_callers(project: Project, sf: SourceFile, top: str) -> bool:
-    """Every reference to `sf`'s top-level function `top` is a call after a per-process pin."""
+    """Every name for `sf`'s top-level `top` is a call after a per-process pin."""
     key = f"pinned-by-callers:{top}"
     cached = sf.cache.get(key)
     if cached is None:
@@ -37,70 +53,198 @@ def pinned_by_callers(project: Project, sf: SourceFile, top: str) -> bool:
 
 
 def _pinned(project: Project, sf: SourceFile, top: str) -> bool:
-    if top not in sf.defs:
+    target = sf.defs.get(top)
+    if not isinstance(target, _DEFS) or target.decorator_list:
+        return False  # a decorator holds the function: where it is called is not seen
+    pinners = [f for f in _holding(project, b"VISIBLE_DEVICES") if f.mentions(top)]
+    if not any(_starts_with_pin(d) for f in pinners for d in f.defs.values()):
+        return False  # no function of a file that names it starts by pinning the variable
+    uses = _uses(project, sf, top)
+    if uses is None or not uses:
         return False
-    if not any(f.mentions(top) for f in _holding(project, b"VISIBLE_DEVICES")):
-        return False  # no file that could pin the variable names the function
+    pinned = 0
+    for use in uses:
+        if use.kind == "call" and _cannot_bind(target, cast(ast.Call, use.node)):
+            continue  # raises TypeError before the function runs
+        if use.kind != "call" or use.func is None:
+            return False
+        if not _pin_before(use.file, use.func, use.node):
+            return False
+        if not _once_per_process(project, use.file, use.func):
+            return False
+        pinned += 1
+    return pinned > 0
+
+
+def _uses(project: Project, sf: SourceFile, top: str) -> list[_Use] | None:
+    """Every name in the run that may stand for `sf`'s `top`; None when one cannot be told
+    apart (it may be the function, and is not known to be something else)."""
     stem = sf.module.rsplit(".", 1)[-1]
     entry = f"{stem}:{top}"
-    if any(f.mentions(entry) for f in _holding(project, b"entry_points")):
-        return False  # a console-script entry point (`train = src.train:main`) calls it unpinned
-    found = False
-    for f in [sf, *_importers(project, sf, top)]:
-        if _reexported(project, f, sf, top):
-            return False
-        for call, func in _references(project, f, sf, top):
-            if call is not None and _cannot_bind(sf.defs[top], call):
-                continue  # raises TypeError before the function runs
-            if call is None or func is None or not _pin_before(f, func, call):
-                return False
-            found = True
-    return found
-
-
-def _importers(project: Project, sf: SourceFile, top: str) -> list[SourceFile]:
-    """Files that may refer to the function: they name it, and name its module (an import of
-    any form: `from src.train import main` in a folder without __init__.py too) or import by
-    string (`importlib.import_module`). _references then resolves each name exactly."""
-    stem = sf.module.rsplit(".", 1)[-1]
-    by_string = {id(f) for n in (b"import_module", b"__import__") for f in _holding(project, n)}
-    return [
-        f
-        for f in _holding(project, top.encode())
-        if f is not sf and (f.mentions(stem) or id(f) in by_string)
-    ]
-
-
-def _reexported(project: Project, f: SourceFile, sf: SourceFile, top: str) -> bool:
-    """A package's __init__.py imports the function: callers may reach it as `pkg.main`."""
-    if not f.rel.endswith("__init__.py"):
-        return False
-    return any(project.split(f, v) == (sf, [top]) for v in f.names.imports.values())
-
-
-def _holding(project: Project, needle: bytes) -> list[SourceFile]:
-    key = "holding:" + needle.decode()
-    cached = project.cache.get(key)
-    if cached is None:
-        cached = project.cache[key] = [f for f in project.parsed() if needle in f.data]
-    return cast(list[SourceFile], cached)
-
-
-def _references(
-    project: Project, f: SourceFile, sf: SourceFile, top: str
-) -> list[tuple[ast.Call | None, ast.FunctionDef | ast.AsyncFunctionDef | None]]:
-    """For each reference in `f` to `sf`'s function `top`: the call it is the callee of (or
-    None) and the function it sits in (or None)."""
-    bound = {**f.names.imports, **f.names.aliases}
-    words = (top, *sorted(n for n, v in bound.items() if v.rsplit(".", 1)[-1] == top))
-    out: list[tuple[ast.Call | None, ast.FunctionDef | ast.AsyncFunctionDef | None]] = []
-    for stmt, where in nodes_on(f, words):
-        below = nodes_below(stmt)
-        callees = {id(n.func): n for n in below if isinstance(n, ast.Call)}
-        for n in below:
-            if isinstance(n, ast.Name | ast.Attribute) and _names(project, f, n, sf, top):
-                out.append((callees.get(id(n)), _innermost(f, where.owners)))
+    if any(f.mentions(entry) for f in _holding(project, f":{top}".encode())):
+        return None  # a console-script entry point (`train = src.train:main`)
+    if any(_dynamic(f, stem) for f in _holding(project, b"getattr(")):
+        return None
+    out: list[_Use] = []
+    for f in _holding(project, top.encode()):
+        bound = {**f.names.imports, **f.names.aliases}
+        aliases = {n for n, v in bound.items() if v.rsplit(".", 1)[-1] == top}
+        for n, use in _walk(f):
+            if use.kind == "call" and isinstance(n, ast.Name) and n.id in ("exec", "eval"):
+                return None  # code from a string may name it
+            if use.kind == "call" and isinstance(n, ast.Name) and n.id == "getattr":
+                args = cast(ast.Call, use.node).args
+                if len(args) > 1 and getattr(args[1], "value", None) == top:
+                    return None  # getattr(module, "main")
+            if not isinstance(n, ast.Name | ast.Attribute):
+                continue
+            if _last(n) != top and not (isinstance(n, ast.Name) and n.id in aliases):
+                continue
+            if isinstance(getattr(n, "ctx", None), ast.Store | ast.Del):
+                continue
+            which = _stands_for(project, f, n, sf, top)
+            if which is None:
+                return None
+            if which:
+                out.append(use)
     return out
+
+
+def _dynamic(f: SourceFile, stem: str) -> bool:
+    """The file imports a module by a string naming it and looks names up by a computed
+    string (`getattr(importlib.import_module("src.train"), name)`)."""
+    if not f.mentions(stem) or not (f.mentions("import_module") or f.mentions("__import__")):
+        return False
+    return any(
+        isinstance(n, ast.Name)
+        and n.id == "getattr"
+        and u.kind == "call"
+        and len(cast(ast.Call, u.node).args) > 1
+        and not isinstance(cast(ast.Call, u.node).args[1], ast.Constant)
+        for n, u in _walk(f)
+    )
+
+
+def _starts_with_pin(func: ast.stmt) -> bool:
+    """The function's first statement (after a docstring) writes CUDA_VISIBLE_DEVICES."""
+    if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    body = func.body[1:] if ast.get_docstring(func) is not None else func.body
+    first = body[0] if body else None
+    return (
+        isinstance(first, ast.Assign)
+        and len(first.targets) == 1
+        and isinstance(first.targets[0], ast.Subscript)
+        and getattr(first.targets[0].slice, "value", None) == CUDA_VISIBLE_DEVICES
+    )
+
+
+def _last(n: ast.Name | ast.Attribute) -> str:
+    return n.id if isinstance(n, ast.Name) else n.attr
+
+
+def _stands_for(
+    project: Project, f: SourceFile, n: ast.AST, sf: SourceFile, top: str
+) -> bool | None:
+    """True: the name is `sf`'s `top`; False: something else it is known to be (another
+    definition of the run, a library's name); None: cannot tell."""
+    resolved = f.names.resolve(n)
+    if resolved is None:
+        return None
+    hit = project.split(f, resolved)
+    if hit is None:
+        first = resolved.split(".", 1)[0]
+        return None if project.has_name(first) else False  # not a file of the run: a library
+    other, rest = hit
+    if other is sf and rest == [top]:
+        return True
+    return False if len(rest) == 1 and isinstance(other.defs.get(rest[0]), _DEFS) else None
+
+
+def _walk(f: SourceFile) -> list[tuple[ast.AST, _Use]]:
+    """Every node with how it is used: the call it is the callee of, the process it is the
+    target of, or neither; the function it sits in; whether a loop repeats it."""
+    cached = f.cache.get("callerpin-walk")
+    if cached is not None:
+        return cast(list[tuple[ast.AST, _Use]], cached)
+    out: list[tuple[ast.AST, _Use]] = []
+    stack: list[tuple[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None, bool]] = []
+    if f.tree is not None:
+        stack.append((f.tree, None, False))
+    while stack:
+        node, func, loop = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            func, loop = node, False
+        elif isinstance(node, _LOOPS):
+            loop = True
+        if isinstance(node, ast.Call):
+            callee = node.func
+            out.append((callee, _Use("call", node, func, loop, f)))
+            name = _last_name(callee)
+            for kw in node.keywords:
+                if kw.arg == "target" and name.endswith("Process"):
+                    out.append((kw.value, _Use("process", kw.value, func, loop, f)))
+            if name in _STARTS and node.args:
+                out.append((node.args[0], _Use("process", node.args[0], func, loop, f)))
+        out.append((node, _Use("other", node, func, loop, f)))
+        stack.extend((c, func, loop) for c in ast.iter_child_nodes(node))
+    # the first use recorded for a node is the most specific (call or process)
+    seen: set[int] = set()
+    firsts = []
+    for n, use in out:
+        if id(n) not in seen:
+            seen.add(id(n))
+            firsts.append((n, use))
+    f.cache["callerpin-walk"] = firsts
+    return firsts
+
+
+def _once_per_process(
+    project: Project, f: SourceFile, func: ast.FunctionDef | ast.AsyncFunctionDef
+) -> bool:
+    """The pinning function is a top-level function every name for which is a process target
+    or a call outside any loop: each process runs it once, before anything else uses CUDA."""
+    if f.defs.get(func.name) is not func or func.decorator_list:
+        return False
+    uses = _uses(project, f, func.name)
+    if not uses:
+        return False
+    return all(u.kind == "process" or (u.kind == "call" and not u.in_loop) for u in uses)
+
+
+def _pin_before(f: SourceFile, func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.AST) -> bool:
+    """A top-level statement of `func` before the one holding `call` is the function's one
+    mention of CUDA_VISIBLE_DEVICES: a plain write of a value built from a parameter."""
+    line = getattr(call, "lineno", 0)
+    at = next((i for i, s in enumerate(func.body) if s.lineno <= line <= (s.end_lineno or 0)), None)
+    if at is None:
+        return False
+    mentions = [
+        n for n in ast.walk(func) if isinstance(n, ast.Constant) and n.value == CUDA_VISIBLE_DEVICES
+    ]
+    if len(mentions) != 1:
+        return False  # written twice, deleted, read, or named through a constant
+    params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+    body = func.body[1:] if ast.get_docstring(func) is not None else func.body
+    first = body[0] if body else None  # nothing before it can have started CUDA
+    for stmt in func.body[:at]:
+        if stmt is not first or not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+            continue
+        t = stmt.targets[0]
+        if not (isinstance(t, ast.Subscript) and t.slice is mentions[0]):
+            continue
+        value = stmt.value
+        return (
+            f.names.is_environ(t.value)
+            and bool(params & set(names_in(value)))
+            and _last_name(value.func if isinstance(value, ast.Call) else value) != "join"
+            and not shared_list(f, value)
+        )
+    return False
+
+
+def _last_name(func: ast.expr) -> str:
+    return _last(func) if isinstance(func, ast.Name | ast.Attribute) else ""
 
 
 def _cannot_bind(target: ast.stmt, call: ast.Call) -> bool:
@@ -125,49 +269,9 @@ def _cannot_bind(target: ast.stmt, call: ast.Call) -> bool:
     return bool(missing or kwonly) or (len(call.args) > len(positional) and a.vararg is None)
 
 
-def _names(project: Project, f: SourceFile, n: ast.AST, sf: SourceFile, top: str) -> bool:
-    resolved = f.names.resolve(n)
-    if resolved is None or resolved.rsplit(".", 1)[-1] != top:
-        return False
-    hit = project.split(f, resolved)
-    return hit is not None and hit[0] is sf and hit[1] == [top]
-
-
-def _innermost(
-    f: SourceFile, owners: tuple[str, ...]
-) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The function the owners path ends in (module-level functions and their nested ones)."""
-    body: list[ast.stmt] = f.tree.body if f.tree is not None else []
-    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None = None
-    for name in owners:
-        node = next((s for s in body if isinstance(s, _DEFS) and s.name == name), None)
-        if node is None:
-            return None
-        body = node.body
-    return node if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None
-
-
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def _pin_before(
-    f: SourceFile, func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call
-) -> bool:
-    """A top-level statement of `func` before the one holding `call` writes a per-process
-    CUDA_VISIBLE_DEVICES."""
-    at = next(
-        (i for i, s in enumerate(func.body) if s.lineno <= call.lineno <= (s.end_lineno or 0)),
-        None,
-    )
-    if at is None:
-        return False
-    earlier = {id(s) for s in func.body[:at]}
-    earlier |= {id(s.value) for s in func.body[:at] if isinstance(s, ast.Expr)}
-    return any(
-        w.key == CUDA_VISIBLE_DEVICES
-        and id(node) in earlier
-        and w.value is not None
-        and f.names.const_str(w.value) is None
-        and not shared_list(f, w.value)
-        for w, node, _ in all_env_writes(f)
-    )
+def _holding(project: Project, needle: bytes) -> list[SourceFile]:
+    key = "holding:" + needle.decode("utf-8", "replace")
+    cached = project.cache.get(key)
+    if cached is None:
+        cached = project.cache[key] = [f for f in project.parsed() if needle in f.data]
+    return cast(list[SourceFile], cached)

@@ -125,6 +125,10 @@ class Project:
                 self.by_module.setdefault(f.module, []).append(f)
                 self.by_abspath[os.path.normpath(os.path.abspath(f.path))] = f
 
+    def has_name(self, name: str) -> bool:
+        """A directory or file (without .py) of the run has this name."""
+        return name in self._names
+
     def import_index(self) -> dict[str, list[SourceFile]]:
         """Each module name the run's import statements name (and its parents) -> importers."""
         if self._importers is None:

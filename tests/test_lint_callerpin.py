@@ -236,3 +236,45 @@ def test_a_decorated_main_keeps_the_finding(tmp_path: Path) -> None:
     (tmp_path / "main.py").write_text(LAUNCH.format(body=f"{PIN}\n{CALL}"))
     found = lint_paths([str(tmp_path)]).findings
     assert [f.line for f in found if f.rule == "GPF005"] == [9]
+
+
+# A second review's shapes.
+def test_more_ways_in_that_keep_the_finding(tmp_path: Path) -> None:
+    cases = {
+        "getattr by a computed name": (
+            "import sys\nimport src.train as tasks\n\n\ndef run():\n"
+            "    getattr(tasks, sys.argv[1])(None)\n"
+        ),
+        "a dict of the module": (
+            "import src.train as tasks\n\n\ndef run():\n    vars(tasks)['main'](None)\n"
+        ),
+    }
+    for name, text in cases.items():
+        d = tmp_path / name.replace(" ", "_")
+        d.mkdir()
+        (d / "other.py").write_text(text)
+        assert _gpf005(d, f"{PIN}\n{CALL}") == [7], name
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        "for rank in range(2):\n        helper(rank, devices)",  # the helper runs in a loop
+        "process_main(0, devices)\n    process_main(1, devices)",  # two calls, one process
+    ],
+    ids=["through a helper in a loop", "two calls"],
+)
+def test_the_pinning_function_called_twice_keeps_the_finding(tmp_path: Path, start: str) -> None:
+    launch = LAUNCH.replace(
+        "    for rank in range(len(devices)):\n"
+        "        mp.Process(target=process_main, args=(rank, devices)).start()",
+        f"    {start}",
+    )
+    launch += "\n\ndef helper(rank, devices):\n    process_main(rank, devices)\n"
+    assert _gpf005(tmp_path, f"{PIN}\n{CALL}", launch=launch) == [7]
+
+
+def test_a_value_the_same_for_every_rank_keeps_the_finding(tmp_path: Path) -> None:
+    # built from a parameter, but not indexed by it: mp.spawn hands every rank "0,1"
+    body = f"    os.environ['CUDA_VISIBLE_DEVICES'] = str(devices)\n{CALL}"
+    assert _gpf005(tmp_path, body) == [7]

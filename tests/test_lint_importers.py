@@ -58,3 +58,21 @@ def test_the_modules_own_script_run_keeps_its_dataparallel(tmp_path: Path) -> No
 def test_a_main_block_that_does_not_reach_it_stays_exempt(tmp_path: Path) -> None:
     tail = '\n\nif __name__ == "__main__":\n    print("helpers only")\n'
     assert _gpf002(tmp_path, tail) == []
+
+
+def test_a_main_block_that_names_main_without_calling_it_reaches_it(tmp_path: Path) -> None:
+    # fire.Fire(main), or a dispatch dict the block looks up (a second review's shapes)
+    for tail in (
+        "\n\ndef main():\n    build(None)\n\n\nif __name__ == '__main__':\n    import fire\n"
+        "    fire.Fire(main)\n",
+        "\n\ndef main():\n    build(None)\n\n\nENTRY = {'train': main}\n\n"
+        "if __name__ == '__main__':\n    ENTRY['train']()\n",
+    ):
+        for p in tmp_path.iterdir():
+            if p.is_file():
+                p.unlink()
+        if (tmp_path / "src").exists():
+            for p in (tmp_path / "src").iterdir():
+                p.unlink()
+            (tmp_path / "src").rmdir()
+        assert _gpf002(tmp_path, tail) == ["model.py:6"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from gpufix.workload.lint import lint_paths
 
 SMOKE = """\
@@ -80,3 +81,36 @@ def test_with_p2p_and_shm_off_local_traffic_takes_the_network(tmp_path: Path) ->
 def test_other_transport_knobs_are_still_reported_on_one_host(tmp_path: Path) -> None:
     body = '    os.environ["NCCL_SHM_DISABLE"] = "1"\n    os.environ["NCCL_SOCKET_IFNAME"] = "lo"'
     assert _gpf010(tmp_path, body) == ["7:NCCL_SHM_DISABLE"]
+
+
+# A second review's shapes: the loopback write must be the file's only interface setting,
+# outside any `if`; a loopback default does not cover a forced IB setting; P2P and SHM off
+# anywhere in the file send local traffic through the network transport.
+@pytest.mark.parametrize(
+    ("body", "other"),
+    [
+        (f'{IB}\n    if nodes == 1:\n        os.environ["NCCL_SOCKET_IFNAME"] = "lo"', "    pass"),
+        (
+            f'{IB}\n    os.environ["NCCL_SOCKET_IFNAME"] = "lo"\n'
+            '    if nodes > 1:\n        os.environ["NCCL_SOCKET_IFNAME"] = "eth0"',
+            "    pass",
+        ),
+        (
+            '    os.environ["NCCL_IB_DISABLE"] = "1"\n'
+            '    os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")',
+            "    pass",
+        ),
+        (
+            f'{IB}\n    os.environ["NCCL_SOCKET_IFNAME"] = "lo"',
+            '    os.environ["NCCL_P2P_DISABLE"] = "1"\n    os.environ["NCCL_SHM_DISABLE"] = "1"',
+        ),
+    ],
+    ids=["under an if", "set again in that code", "a default beside a forced IB", "P2P+SHM off"],
+)
+def test_a_loopback_that_may_not_hold_keeps_ib_disable(
+    tmp_path: Path, body: str, other: str
+) -> None:
+    src = SMOKE.replace("def smoke():", "def smoke(nodes=1):")
+    (tmp_path / "smoke.py").write_text(src.format(body=body, other=other))
+    found = lint_paths([str(tmp_path)]).findings
+    assert any(f.rule == "GPF010" and "NCCL_IB_DISABLE" in f.message for f in found)

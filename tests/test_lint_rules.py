@@ -1119,7 +1119,14 @@ def test_gpf005_a_choice_on_the_distributed_flag_is_a_branch(choice: str, report
         ('if int(contract["world_size"]) != 1:\n        raise RuntimeError("one process")', False),
         ('if int(os.environ["WORLD_SIZE"]) > 1:\n        return None', False),
         ('if int(os.environ.get("WORLD_SIZE", "1")) > 1:\n        raise SystemExit(1)', False),
-        # The guard lets only the ranks through, or does not leave, or cannot be read.
+        # The guard lets only the ranks through, or does not leave, or cannot be read; a state
+        # or a flag says nothing about how many ranks pass (a second review's shapes).
+        ("if dist.is_initialized():\n        return None", True),
+        (
+            'if world_size > 1 and not torch.cuda.is_available():\n        raise RuntimeError("x")',
+            True,
+        ),
+        ('if os.environ.get("NO_DDP"):\n        return None', True),
         ('if int(os.environ["WORLD_SIZE"]) == 1:\n        raise RuntimeError("ranks only")', True),
         ('if int(os.environ["WORLD_SIZE"]) > 1:\n        print("several")', True),
         ('if int(contract["size"]) != 1:\n        raise RuntimeError("?")', True),
@@ -1140,7 +1147,7 @@ import torch
 import torch.distributed as dist
 
 
-def smoke(contract):
+def smoke(contract, world_size=2):
     {guard}
     return torch.device("cuda", 0)
 

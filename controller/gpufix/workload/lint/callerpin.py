@@ -8,13 +8,14 @@ Programming Guide, "CUDA Environment Variables"), so there `cuda:0` is each rank
 The reading fails closed: a top-level function or class (without decorators) counts as pinned
 only when every name in the run that may stand for it is a call in a function that
 - writes CUDA_VISIBLE_DEVICES as its first statement (nothing before it can have started CUDA),
-  and names the variable nowhere else (no second write, `del` or read), with a value built from
+  and names the variable nowhere else (no second write, `del` or read), with a value indexed by
   one of its parameters (`devices[rank]`), not a constant, a `setdefault`, a join or a known list;
 - is itself run once per process: every name for it is a process target (`Process(target=...)`,
-  `spawn`, `start_processes`) or a call outside any loop (the one-GPU path).
+  `spawn`, `start_processes`), but for at most one call in module-level code outside any loop
+  (the one-GPU path).
 A name that cannot be resolved (a star import, a name bound twice, `obj.main`, a re-export, a
-`sys.path` import, `getattr(module, "main")`, `getattr` by a computed name on a module imported
-by a string naming it), a call of `exec` or `eval` in a file that names it, and an entry-point string `pkg.train:main` keep the finding. Not seen: identifiers written with compatibility characters (NFKC).
+`sys.path` import, `getattr(module, "main")`, `vars(module)["main"]`, `getattr` by a computed
+name in a file that names the module), a call of `exec` or `eval` in a file that names it, and an entry-point string `pkg.train:main` keep the finding. Not seen: identifiers written with compatibility characters (NFKC).
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ def _uses(project: Project, sf: SourceFile, top: str) -> list[_Use] | None:
         for n, use in _walk(f):
             if use.kind == "call" and isinstance(n, ast.Name) and n.id in ("exec", "eval"):
                 return None  # code from a string may name it
+            if isinstance(n, ast.Subscript) and getattr(n.slice, "value", None) == top:
+                return None  # vars(module)["main"], globals()["main"]
             if use.kind == "call" and isinstance(n, ast.Name) and n.id == "getattr":
                 args = cast(ast.Call, use.node).args
                 if len(args) > 1 and getattr(args[1], "value", None) == top:
@@ -111,9 +114,9 @@ def _uses(project: Project, sf: SourceFile, top: str) -> list[_Use] | None:
 
 
 def _dynamic(f: SourceFile, stem: str) -> bool:
-    """The file imports a module by a string naming it and looks names up by a computed
-    string (`getattr(importlib.import_module("src.train"), name)`)."""
-    if not f.mentions(stem) or not (f.mentions("import_module") or f.mentions("__import__")):
+    """The file names the module and looks names up by a computed string
+    (`getattr(tasks, sys.argv[1])`, `getattr(importlib.import_module("src.train"), name)`)."""
+    if not f.mentions(stem):
         return False
     return any(
         isinstance(n, ast.Name)
@@ -209,7 +212,11 @@ def _once_per_process(
     uses = _uses(project, f, func.name)
     if not uses:
         return False
-    return all(u.kind == "process" or (u.kind == "call" and not u.in_loop) for u in uses)
+    calls = [u for u in uses if u.kind == "call"]
+    if len(calls) > 1 or any(u.kind not in ("call", "process") for u in uses):
+        return False
+    # the one direct call (the one-GPU path) sits in module-level code, outside any loop
+    return all(u.func is None and not u.in_loop for u in calls)
 
 
 def _pin_before(f: SourceFile, func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.AST) -> bool:
@@ -234,9 +241,10 @@ def _pin_before(f: SourceFile, func: ast.FunctionDef | ast.AsyncFunctionDef, cal
         if not (isinstance(t, ast.Subscript) and t.slice is mentions[0]):
             continue
         value = stmt.value
+        indexed = [n for n in ast.walk(value) if isinstance(n, ast.Subscript)]
         return (
             f.names.is_environ(t.value)
-            and bool(params & set(names_in(value)))
+            and any(params & set(names_in(n.slice)) for n in indexed)  # devices[rank]
             and _last_name(value.func if isinstance(value, ast.Call) else value) != "join"
             and not shared_list(f, value)
         )

@@ -3,9 +3,10 @@ direction, read from how such code names its flags. A test is "distributed" when
 several ranks (`ddp`, `is_distributed`, `dist.is_initialized()`, `world_size > 1`,
 `local_rank != -1`), "single" when it holds only in one process (`not ddp`, `world_size == 1`,
 `local_rank == -1`), and unknown otherwise, in which case neither branch is left alone.
-A key written as a string counts as a name (`os.environ["WORLD_SIZE"]`, `cfg["world_size"]`).
-An `if` on a distributed test whose body always leaves (`raise`, `return`) guards the rest of
-its block: what follows runs in one process only (`if world_size != 1: raise ...`).
+In a comparison, a key written as a string counts as a name (`os.environ["WORLD_SIZE"] == 1`,
+`cfg.get("world_size") > 1`). An `if` comparing a rank count (`if world_size != 1: raise ...`)
+whose body always leaves (`raise`, `return`) guards the rest of its block: what follows runs in
+one process only.
 """
 
 from __future__ import annotations
@@ -69,14 +70,19 @@ def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
 
 
 def _guarded(block: list[ast.stmt]) -> list[ast.stmt]:
-    """The statements after `if <distributed test>: raise/return` (no `else`) in a block: only
-    a single process gets past the guard."""
+    """The statements after `if <count of ranks> != 1: raise/return` (no `else`) in a block:
+    only a single process gets past the guard. Only a comparison of a rank count or of the
+    launcher's rank is read here: a flag or a state (`if dist.is_initialized(): return`, a
+    set-up that may run twice) says nothing about how many ranks pass, and no part of a test
+    joined by `and`/`or` is left out."""
     for i, stmt in enumerate(block):
         if (
             isinstance(stmt, ast.If)
             and not stmt.orelse
             and isinstance(stmt.body[-1], ast.Raise | ast.Return)
-            and distributed_side(stmt.test) is True
+            and isinstance(stmt.test, ast.Compare)
+            and len(stmt.test.ops) == 1
+            and _compare(stmt.test) is True
         ):
             return block[i + 1 :]
     return []
@@ -126,7 +132,7 @@ def _side(test: ast.expr, depth: int) -> bool | None:
         sides = {distributed_side(v, depth + 1) for v in parts}
         return sides.pop() if len(sides) == 1 and None not in sides else None
     if isinstance(test, ast.Name | ast.Attribute | ast.Call):
-        return True if any(_FLAG.search(n) for n in _names(test)) else None
+        return True if any(_FLAG.search(n) for n in names_in(test)) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _compare(test)
     return None

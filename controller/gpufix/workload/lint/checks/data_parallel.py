@@ -65,37 +65,35 @@ def _offers_distributed_itself(ctx: CheckContext, sf: SourceFile) -> bool:
 
 
 def _own_run(sf: SourceFile) -> set[str]:
-    """The module's top-level functions its own `if __name__ == "__main__":` block runs,
-    directly or through the module's functions ("" stands for the block itself): when the
-    module runs as a script, what its importers offer is not on its path. Only here, so the
-    whole module is walked (the call index keeps only lines with a check's words)."""
-    if sf.tree is None:
+    """The module's top-level functions that run when it runs as a script (it has an `if
+    __name__ == "__main__":` block): those its module-level code names (a call,
+    `fire.Fire(main)`, a dispatch dict `ENTRY = {"train": main}`), directly or through the
+    module's functions ("" stands for module-level code). What its importers offer is not on that
+    path. Only here, so the whole module is walked (the call index keeps only lines with a
+    check's words)."""
+    if sf.tree is None or not any(
+        isinstance(s, ast.If) and "__name__" in names_in(s.test) for s in sf.tree.body
+    ):
         return set()
     local = {f"{sf.module}.{name}" if sf.module else name: name for name in sf.defs}
     calls: dict[str, set[str]] = {}
     for stmt in sf.tree.body:
-        if isinstance(stmt, ast.If) and "__name__" in names_in(stmt.test):
-            owner = ""
-        elif getattr(stmt, "name", None) in sf.defs:
-            owner = stmt.name  # type: ignore[attr-defined]
-        else:
-            continue
-        for call in calls_in(stmt):
-            callee = local.get(sf.names.resolve(call.func) or "")
-            if callee is not None:
-                calls.setdefault(owner, set()).add(callee)
+        owner = stmt.name if isinstance(stmt, _DEF_STMTS) else ""
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name | ast.Attribute):
+                callee = local.get(sf.names.resolve(node) or "")
+                if callee is not None and callee != owner:
+                    calls.setdefault(owner, set()).add(callee)
     run, todo = {""}, [""]
     while todo:
         for callee in calls.get(todo.pop(), ()):
             if callee not in run:
                 run.add(callee)
                 todo.append(callee)
-    return run if "" in calls else set()
+    return run
 
 
-def _main_block(site: CallSite) -> str | None:
-    """ "" for a call in the module's `__main__` block, None for other module-level code."""
-    return "" if any("__name__" in names_in(t) for t in site.tests) else None
+_DEF_STMTS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _inference_functions(sf: SourceFile, sites: list[CallSite]) -> set[tuple[str, ...]]:
@@ -298,7 +296,7 @@ def _data_parallel(ctx: CheckContext, sf: SourceFile, sites: list[CallSite]) -> 
     if _offers_distributed(ctx, sf):
         # only an importer offers DDP: DataParallel on the module's own script path stays
         own = _own_run(sf)
-        dp = [c for c in dp if (c.owners[0] if c.owners else _main_block(c)) in own]
+        dp = [c for c in dp if (c.owners[0] if c.owners else "") in own]
         if not dp:
             return
     inference = _inference_functions(sf, sites)

@@ -169,7 +169,8 @@ def keyword(call: ast.Call, name: str) -> ast.expr | None:
 
 
 def imported_by(project: Project, sf: SourceFile) -> list[SourceFile]:
-    """The run's modules that import this one (anywhere in them, by its dotted name)."""
+    """The run's modules that import this one (anywhere in them): by its dotted name, or by a
+    longer name that finds it from the importer (a folder without __init__.py)."""
     if not sf.module:
         return []
     return [f for f in project.importers_of_file(sf) if f is not sf]

@@ -57,7 +57,7 @@ def _pinned(project: Project, sf: SourceFile, top: str) -> bool:
     target = sf.defs.get(top)
     if not isinstance(target, _DEFS) or target.decorator_list:
         return False  # a decorator holds the function: where it is called is not seen
-    pinners = [f for f in _holding(project, b"VISIBLE_DEVICES") if f.mentions(top)]
+    pinners = [f for f in project.holding(b"VISIBLE_DEVICES") if f.mentions(top)]
     if not any(_starts_with_pin(d) for f in pinners for d in f.defs.values()):
         return False  # no function of a file that names it starts by pinning the variable
     uses = _uses(project, sf, top)
@@ -82,12 +82,12 @@ def _uses(project: Project, sf: SourceFile, top: str) -> list[_Use] | None:
     apart (it may be the function, and is not known to be something else)."""
     stem = sf.module.rsplit(".", 1)[-1]
     entry = f"{stem}:{top}"
-    if any(f.mentions(entry) for f in _holding(project, f":{top}".encode())):
+    if any(f.mentions(entry) for f in project.holding(f":{top}".encode())):
         return None  # a console-script entry point (`train = src.train:main`)
-    if any(_dynamic(f, stem) for f in _holding(project, b"getattr(")):
+    if any(_dynamic(f, stem) for f in project.holding(b"getattr(")):
         return None
     out: list[_Use] = []
-    for f in _holding(project, top.encode()):
+    for f in project.holding(top.encode()):
         bound = {**f.names.imports, **f.names.aliases}
         aliases = {n for n, v in bound.items() if v.rsplit(".", 1)[-1] == top}
         for n, use in _walk(f):
@@ -132,14 +132,19 @@ def _starts_with_pin(func: ast.stmt) -> bool:
     """The function's first statement (after a docstring) writes CUDA_VISIBLE_DEVICES."""
     if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
         return False
-    body = func.body[1:] if ast.get_docstring(func) is not None else func.body
-    first = body[0] if body else None
+    first = _first_statement(func)
     return (
         isinstance(first, ast.Assign)
         and len(first.targets) == 1
         and isinstance(first.targets[0], ast.Subscript)
         and getattr(first.targets[0].slice, "value", None) == CUDA_VISIBLE_DEVICES
     )
+
+
+def _first_statement(func: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.stmt | None:
+    """The function's first statement after its docstring."""
+    body = func.body[1:] if ast.get_docstring(func) is not None else func.body
+    return body[0] if body else None
 
 
 def _last(n: ast.Name | ast.Attribute) -> str:
@@ -232,8 +237,7 @@ def _pin_before(f: SourceFile, func: ast.FunctionDef | ast.AsyncFunctionDef, cal
     if len(mentions) != 1:
         return False  # written twice, deleted, read, or named through a constant
     params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
-    body = func.body[1:] if ast.get_docstring(func) is not None else func.body
-    first = body[0] if body else None  # nothing before it can have started CUDA
+    first = _first_statement(func)  # nothing before it can have started CUDA
     for stmt in func.body[:at]:
         if stmt is not first or not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
             continue
@@ -275,11 +279,3 @@ def _cannot_bind(target: ast.stmt, call: ast.Call) -> bool:
         if d is None and p.arg not in given
     ]
     return bool(missing or kwonly) or (len(call.args) > len(positional) and a.vararg is None)
-
-
-def _holding(project: Project, needle: bytes) -> list[SourceFile]:
-    key = "holding:" + needle.decode("utf-8", "replace")
-    cached = project.cache.get(key)
-    if cached is None:
-        cached = project.cache[key] = [f for f in project.parsed() if needle in f.data]
-    return cast(list[SourceFile], cached)

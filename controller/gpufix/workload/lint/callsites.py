@@ -176,14 +176,19 @@ def imported_by(project: Project, sf: SourceFile) -> list[SourceFile]:
     return [f for f in project.importers_of_file(sf) if f is not sf]
 
 
-def neighbours(project: Project, sf: SourceFile) -> list[SourceFile]:
-    """The run's modules this one imports, and those that import it (one step each way)."""
+def imported_modules(project: Project, sf: SourceFile) -> list[SourceFile]:
+    """The run's modules this one imports (one step)."""
     out = []
     for dotted in set(sf.names.imports.values()):
         hit = project.split(sf, dotted)
         if hit is not None and hit[0] is not sf and hit[0].tree is not None:
             out.append(hit[0])
-    return out + imported_by(project, sf)
+    return out
+
+
+def neighbours(project: Project, sf: SourceFile) -> list[SourceFile]:
+    """The run's modules this one imports, and those that import it (one step each way)."""
+    return imported_modules(project, sf) + imported_by(project, sf)
 
 
 def importers(project: Project, sf: SourceFile, depth: int = 3) -> list[SourceFile]:

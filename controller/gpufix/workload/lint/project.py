@@ -125,6 +125,14 @@ class Project:
                 self.by_module.setdefault(f.module, []).append(f)
                 self.by_abspath[os.path.normpath(os.path.abspath(f.path))] = f
 
+    def holding(self, needle: bytes) -> list[SourceFile]:
+        """The parsed files whose bytes hold `needle`, scanned for once a run."""
+        key = "holding:" + needle.decode("utf-8", "replace")
+        cached = self.cache.get(key)
+        if cached is None:
+            cached = self.cache[key] = [f for f in self.parsed() if needle in f.data]
+        return cached  # type: ignore[return-value]
+
     def has_name(self, name: str) -> bool:
         """A directory or file (without .py) of the run has this name."""
         return name in self._names

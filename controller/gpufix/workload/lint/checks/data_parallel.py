@@ -16,7 +16,16 @@ from __future__ import annotations
 import ast
 import re
 
-from ..callsites import DISTRIBUTED, CallSite, call_sites, importers, keyword, named, neighbours
+from ..callsites import (
+    DISTRIBUTED,
+    CallSite,
+    call_sites,
+    imported_modules,
+    importers,
+    keyword,
+    named,
+    neighbours,
+)
 from ..project import SourceFile
 from ..prune import nodes_on
 from ..rankcode import names_in
@@ -56,12 +65,7 @@ def _offers_distributed(ctx: CheckContext, sf: SourceFile) -> bool:
 
 def _offers_distributed_itself(ctx: CheckContext, sf: SourceFile) -> bool:
     """The module or one it imports offers DDP (its importers aside)."""
-    mine = [sf]
-    for dotted in set(sf.names.imports.values()):
-        hit = ctx.project.split(sf, dotted)
-        if hit is not None and hit[0] is not sf and hit[0].tree is not None:
-            mine.append(hit[0])
-    return any(_distributed_here(m) for m in mine)
+    return any(_distributed_here(m) for m in [sf, *imported_modules(ctx.project, sf)])
 
 
 def _own_run(sf: SourceFile) -> set[str]:

@@ -108,7 +108,7 @@ def run(ctx: CheckContext) -> None:
         if not _uses_smi_numbering(sf):
             continue
         if ordering is None:
-            ordering = {id(f) for f in ctx.project.parsed() if b"DEVICE_ORDER" in f.data}
+            ordering = {id(f) for f in ctx.project.holding(b"DEVICE_ORDER")}
         if _orders_by_pci(ctx, sf, ordering):
             continue
         _selects_by_nvml_index(ctx, sf)

@@ -278,3 +278,40 @@ def test_a_value_the_same_for_every_rank_keeps_the_finding(tmp_path: Path) -> No
     # built from a parameter, but not indexed by it: mp.spawn hands every rank "0,1"
     body = f"    os.environ['CUDA_VISIBLE_DEVICES'] = str(devices)\n{CALL}"
     assert _gpf005(tmp_path, body) == [7]
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("pyproject.toml", '[project.scripts]\ntrain = "src.train:main"\n'),
+        ("setup.cfg", "[options.entry_points]\nconsole_scripts =\n    train = src.train : main\n"),
+        ("configs/run.yaml", "job:\n  _target_: src.train.main\n"),
+        ("demo.ipynb", '{"cells": [{"source": ["from src.train import main as run\\n"]}]}'),
+    ],
+)
+def test_a_file_around_the_code_that_names_it_keeps_the_finding(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    """A console script, a config target or a notebook calls it without the launcher's pin."""
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text(text)
+    assert _gpf005(tmp_path, f"{PIN}\n{CALL}") == [7]
+
+
+def test_files_around_it_that_name_other_things_leave_the_pin(tmp_path: Path) -> None:
+    """`python main.py` in a launcher and `main:` keys name the word, not src.train's main."""
+    (tmp_path / "run.sh").write_text("python main.py --fname configs/in1k.yaml\n")
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "in1k.yaml").write_text("main:\n  train: true\nmeta:\n  main: 1\n")
+    assert _gpf005(tmp_path, f"{PIN}\n{CALL}") == []
+
+
+def test_files_around_it_too_many_to_read_keep_the_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpufix.workload.lint import sidefiles
+
+    monkeypatch.setattr(sidefiles, "_MAX_FILES", 1)
+    for i in range(3):
+        (tmp_path / f"job{i}.sh").write_text("echo\n")
+    assert _gpf005(tmp_path, f"{PIN}\n{CALL}") == [7]

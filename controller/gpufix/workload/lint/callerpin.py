@@ -15,7 +15,11 @@ only when every name in the run that may stand for it is a call in a function th
   (the one-GPU path).
 A name that cannot be resolved (a star import, a name bound twice, `obj.main`, a re-export, a
 `sys.path` import, `getattr(module, "main")`, `vars(module)["main"]`, `getattr` by a computed
-name in a file that names the module), a call of `exec` or `eval` in a file that names it, and an entry-point string `pkg.train:main` keep the finding. Not seen: identifiers written with compatibility characters (NFKC).
+name in a file that names the module), a call of `exec` or `eval` in a file that names it, an
+entry-point string `pkg.train:main` in the code, and a file around the code that names the
+function (sidefiles.py: `[project.scripts]` in pyproject.toml, `console_scripts` in setup.cfg, a
+config's `_target_: pkg.train.main`, a notebook's `from pkg.train import main`) keep the
+finding. Not seen: identifiers written with compatibility characters (NFKC).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
 
 from .project import Project, SourceFile
 from .rankcode import names_in
+from .sidefiles import side_refs
 from .visible import shared_list
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -84,6 +89,9 @@ def _uses(project: Project, sf: SourceFile, top: str) -> list[_Use] | None:
     entry = f"{stem}:{top}"
     if any(f.mentions(entry) for f in project.holding(f":{top}".encode())):
         return None  # a console-script entry point (`train = src.train:main`)
+    refs = side_refs(project)
+    if refs is None or (stem.encode(), top.encode()) in refs:
+        return None  # pyproject.toml, setup.cfg, a config's target or a notebook names it
     if any(_dynamic(f, stem) for f in project.holding(b"getattr(")):
         return None
     out: list[_Use] = []

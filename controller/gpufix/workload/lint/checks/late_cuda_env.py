@@ -23,7 +23,8 @@ from ..envwrites import walk_here, writes_in
 from ..flow import FlowWalker
 from ..loads import State
 from ..model import Related
-from ..project import SourceFile
+from ..names import WORDS
+from ..project import Project, SourceFile
 from ..prune import nodes_on, segment
 from ..report import Reporter
 from ..stmts import Where, calls_in
@@ -93,13 +94,60 @@ def _started_before(sf: SourceFile, node: ast.AST) -> ast.Call | None:
     return found
 
 
-def _restores(sf: SourceFile, key: str, value: ast.expr | None) -> bool:
+def _restores(sf: SourceFile, stmt: ast.AST, key: str, value: ast.expr | None) -> bool:
     """`os.environ[key] = old` where `old` is bound once, to a read of the same variable
-    (`old = os.environ.get(key)`): the value the process had is put back, which changes no
-    device selection (vLLM's guard_cuda_initialization, judged FP)."""
+    (`old = os.environ.get(key)`), in the function the write sits in (else in the module): the
+    value the process had is put back, which changes no device selection (vLLM's
+    guard_cuda_initialization; a trainer that saves and restores around its DataLoader loop in
+    two methods under one name; both judged FP)."""
     if not isinstance(value, ast.Name):
         return False
-    return _reads(sf, sf.names.bound_once(value.id), key)
+    func = _enclosing_function(sf, stmt)
+    saved = _bound_once_in(func, value.id) if func is not None else None
+    if saved is None and (func is None or not _binds(func, value.id)):
+        saved = sf.names.bound_once(value.id)
+    return _reads(sf, saved, key)
+
+
+def _enclosing_function(
+    sf: SourceFile, stmt: ast.AST
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    parents = _parents(sf)
+    here = parents.get(id(stmt))
+    while here is not None:
+        holder = here[0]
+        if isinstance(holder, ast.FunctionDef | ast.AsyncFunctionDef):
+            return holder
+        here = parents.get(id(holder))
+    return None
+
+
+def _binds(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """The function binds the name anywhere (or declares it global or nonlocal)."""
+    return any(
+        (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store | ast.Del))
+        or (isinstance(n, ast.Global | ast.Nonlocal) and name in n.names)
+        or (isinstance(n, ast.arg) and n.arg == name)
+        for n in ast.walk(func)
+    )
+
+
+def _bound_once_in(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast.expr | None:
+    """The value of the function's one binding of `name`, a plain `name = value`; None when it
+    binds the name otherwise or more than once (a loop target, `+=`, a parameter, global)."""
+    stores = [
+        n
+        for n in ast.walk(func)
+        if (isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
+        or (isinstance(n, ast.Global | ast.Nonlocal) and name in n.names)
+        or (isinstance(n, ast.arg) and n.arg == name)
+    ]
+    if len(stores) != 1:
+        return None
+    for n in ast.walk(func):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and n.targets[0] is stores[0]:
+            return n.value
+    return None
 
 
 def _reads(sf: SourceFile, node: ast.expr | None, key: str) -> bool:
@@ -132,16 +180,20 @@ _COMMANDS = ("subprocess.", "os.system")
 _TRAINING = re.compile(r"python|torchrun|deepspeed|accelerate|\.py\b|\.sh\b|sys\.executable")
 
 
-def _for_children(sf: SourceFile, node: ast.AST) -> bool:
+def _for_children(sf: SourceFile, node: ast.AST, value: ast.expr | None) -> bool:
     """The write's next simple statement (other environment writes aside) starts training
-    processes: the value is for them, and they read it when they start (RLGL's `ray.init`,
-    judged FP). Only a simple statement whose own call starts them counts, never a `def`, an
-    `if` or a loop that holds one; the parent's own later GPU use is not followed."""
+    processes: the value is for them, and they read it when they start (RLGL's
+    `ray.init`, judged FP). Only a simple statement whose own call starts them counts, never a
+    `def`, an `if` or a loop that holds one; the parent's own later GPU use is not followed.
+    One loop counts: a loop over a DataLoader right after a write that hides every GPU (`""`,
+    `"-1"`), which keeps the workers that loop starts off the GPUs."""
     here = _parents(sf).get(id(node))
     if here is None:
         return False
     _, block, index = here
     for stmt in block[index + 1 :]:
+        if isinstance(stmt, ast.For | ast.AsyncFor):
+            return _hides_every_gpu(sf, value) and _over_loader(sf, stmt.iter)
         if isinstance(stmt, _COMPOUND):
             return False
         if writes_in(sf.names, [stmt]):
@@ -154,6 +206,61 @@ def _for_children(sf: SourceFile, node: ast.AST) -> bool:
             return True
         return name.startswith(_COMMANDS) and bool(_TRAINING.search(segment(sf, call)))
     return False
+
+
+# Values that leave a process no GPU: an empty list, or an index no GPU has (CUDA stops at the
+# first invalid one: CUDA C Programming Guide, "CUDA Environment Variables").
+_NO_GPU = frozenset({"", "-1"})
+# Calls a loop's iterable may pass through: the loop still iterates the DataLoader.
+_PASS_THROUGH = frozenset({"enumerate", "iter", "tqdm"})
+
+
+def _worker_init_only(project: Project, sf: SourceFile, stmt: ast.AST) -> bool:
+    """The write sits in a module-level function that the run names only as a DataLoader's
+    `worker_init_fn=`: it runs in each worker process as it starts, before the worker loads
+    data (https://pytorch.org/docs/stable/data.html, `worker_init_fn`), not in the process that
+    trains."""
+    func = _enclosing_function(sf, stmt)
+    if func is None or sf.defs.get(func.name) is not func:
+        return False
+    name, handed = func.name, 0
+    for f in project.holding(func.name.encode()):
+        passed: set[int] = set()
+        for n in ast.walk(f.tree) if f.tree is not None else ():
+            if isinstance(n, ast.keyword) and n.arg == "worker_init_fn":
+                passed.add(id(n.value))
+            elif isinstance(n, ast.Name | ast.Attribute) and _last_name(n) == name:
+                if id(n) not in passed or not isinstance(n.ctx, ast.Load):
+                    return False
+                handed += 1
+            elif isinstance(n, ast.Constant) and n.value == name:
+                return False  # named in a string: getattr, a registry, an entry point
+    return handed > 0
+
+
+def _last_name(n: ast.Name | ast.Attribute) -> str:
+    return n.id if isinstance(n, ast.Name) else n.attr
+
+
+def _hides_every_gpu(sf: SourceFile, value: ast.expr | None) -> bool:
+    text = sf.names.const_str(value) if value is not None else None
+    return text is not None and text.strip() in _NO_GPU
+
+
+def _over_loader(sf: SourceFile, it: ast.expr) -> bool:
+    """`for b in train_loader`, `enumerate(self.val_dataloader)`, `tqdm(loader)`: iterating a
+    DataLoader starts its worker processes ("each time an iterator of a DataLoader is created",
+    https://pytorch.org/docs/stable/data.html#multi-process-data-loading). Told by the name's
+    last word, `loader` or `dataloader`."""
+    while isinstance(it, ast.Call) and it.args:
+        f = it.func
+        name = sf.names.resolve(f) or (f.id if isinstance(f, ast.Name) else "")
+        if name.rsplit(".", 1)[-1] not in _PASS_THROUGH:
+            return False
+        it = it.args[0]
+    name = it.attr if isinstance(it, ast.Attribute) else getattr(it, "id", "")
+    words = WORDS.findall(name)
+    return bool(words) and words[-1].lower() in ("loader", "dataloader")
 
 
 def _top_call(stmt: ast.stmt) -> ast.Call | None:
@@ -175,12 +282,14 @@ class _Listener:
         for w in writes_in(sf.names, [node]):
             if w.key not in CUDA_INIT_VARS or in_unused_top(self.ctx.project, sf, w.node):
                 continue
-            if _restores(sf, w.key, w.value):
+            if _restores(sf, node, w.key, w.value):
                 continue
             first = next(iter(state.values()))
             where = f" in {note}" if note else ""
             started = _started_before(sf, node)
-            if started is None and _for_children(sf, node):
+            if started is None and _for_children(sf, node, w.value):
+                continue
+            if _hides_every_gpu(sf, w.value) and _worker_init_only(self.ctx.project, sf, node):
                 continue
             if started is not None:
                 call = segment(sf, started.func)

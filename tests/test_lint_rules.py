@@ -1314,3 +1314,35 @@ def test_deep_but_valid_expressions_do_not_exhaust_the_stack(body: str, tmp_path
     )  # fmt: skip
     assert run.returncode in (0, 1), run.stderr
     assert "internal error" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("state", "reported"),
+    [
+        ('Accelerator(mixed_precision="fp16")', False),
+        ("PartialState()", False),
+        ("Accelerator(cpu=True)", True),
+        ("Accelerator(cpu=args.cpu)", True),
+    ],
+)
+def test_gpf006_accelerate_state_selects_each_ranks_gpu(
+    tmp_path: Path, state: str, reported: bool
+) -> None:
+    # Randolph08/MLsys_final EAGLE/eagle/train/main_deepspeed.py (eighteenth set, judged FP):
+    # Accelerator() at module level, then deepspeed.init_distributed() and a later .cuda().
+    # accelerate's PartialState calls set_device(local rank) in a distributed run
+    # (src/accelerate/state.py, PartialState.set_device); with cpu=True it selects no GPU.
+    script = f"""
+        import argparse
+        import deepspeed
+        import torch
+        from accelerate import Accelerator, PartialState
+
+        args = argparse.Namespace(cpu=False)
+        accelerator = {state}
+        deepspeed.init_distributed()
+        model = torch.nn.Linear(1, 1).cuda()
+        """
+    (tmp_path / "main_deepspeed.py").write_text(textwrap.dedent(script))
+    found = lint_paths([str(tmp_path)], LintConfig(tmp_path)).findings
+    assert any(f.rule == "GPF006" for f in found) is reported

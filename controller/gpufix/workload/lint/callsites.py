@@ -58,9 +58,9 @@ def call_sites(sf: SourceFile) -> list[CallSite]:
 # Words on the lines where a call any check looks at can sit (the rest of a file is not walked).
 CALL_WORDS = (
     "DataParallel", "data_parallel", "init_process_group", "init_distributed", "Accelerator",
-    "deepspeed", "initialize", "spawn", "load", "set_device", "cuda", "device", "barrier",
-    "detect_anomaly", "Trainer", "Fabric", "nvidia", "GPUtil", "gpustat", "nvml", "nvitop",
-    "eval", "backward", "train",
+    "PartialState", "deepspeed", "initialize", "spawn", "load", "set_device", "cuda", "device",
+    "barrier", "detect_anomaly", "Trainer", "Fabric", "nvidia", "GPUtil", "gpustat", "nvml",
+    "nvitop", "eval", "backward", "train",
 )  # fmt: skip
 
 

@@ -22,6 +22,17 @@ from ..visible import writes_visible_devices
 from . import CheckContext
 
 _NOT_NCCL = frozenset({"gloo", "mpi", "ucc", "hccl", "xla"})
+# accelerate's process state: building it in a distributed run calls set_device(local rank)
+# (accelerate src/accelerate/state.py, PartialState.set_device; Accelerator builds it).
+_ACCELERATE_STATES = frozenset(
+    {
+        "accelerate.Accelerator",
+        "accelerate.accelerator.Accelerator",
+        "accelerate.PartialState",
+        "accelerate.state.PartialState",
+        "accelerate.state.AcceleratorState",
+    }
+)
 
 
 def _backend_may_be_nccl(sf: SourceFile, call: ast.Call) -> bool:
@@ -34,9 +45,17 @@ def _selects_device(sf: SourceFile) -> bool:
     if writes_visible_devices(sf):
         return True
     return any(
-        c.name in SELECT_DEVICE or (c.name in PROCESS_GROUP and keyword(c.node, "device_id"))
+        c.name in SELECT_DEVICE
+        or (c.name in PROCESS_GROUP and keyword(c.node, "device_id"))
+        or (c.name in _ACCELERATE_STATES and not _on_cpu(sf, c.node))
         for c in call_sites(sf)
     )
+
+
+def _on_cpu(sf: SourceFile, call: ast.Call) -> bool:
+    """`Accelerator(cpu=True)` (or a value not known): no GPU is selected."""
+    value = keyword(call, "cpu")
+    return value is not None and not (isinstance(value, ast.Constant) and value.value is False)
 
 
 def _selects_anywhere(ctx: CheckContext) -> bool:

@@ -130,9 +130,14 @@ def test_affected_host_on_an_unsupported_branch_moves_to_a_supported_one() -> No
 
 
 def test_gpu_pair_evidence_matches_the_row() -> None:
-    exp = {"id": "gpus-0-5", "env": {}, "gpus": [0, 1, 2, 3, 4, 5], "verdict": "healthy",
-           "stalled": None, "error": None, "elapsed_s": 1.0}  # fmt: skip
-    v = hung_in_allreduce() | {"experiments": [exp], "decided_by": "gpus-0-5"}
+    """The bug's shape as the probe writes it: pairs with GPU 6 or 7 hang, the others are
+    healthy, so `suspects` names them (a healthy pair in `decided_by` decides nothing)."""
+    exps = [
+        {"id": f"gpus-{a}-{b}", "env": {}, "gpus": [a, b], "stalled": None, "error": None,
+         "verdict": "hung" if {a, b} & {6, 7} else "healthy", "elapsed_s": 1.0}
+        for a, b in ((0, 1), (2, 3), (4, 5), (6, 7), (0, 6), (0, 7))
+    ]  # fmt: skip
+    v = hung_in_allreduce() | {"experiments": exps, "suspects": {"gpus": [6, 7], "links": []}}
     plan = plan_for(hgx_h100(), v, R535_SUPPORTED)
     assert plan.strategy == "driver-pin" and row_of(plan) == "gpu-pair-driver-issue"
 

@@ -72,6 +72,11 @@ OVERRIDES = {"ifname-filter": {"NCCL_SOCKET_IFNAME": "^docker0"}, "tuning": {"NC
 
 def show(evidence: str, f: Facts) -> Verdict:
     kind, _, what = evidence.partition(":")
+    if kind == "experiment" and what == "gpus":
+        # As the probe writes it: a pair's runs fail and `suspects` names the GPU (a healthy
+        # pair decides nothing by itself, so the probe never puts one in `decided_by`).
+        pair = _experiment(EXPERIMENT_IDS["gpus"], "hung")
+        return _verdict(experiments=[pair], suspects={"gpus": [1], "links": []})
     if kind == "experiment":
         exp_id = EXPERIMENT_IDS.get(what, what)
         return _verdict(experiments=[_experiment(exp_id, "healthy")], decided_by=exp_id)

@@ -248,6 +248,7 @@ def context(
     rules: Rules,
 ) -> Ctx:
     """The engine's view of one host: facts, findings, what the probe shows, the table's row."""
+    verdict = signals.as_evidence(verdict)
     host = with_named_caps(with_probe_facts(from_facts(facts), verdict), kb)
     day = c.plan_date or kb.checked()
     order_sev = {"error": 0, "warning": 1, "info": 2}
@@ -291,6 +292,11 @@ def _choose(
         if s == chosen.strategy:
             break
         path.append(f"{s} not feasible: {cands[s].reason}")
+        if "gpus" in cands[s].missing:
+            # The evidence's answer waits on a GPU list nobody could read: passing over it to
+            # a later strategy (a kernel reboot) would choose on an unknown (issue 12, item 7).
+            path.append("the GPUs could not be listed: gather facts again -> none (see needs)")
+            return cands["none"]
     if chosen.strategy == "none" and "none" not in order:
         path.append("nothing the evidence calls for is feasible -> none (see needs)")
     return chosen

@@ -27,6 +27,11 @@ NCCL_ONLY = frozenset(
     {"p2p-off", "p2p-level-pxb", "shm-off", "cumem-off", "ib-off", "proto-simple", "algo-ring",
      "nvls-off", "gdr-off"}
 )  # fmt: skip
+# The probe's causes read from an NCCL setting's effect (CAUSES in roles/probe/files/
+# gpufix_probe.py): in a gloo run they rest on settings gloo never read.
+NCCL_CAUSES = frozenset(
+    {"p2p-path", "p2p-path-workaround", "shm-transport", "cumem", "ib-path", "nccl-transport"}
+)
 # roles/probe's verdict when it had to kill the probe program past its deadline (run.yml).
 PROBE_KILLED = "the probe program itself hung"
 # A rank that died rather than waited (signals, as Python's and PyTorch's errors name them).
@@ -139,13 +144,36 @@ def _decided(v: dict[str, Any], experiments: list[dict[str, Any]]) -> str | None
     return "p2p-off" if rerun == "healthy" and v.get("verdict") in NOT_HEALTHY else None
 
 
-def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
-    v = verdict or {}
-    exps = [e for e in v.get("experiments") or [] if isinstance(e, dict)]
+def as_evidence(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The verdict as the engine reads it. In a gloo run (`--cpu`) NCCL reads none of its
+    settings, so the NCCL-only experiments, the legacy P2P-off rerun and the causes the probe
+    read from them say nothing. A GPU pair written as `decided_by` decides nothing by itself
+    (other pairs may be healthy too): that family comes from `suspects` only."""
+    if verdict is None:
+        return None
+    v = dict(verdict)
     if v.get("backend") == "gloo":
-        exps = [e for e in exps if e.get("id") not in NCCL_ONLY]
+        exps = v.get("experiments")
+        if isinstance(exps, list):
+            v["experiments"] = [
+                e for e in exps if not (isinstance(e, dict) and e.get("id") in NCCL_ONLY)
+            ]
         if v.get("decided_by") in NCCL_ONLY:
-            v = {**v, "decided_by": None}
+            v["decided_by"] = None
+        v["no_p2p_rerun"] = None
+        causes = v.get("causes")
+        if isinstance(causes, list):
+            v["causes"] = [
+                c for c in causes if not (isinstance(c, dict) and c.get("id") in NCCL_CAUSES)
+            ]
+    if str(v.get("decided_by") or "").startswith("gpus-"):
+        v["decided_by"] = None
+    return v
+
+
+def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
+    v = as_evidence(verdict) or {}
+    exps = [e for e in v.get("experiments") or [] if isinstance(e, dict)]
     where = v.get("stalled") or v.get("failed_in") or {}
     phase = where.get("phase") if isinstance(where, dict) else None
     text = "\n".join(_texts(v, exps))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpufix.engine.context import Ctx
+from gpufix.engine.context import Candidate, Ctx
 from gpufix.facts.host import Host
 
 # Cause ids the probe names (CAUSES in roles/probe/files/gpufix_probe.py, docs/probe.md).
@@ -21,6 +21,16 @@ def multi_gpu_problem(ctx: Ctx) -> str | None:
     if n < 2:
         return "fewer than two GPUs"
     return None
+
+
+def not_multi_gpu(ctx: Ctx, strategy: str) -> Candidate | None:
+    """The infeasible candidate when a multi-GPU setting cannot apply; a count nobody could read
+    is `missing` (need `gpus`), which keeps the plan from passing over it to a later strategy."""
+    problem = multi_gpu_problem(ctx)
+    if problem is None:
+        return None
+    missing = ["gpus"] if ctx.host.gpu_count is None else []
+    return Candidate(strategy, False, problem, missing=missing)
 
 
 def p2p_evidence(ctx: Ctx) -> str:

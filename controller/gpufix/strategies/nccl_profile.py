@@ -11,7 +11,7 @@ from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
 from gpufix.strategies.evidence import (
     TRANSPORT_CAUSES,
-    multi_gpu_problem,
+    not_multi_gpu,
     p2p_evidence,
     physical_interface,
     profile_cost,
@@ -67,9 +67,9 @@ def _costs(ctx: Ctx, profiles: Sequence[str]) -> list[str]:
 
 def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
     """A candidate that writes these profiles; an interface the facts do not name is missing."""
-    problem = multi_gpu_problem(ctx)
-    if problem:
-        return Candidate("nccl-profile", False, problem)
+    blocked = not_multi_gpu(ctx, "nccl-profile")
+    if blocked is not None:
+        return blocked
     names = list(dict.fromkeys(profiles))
     vars_: dict[str, Any] = {"gpufix_nccl_profile_names": names}
     missing = []
@@ -98,9 +98,9 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
 
 
 def evaluate(ctx: Ctx) -> Candidate:
-    problem = multi_gpu_problem(ctx)
-    if problem:
-        return Candidate("nccl-profile", False, problem)
+    blocked = not_multi_gpu(ctx, "nccl-profile")
+    if blocked is not None:
+        return blocked
     d = ctx.decision
     if d is not None and d.fix == "nccl-profile":
         return for_profiles(ctx, d.row.profiles, d.row.why)

@@ -8,7 +8,7 @@ from gpufix.engine.context import Candidate, Ctx, on_container_host, reboot_gate
 from gpufix.engine.diagnose import acs_bridges_that_matter, no_p2p
 from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
-from gpufix.strategies.evidence import multi_gpu_problem, p2p_evidence, profile_cost
+from gpufix.strategies.evidence import not_multi_gpu, p2p_evidence, profile_cost
 
 PLAYBOOK = "pcie_acs.yml"
 
@@ -70,9 +70,9 @@ def _nothing_to_change(ctx: Ctx) -> str:
 
 
 def evaluate(ctx: Ctx) -> Candidate:
-    problem = multi_gpu_problem(ctx)
-    if problem:
-        return Candidate("pcie-acs", False, problem)
+    blocked = not_multi_gpu(ctx, "pcie-acs")
+    if blocked is not None:
+        return blocked
     if no_p2p(ctx.host, ctx.kb):
         return Candidate(
             "pcie-acs",

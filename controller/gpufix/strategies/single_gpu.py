@@ -5,16 +5,16 @@ from __future__ import annotations
 from gpufix.engine.context import Candidate, Ctx
 from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
-from gpufix.strategies.evidence import multi_gpu_problem
+from gpufix.strategies.evidence import not_multi_gpu
 
 PLAYBOOK = "single_gpu.yml"
 
 
 def evaluate(ctx: Ctx) -> Candidate:
-    problem = multi_gpu_problem(ctx)
-    if problem:
+    blocked = not_multi_gpu(ctx, "single-gpu")
+    if blocked is not None:
         # Hiding GPUs changes nothing on a host with fewer than two, or one nobody could count.
-        return Candidate("single-gpu", False, problem)
+        return blocked
     step = Step(
         PLAYBOOK,
         "export CUDA_VISIBLE_DEVICES=0 for login shells (/etc/profile.d), set before torch is imported",

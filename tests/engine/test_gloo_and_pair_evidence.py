@@ -1,0 +1,64 @@
+"""What a verdict is not evidence of (docs/decision.md, "The decision table"): in a gloo run
+(`gpufix probe HOST --cpu`) NCCL reads none of its settings, so neither the NCCL knob
+experiments nor the legacy P2P-off rerun nor the causes read from them say anything about the
+GPUs; and a healthy GPU pair decides nothing by itself, even when a verdict names it in
+`decided_by` (review of issue 12, defects 2 and 11)."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from gpufix.engine import decide as engine
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
+from gpufix.engine.signals import as_evidence
+
+decide = partial(engine.decide, kb=load(), rules=load_rules())
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _facts() -> dict[str, Any]:
+    doc = json.loads((ROOT / "inventory" / "snapshots" / "bionic-ga-2x3090.json").read_text())
+    facts: dict[str, Any] = doc["facts"]
+    return facts
+
+
+def _p2p_off_healthy(backend: str) -> dict[str, Any]:
+    """As `gpufix probe --cpu` writes it when the fault clears under NCCL_P2P_DISABLE=1."""
+    exp = {"id": "p2p-off", "env": {"NCCL_P2P_DISABLE": "1"}, "gpus": None, "stalled": None,
+           "error": None, "verdict": "healthy", "elapsed_s": 1.0}  # fmt: skip
+    return {"format": "gpufix-probe", "version": 1, "verdict": "hung", "backend": backend,
+            "world_size": 2, "stalled": {"phase": "pg_init", "ranks": [0, 1]},
+            "experiments": [exp], "decided_by": "p2p-off",
+            "no_p2p_rerun": {"verdict": "healthy"},
+            "causes": [{"id": "p2p-path", "strategy": "pcie-acs", "why": "x"}]}  # fmt: skip
+
+
+def _row(plan: Any) -> str:
+    return str(plan.extra["decision"]["row"])
+
+
+def test_p2p_off_in_a_gloo_run_is_no_evidence() -> None:
+    plan = decide(_facts(), _p2p_off_healthy("gloo"))
+    assert not _row(plan).startswith("p2p-off")
+    assert plan.extra["decision"]["evidence"] != "experiment:p2p-off"
+    cleaned = as_evidence(_p2p_off_healthy("gloo"))
+    assert cleaned is not None
+    assert cleaned["no_p2p_rerun"] is None and cleaned["experiments"] == []
+    assert cleaned["causes"] == [] and cleaned["decided_by"] is None
+
+
+def test_p2p_off_in_an_nccl_run_decides() -> None:
+    plan = decide(_facts(), _p2p_off_healthy("nccl"))
+    assert _row(plan).startswith("p2p-off")
+
+
+def test_a_gpu_pair_named_as_decided_by_decides_nothing() -> None:
+    v = _p2p_off_healthy("nccl")
+    v.update(experiments=[], causes=[], no_p2p_rerun=None, decided_by="gpus-0-1", suspects=None)
+    plan = decide(_facts(), v)
+    assert not _row(plan).startswith("gpu-pair")
+    assert not str(plan.extra["decision"]["evidence"]).startswith("experiment:gpus")

@@ -1,0 +1,69 @@
+"""Unknown is not evidence (issue 12, item 7): when the facts could not list the GPUs, the
+strategies the probe's evidence calls for cannot be judged, and the plan asks for the GPUs
+instead of passing over them to a reboot nobody's evidence called for (a kernel upgrade)."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from gpufix.engine import decide as engine
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
+
+decide = partial(engine.decide, kb=load(), rules=load_rules())
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _host01(gpus_known: bool = True) -> dict[str, Any]:
+    """bionic, GA kernel 4.15 (below accelerate's 5.5: a newer HWE kernel exists), 2x RTX 3090."""
+    facts: dict[str, Any] = json.loads(
+        (ROOT / "inventory" / "snapshots" / "bionic-ga-2x3090.json").read_text()
+    )["facts"]
+    if not gpus_known:
+        facts["gpus"] = {"unknown": "nvidia-smi: timeout after 10s"}
+    return facts
+
+
+def _verdict(decided: str | None, error: str | None = None) -> dict[str, Any]:
+    exps = []
+    if decided:
+        exps = [{"id": decided, "env": {"NCCL_SHM_DISABLE": "1"}, "gpus": None, "stalled": None,
+                 "error": None, "verdict": "healthy", "elapsed_s": 1.0}]  # fmt: skip
+    kind = "failed" if error else "hung"
+    return {"format": "gpufix-probe", "version": 1, "verdict": kind, "backend": "nccl",
+            "world_size": 2, "causes": [], "error": error, "experiments": exps,
+            "decided_by": decided,
+            "stalled": None if error else {"phase": "allreduce", "ranks": [0, 1]},
+            "failed_in": {"phase": "cuda_init", "ranks": [0, 1]} if error else None}  # fmt: skip
+
+
+def _needs(plan: Any) -> list[str]:
+    return [n["id"] for n in plan.extra["needs"]]
+
+
+def test_shm_off_healthy_with_the_gpus_unlisted_asks_for_them() -> None:
+    plan = decide(_host01(gpus_known=False), _verdict("shm-off"))
+    assert (plan.strategy, plan.reboot_required) == ("none", False)
+    assert "gpus" in _needs(plan)
+    assert not any(s.playbook == "kernel_upgrade.yml" for s in plan.steps)
+
+
+def test_with_the_gpus_listed_the_evidence_decides() -> None:
+    plan = decide(_host01(), _verdict("shm-off"))
+    assert plan.strategy == "nccl-profile" and "gpus" not in _needs(plan)
+
+
+def test_a_stall_with_no_experiment_and_the_gpus_unlisted_reboots_nothing() -> None:
+    plan = decide(_host01(gpus_known=False), _verdict(None))
+    assert (plan.strategy, plan.reboot_required) == ("none", False)
+    assert "gpus" in _needs(plan)
+
+
+def test_a_driver_mismatch_still_pins_the_driver_when_nvidia_smi_cannot_list_the_gpus() -> None:
+    """NVML's mismatch is why nvidia-smi lists nothing: the driver fix needs no GPU count."""
+    error = "Failed to initialize NVML: Driver/library version mismatch"
+    plan = decide(_host01(gpus_known=False), _verdict(None, error))
+    assert plan.strategy == "driver-pin"

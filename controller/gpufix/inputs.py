@@ -250,6 +250,13 @@ def check_probe_verdict(doc: Any, where: str) -> None:
         raise InvalidInput(
             f"{where}: verdict: 'healthy' with a stall or an error contradicts itself"
         )
+    node = doc.get("node") or {}
+    if node.get("nnodes") == 1 and node.get("experiment"):
+        raise InvalidInput(
+            f"{where}: its main run ran with one experiment's setting "
+            f"({one_line(str(node['experiment']))}), not the host's default: plan from "
+            "`gpufix probe HOST`, whose experiments run after the default"
+        )
 
 
 def load_probe_verdict(path: str | os.PathLike[str]) -> dict[str, Any]:

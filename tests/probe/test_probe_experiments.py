@@ -126,3 +126,99 @@ def test_soak_passes_and_reports_every_size(tmp_path: Path) -> None:
     for r in soak["results"]:  # nccl-tests: busbw = algbw * 2(n-1)/n, n = 2
         assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"], rel=0.01)
     assert "soak" in {p["phase"] for p in v["phases"]}
+
+
+def test_a_main_run_with_one_experiment_says_so_and_is_no_plan_input(tmp_path: Path) -> None:
+    """`--experiment ID` on one host: the verdict's main run is not the host's default, so a
+    healthy result there must not read as "nothing to do" (review of issue 12, defect 3)."""
+    import json
+
+    from gpufix.errors import InvalidInput
+    from gpufix.inputs import load_probe_verdict
+
+    v, _ = probe(
+        tmp_path,
+        ["--world-size", "2", "--deadline", "60", "--experiment", "p2p-off"],
+        "stall:pg_init:*;unless=NCCL_P2P_DISABLE=1",
+    )
+    assert v["verdict"] == "healthy" and v["experiments"] == []
+    assert v["experiment_budget_s"] == 0.0  # no experiment runs after it
+    assert v["node"]["experiment"] == "p2p-off" and v["node"]["nnodes"] == 1
+    assert any("NCCL_P2P_DISABLE=1 (--experiment p2p-off)" in n for n in v["notes"])
+    path = tmp_path / "verdict.json"
+    path.write_text(json.dumps(v))
+    with pytest.raises(InvalidInput, match="not the host's default"):
+        load_probe_verdict(path)
+
+
+def test_a_soak_size_that_outlasts_the_phase_deadline_while_progressing_is_healthy(
+    tmp_path: Path,
+) -> None:
+    """Many iterations at one size take longer than a phase deadline; finished collectives
+    restart the supervisor's clock, so only a size that stops progressing is a hang (review of
+    issue 12, defect 4: 100000 iterations read as "hung in soak")."""
+    sweep = ["--soak", "--soak-min-bytes", "1M", "--soak-max-bytes", "1M", "--soak-iters", "4000"]
+    v, _ = probe(
+        tmp_path,
+        [
+            "--world-size",
+            "2",
+            "--deadline",
+            "120",
+            "--no-experiments",
+            "--phase-deadline",
+            "2",
+            *sweep,
+        ],
+        "",
+    )
+    assert v["verdict"] == "healthy", (v.get("stalled"), v.get("error"))
+    assert v["soak"]["verdict"] == "healthy" and v["soak"]["iters"] == 4000
+
+
+def _supervisors(token: str) -> list[int]:
+    """Live probe programs (not workers) whose environment names token (their TMPDIR)."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        mine = f"TMPDIR={token}".encode() in environ.split(b"\0")
+        if b"gpufix_probe.py" in cmdline and b"--worker" not in cmdline and state != "Z" and mine:
+            found.append(int(entry))
+    return found
+
+
+def test_sigterm_to_gpufix_probe_takes_the_probe_and_its_workers_down(tmp_path: Path) -> None:
+    """A job runner's `kill PID` reaches gpufix only, not its process group (review of issue
+    12, defect 5: the probe and its workers ran on until the probe's own deadline)."""
+    import signal
+    import subprocess
+    import sys
+
+    cli = Path(sys.executable).parent / "gpufix"
+    cmd = [str(cli), "probe", "localhost", "--cpu", "--world-size", "2", "--phase-deadline",
+           "60", "--deadline", "100", "--no-experiments"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        env=probe_env(tmp_path, "stall:barrier:*"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    until = time.monotonic() + 90
+    while len(leftovers(str(tmp_path))) < 2 and time.monotonic() < until:
+        time.sleep(0.2)
+    assert len(leftovers(str(tmp_path))) == 2, "the workers never started"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "interrupted" in err
+    assert leftovers(str(tmp_path)) == []
+    assert _supervisors(str(tmp_path)) == []

@@ -22,6 +22,7 @@ def verdict(prog: types.ModuleType, **fields: Any) -> dict[str, Any]:
         phase_deadline=30.0,
         no_experiments=False,
         experiment_budget=180,
+        experiment=None,
     )
     v: dict[str, Any] = prog.base_verdict(args, "host01", 2, "nccl")
     v.update(fields)

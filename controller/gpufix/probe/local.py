@@ -122,13 +122,13 @@ def run_local(
     try:
         out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        _stop(proc)
         raise GpufixError(f"the probe did not return within {limit:.0f} s") from None
+    except BaseException:
+        # Interrupted (the CLI turns SIGTERM into KeyboardInterrupt): the probe and its workers
+        # must not outlive gpufix, holding the GPUs until the probe's own deadline.
+        _stop(proc)
+        raise
     if proc.returncode == 3:
         raise InvalidInput(_last_line(err) or "the probe rejected its arguments")
     try:
@@ -138,6 +138,16 @@ def run_local(
             f"the probe exited {proc.returncode} without a verdict: {_last_line(err)}"
         ) from None
     return validate(verdict)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM the probe (its supervisor then kills its workers), SIGKILL it 5 s later."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
 
 
 def _last_line(text: str) -> str:

@@ -248,6 +248,7 @@ FAULT_ENV = "GPUFIX_PROBE_FAULT"
 FAULT_RUN_ENV = "GPUFIX_PROBE_FAULT_RUN"
 FAULT_ACTIONS = ("stall", "crash", "slow")
 KILL_GRACE_S = 0.5
+SOAK_PROGRESS_S = 1.0  # how often a long soak size reports a finished collective
 POLL_S = 0.05
 
 
@@ -554,9 +555,15 @@ class Worker(object):
             t = torch.ones(nbytes // 4, dtype=torch.float32, device=self.device)
             dist.all_reduce(t)  # warm-up
             self.sync()
-            t0 = time.monotonic()
+            t0 = shown = time.monotonic()
             for _ in range(self.ns.soak_iters):
                 dist.all_reduce(t)
+                if time.monotonic() - shown >= SOAK_PROGRESS_S:
+                    # Many iterations at one size can outlast the phase deadline: a finished
+                    # collective (synced, not just queued) restarts the supervisor's clock.
+                    self.sync()
+                    self.rep.emit("step", "soak", bytes=nbytes)
+                    shown = time.monotonic()
             self.sync()
             out.append([nbytes, (time.monotonic() - t0) / self.ns.soak_iters])
         return {"sizes": out}
@@ -1484,7 +1491,9 @@ def base_verdict(ns: argparse.Namespace, host: str, world: int, backend: str) ->
         "phase_deadline_s": ns.phase_deadline,
         # the total the experiments may take (0 when none run), so a reader can tell
         # "skipped: budget spent" from "not tried"
-        "experiment_budget_s": 0.0 if ns.no_experiments else float(ns.experiment_budget),
+        "experiment_budget_s": (
+            0.0 if ns.no_experiments or ns.experiment else float(ns.experiment_budget)
+        ),
         "duration_s": 0.0,
         "stalled": None,
         "failed_in": None,
@@ -1530,6 +1539,15 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
     if ns.nnodes > 1:
         ns.no_single_gpu = True  # each host's own probe has the baseline
         v["node"] = node_record(ns, world)
+    elif ns.experiment:
+        # The main run is not the host's default: say so where a reader and gpufix look.
+        v["node"] = node_record(ns, world)
+        v["notes"].append(
+            "the main run ran with %s (--experiment %s): this verdict shows that setting, "
+            "not the host's default"
+            % (" ".join("%s=%s" % kv for kv in sorted(experiment_env(ns.experiment)[0].items())),
+               ns.experiment)
+        )
     if not ns.cpu and ngpu == 0:
         v["notes"].append("no NVIDIA GPU visible (%s); use --cpu to test with gloo" % how)
     elif not torch_installed():
@@ -1546,7 +1564,7 @@ def node_record(ns: argparse.Namespace, world: int) -> Dict[str, Any]:
         "rank": ns.node_rank,
         "nnodes": ns.nnodes,
         "ranks": list(range(first, first + world)),
-        "master": "%s:%d" % (ns.master_addr, ns.master_port),
+        "master": "%s:%d" % (ns.master_addr, ns.master_port) if ns.master_addr else None,
         "ifname": ns.ifname,
         "experiment": ns.experiment,
     }

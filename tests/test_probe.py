@@ -244,6 +244,23 @@ def test_not_applicable_without_gpu(tmp_path: Path) -> None:
         ["--cpu", "--backend", "nccl"],
         ["--deadline", "-1"],
         ["--phase-deadline", "soon"],
+        # Not finite or past a day: would overflow a timeout and blame the host (review of
+        # issue 12, defects 7 and 8).
+        ["--deadline", "inf"],
+        ["--phase-deadline", "1e300"],
+        ["--import-deadline", "nan"],
+        ["--cpu", "--experiments", "p2p-off,shm-off,p2p-off"],
+        [
+            "--cpu",
+            "--soak",
+            "--soak-factor",
+            "1",
+            "--soak-min-bytes",
+            "1K",
+            "--soak-max-bytes",
+            "4K",
+        ],
+        ["--nccl-log", "/nonexistent/dir"],  # it made missing parents as root; --json-out did not
         ["--json-out", "/nonexistent/dir/v.json"],
     ],
 )
@@ -256,6 +273,19 @@ def test_bad_arguments_exit_3_with_one_line(args: list[str]) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     with pytest.raises(InvalidInput):
         run_local(args=args, timeout=30)
+
+
+def test_an_unknown_fault_run_kind_exits_3() -> None:
+    """GPUFIX_PROBE_FAULT_RUN=bogus used to switch the fault off without a word."""
+    env = {**os.environ, "GPUFIX_PROBE_FAULT": "stall:barrier:1", "GPUFIX_PROBE_FAULT_RUN": "x"}
+    proc = subprocess.run(
+        [sys.executable, str(program_path()), "--cpu", "--no-experiments"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
+    assert proc.returncode == 3 and "GPUFIX_PROBE_FAULT_RUN" in proc.stderr
 
 
 def test_program_runs_on_python_3_6() -> None:

@@ -154,6 +154,13 @@ def test_topology_worst_link(prog: types.ModuleType) -> None:
         "stall:pg_init:*;gpus=1+x",
         "stall:soak:*;at-bytes=1K",
         "stall:pg_init:*;when=main",
+        # Out of range: the docs say a typo exits 3 (review of issue 12, defect 9).
+        "stall:barrier:1:-3",
+        "stall:barrier:1:nan",
+        "slow:barrier:1:inf",
+        "stall:barrier:-1",
+        "stall:soak:1;at-bytes=-1",
+        "stall:pg_init:*;gpus=-1",
     ],
 )
 def test_bad_fault_spec_is_rejected(prog: types.ModuleType, spec: str) -> None:
@@ -297,6 +304,24 @@ def test_prom_from_writes_a_made_verdicts_textfile(
     assert "needs --prom-out" in capsys.readouterr().err
 
 
+def test_prom_from_refuses_what_is_not_a_regular_file(
+    prog: types.ModuleType, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A link to /dev/zero and a FIFO: refused at once, not read forever (the role runs this as
+    root on GPU hosts; review of issue 12, defect 6)."""
+    import os
+
+    out = tmp_path / "gpufix_probe.prom"
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "big.json").write_bytes(b" " * ((16 << 20) + 1))
+    for name in ("zero.json", "fifo.json", "big.json"):
+        assert prog.main(["--prom-from", str(tmp_path / name), "--prom-out", str(out)]) == 3
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("regular file" in err or "larger than" in err)
+    assert not out.exists()
+
+
 def test_atomic_write_replaces(prog: types.ModuleType, tmp_path: Any) -> None:
     target = tmp_path / "probe.prom"
     target.write_text("old\n")
@@ -324,6 +349,35 @@ def test_load_verdict_errors_are_one_line(tmp_path: Any) -> None:
     (tmp_path / "junk.json").write_text("{not json")
     with pytest.raises(GpufixError, match="cannot read probe verdict"):
         load_verdict(tmp_path / "junk.json")
+
+
+def test_a_summary_says_when_experiments_were_skipped(prog: types.ModuleType) -> None:
+    """Skipped is evidence of nothing; the line says so and what to do (review of issue 12,
+    defect 10: "2 experiments, none healthy" while five more were skipped)."""
+
+    def exp(exp_id: str, verdict: str) -> dict[str, Any]:
+        return {"id": exp_id, "env": {}, "gpus": None, "verdict": verdict, "stalled": None,
+                "error": None, "elapsed_s": 1.0}  # fmt: skip
+
+    some = verdict_of(
+        prog,
+        verdict="hung",
+        stalled={"phase": "barrier", "ranks": [1], "waiting": [0]},
+        experiments=[exp("p2p-off", "hung"), exp("shm-off", "skipped"), exp("ib-off", "skipped")],
+        no_p2p_rerun={"verdict": "hung"},
+    )
+    line = summarize(some)
+    assert "1 experiment, none healthy" in line
+    assert "2 experiments skipped: rerun with a bigger --experiment-budget" in line
+    none_ran = verdict_of(
+        prog,
+        verdict="hung",
+        stalled={"phase": "barrier", "ranks": [1], "waiting": [0]},
+        experiments=[exp("p2p-off", "skipped")],
+        no_p2p_rerun={"verdict": "skipped"},
+    )
+    line = summarize(none_ran)
+    assert "no-P2P rerun" not in line and "1 experiment skipped" in line
 
 
 def test_summaries(prog: types.ModuleType) -> None:

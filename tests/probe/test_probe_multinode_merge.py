@@ -191,7 +191,7 @@ def test_an_interface_experiment_that_decides_is_the_cause(prog: types.ModuleTyp
     v = validate(multiverdict.build(r, prog))
     assert v["decided_by"] == "ifname-eth0" and v["failed_layer"] == "interface"
     assert [c["id"] for c in v["causes"]] == ["socket-interface"]
-    assert "healthy with ifname-eth0 (1 experiments)" in summarize(v)
+    assert "healthy with ifname-eth0 (1 experiment)" in summarize(v)
 
 
 def test_gpu_direct_rdma_off_that_decides_is_its_own_cause(prog: types.ModuleType) -> None:

@@ -134,9 +134,8 @@ def run_local(
     try:
         verdict = json.loads(out)
     except ValueError:
-        raise GpufixError(
-            f"the probe exited {proc.returncode} without a verdict: {_last_line(err)}"
-        ) from None
+        why = _last_line(err) or "it printed nothing on stderr"
+        raise GpufixError(f"the probe exited {proc.returncode} without a verdict: {why}") from None
     return validate(verdict)
 
 

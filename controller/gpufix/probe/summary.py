@@ -56,11 +56,12 @@ def _degraded(v: Mapping[str, Any]) -> str:
 
 
 def _healthy(v: Mapping[str, Any]) -> str:
-    text = f"healthy: {v.get('world_size')} ranks ({v.get('backend')}) in {v.get('duration_s')} s"
+    ranks = _count(int(v.get("world_size") or 0), "rank")
+    text = f"healthy: {ranks} ({v.get('backend')}) in {v.get('duration_s')} s"
     allreduce = v.get("allreduce") or []
     if allreduce:
         big = allreduce[-1]
-        text += f"; busbw {big['busbw_gbps']} GB/s at {big['bytes'] >> 20} MiB"
+        text += f"; busbw {round(big['busbw_gbps'], 2)} GB/s at {big['bytes'] >> 20} MiB"
     return text
 
 
@@ -80,13 +81,20 @@ def _evidence(v: Mapping[str, Any]) -> list[str]:
             parts.append(f"single GPU fine ({single.get('init_s')} s)")
         else:
             parts.append(f"single GPU {single.get('verdict')} too")
-    exps = [e for e in v.get("experiments") or [] if e.get("verdict") != "skipped"]
+    every = list(v.get("experiments") or [])
+    exps = [e for e in every if e.get("verdict") != "skipped"]
+    skipped = len(every) - len(exps)
     if v.get("decided_by"):
-        parts.append(f"healthy with {v['decided_by']} ({len(exps)} experiments)")
+        parts.append(f"healthy with {v['decided_by']} ({_count(len(exps), 'experiment')})")
     elif exps:
-        parts.append(f"{len(exps)} experiments, none healthy")
-    elif v.get("no_p2p_rerun"):
+        parts.append(f"{_count(len(exps), 'experiment')}, none healthy")
+    elif v.get("no_p2p_rerun") and not skipped:
         parts.append(f"no-P2P rerun {v['no_p2p_rerun'].get('verdict')}")
+    if skipped and not v.get("decided_by"):
+        # Skipped is evidence of nothing: say which knob would decide (docs/probe.md).
+        parts.append(
+            f"{_count(skipped, 'experiment')} skipped: rerun with a bigger --experiment-budget"
+        )
     suspects = v.get("suspects") or {}
     if suspects.get("gpus"):
         parts.append(f"pairs point at GPU {', '.join(str(g) for g in suspects['gpus'])}")
@@ -96,6 +104,10 @@ def _evidence(v: Mapping[str, Any]) -> list[str]:
     if soak.get("stalled_at_bytes"):
         parts.append(f"soak {soak.get('verdict')} at {soak['stalled_at_bytes']} bytes")
     return parts
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _cause(v: Mapping[str, Any]) -> str:

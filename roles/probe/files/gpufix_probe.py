@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -246,8 +247,11 @@ TEXT_SIGNS = (
 
 FAULT_ENV = "GPUFIX_PROBE_FAULT"
 FAULT_RUN_ENV = "GPUFIX_PROBE_FAULT_RUN"
+FAULT_RUNS = ("all", "main", "exp", "pair", "single")
 FAULT_ACTIONS = ("stall", "crash", "slow")
 KILL_GRACE_S = 0.5
+MAX_SECONDS = 86400.0  # the longest deadline or budget the program accepts
+MAX_VERDICT_BYTES = 16 << 20  # --prom-from: a verdict is kilobytes; more is not one
 SOAK_PROGRESS_S = 1.0  # how often a long soak size reports a finished collective
 POLL_S = 0.05
 
@@ -293,21 +297,35 @@ def parse_fault(spec: str) -> Dict[str, Any]:
     fault: Dict[str, Any] = {"action": parts[0], "phase": parts[1], "unless": []}
     fault.update({"gpus": [], "at_bytes": None})
     try:
-        fault["rank"] = None if parts[2] == "*" else int(parts[2])
-        fault["seconds"] = float(parts[3]) if len(parts) == 4 else None
+        fault["rank"] = None if parts[2] == "*" else _at_least(int(parts[2]), 0)
+        fault["seconds"] = _seconds(parts[3]) if len(parts) == 4 else None
         for clause in clauses:
             key, _, value = clause.partition("=")
             if key == "unless" and "=" in value:
                 fault["unless"].append(tuple(value.split("=", 1)))
             elif key == "gpus":
-                fault["gpus"] = [int(x) for x in value.split("+")]
+                fault["gpus"] = [_at_least(int(x), 0) for x in value.split("+")]
             elif key == "at-bytes":
-                fault["at_bytes"] = int(value)
+                fault["at_bytes"] = _at_least(int(value), 1)
             else:
                 raise ValueError(clause)
     except ValueError:
         raise bad from None
     return fault
+
+
+def _at_least(n: int, low: int) -> int:
+    if n < low:
+        raise ValueError(n)
+    return n
+
+
+def _seconds(text: str) -> float:
+    """A finite, non-negative number of seconds (not nan, inf or -3)."""
+    value = float(text)
+    if not 0 <= value <= 86400:  # nan compares false
+        raise ValueError(text)
+    return value
 
 
 def fault_fires(
@@ -1414,15 +1432,16 @@ HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 def check_args(ns: argparse.Namespace) -> None:
     if ns.world_size is not None and not 1 <= ns.world_size <= 256:
         raise ArgError("--world-size must be between 1 and 256")
-    if not ns.deadline > 0 or not ns.phase_deadline > 0:
-        raise ArgError("--deadline and --phase-deadline must be positive")
-    if ns.import_deadline is not None and not ns.import_deadline > 0:
-        raise ArgError("--import-deadline must be positive")
+    # Finite and at most a day: inf or 1e300 would overflow a timeout and read as a failing host.
+    if not 0 < ns.deadline <= MAX_SECONDS or not 0 < ns.phase_deadline <= MAX_SECONDS:
+        raise ArgError("--deadline and --phase-deadline must be between 0 and 86400 seconds")
+    if ns.import_deadline is not None and not 0 < ns.import_deadline <= MAX_SECONDS:
+        raise ArgError("--import-deadline must be between 0 and 86400 seconds")
     if ns.cpu and ns.backend == "nccl":
         raise ArgError("--cpu runs gloo; --backend nccl needs GPUs")
     if ns.worker and (not ns.run_dir or ns.kind not in ("main", "exp", "pair", "single")):
         raise ArgError("worker mode needs --run-dir and --kind main|exp|pair|single")
-    for opt in ("json_out", "prom_out"):
+    for opt in ("json_out", "prom_out", "nccl_log"):
         path = getattr(ns, opt)
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise ArgError("--%s: directory of %s does not exist" % (opt.replace("_", "-"), path))
@@ -1434,6 +1453,9 @@ def check_args(ns: argparse.Namespace) -> None:
             parse_fault(os.environ[FAULT_ENV])  # a test's typo is bad input, not a verdict
         except ValueError as exc:
             raise ArgError(str(exc)) from None
+    run = os.environ.get(FAULT_RUN_ENV, "all")
+    if run not in FAULT_RUNS:
+        raise ArgError("bad %s=%r: want one of %s" % (FAULT_RUN_ENV, run, "|".join(FAULT_RUNS)))
 
 
 def check_experiment_args(ns: argparse.Namespace) -> None:
@@ -1445,9 +1467,12 @@ def check_experiment_args(ns: argparse.Namespace) -> None:
         if var not in NCCL_DEFAULTS:
             raise ArgError("--nccl-default %r: one of %s" % (var, ", ".join(sorted(NCCL_DEFAULTS))))
     ids = [ns.experiment] if ns.experiment is not None else []
-    ids += ns.experiments.split(",") if ns.experiments else []
+    listed = ns.experiments.split(",") if ns.experiments else []
+    twice = sorted(set(x for x in listed if listed.count(x) > 1))
+    if twice:
+        raise ArgError("--experiments names %s more than once" % ", ".join(twice))
     try:
-        for exp_id in ids:
+        for exp_id in ids + listed:
             experiment_env(exp_id)
     except ValueError as exc:
         raise ArgError(str(exc)) from None
@@ -1462,6 +1487,8 @@ def check_soak_args(ns: argparse.Namespace) -> None:
         raise ArgError("soak sizes need 0 < --soak-min-bytes <= --soak-max-bytes <= 16G")
     if not 1 <= ns.soak_factor <= 1024 or not 1 <= ns.soak_iters <= 100000:
         raise ArgError("--soak-factor must be 1..1024 and --soak-iters 1..100000")
+    if ns.soak_factor <= 1 and lo < hi:
+        raise ArgError("--soak-factor 1 never reaches --soak-max-bytes: use a factor above 1")
     if ns.worker and ns.soak_sizes and not re.match(r"^\d+(,\d+)*$", ns.soak_sizes):
         raise ArgError("--soak-sizes must be a comma-separated list of byte counts")
 
@@ -1576,7 +1603,7 @@ def supervised(v: Dict[str, Any], ns: argparse.Namespace, world: int, ngpu: int,
     if ns.nccl_log:
         nccl_dir = os.path.abspath(ns.nccl_log)
         if not os.path.isdir(nccl_dir):
-            os.makedirs(nccl_dir)
+            os.mkdir(nccl_dir)  # its parent exists (check_args), as --json-out's must
     else:
         nccl_dir = os.path.join(run_root, "nccl")
         os.mkdir(nccl_dir)
@@ -2015,11 +2042,36 @@ def soak_record(ns: argparse.Namespace, main: RunResult) -> Dict[str, Any]:
     return rec
 
 
+def read_verdict_file(path: str) -> str:
+    """A regular file of at most MAX_VERDICT_BYTES, opened without blocking (a FIFO or a link
+    to /dev/zero is refused, not read forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > MAX_VERDICT_BYTES:
+            raise ValueError("larger than %d bytes" % MAX_VERDICT_BYTES)
+        chunks = []  # type: List[bytes]
+        got = 0
+        while got <= MAX_VERDICT_BYTES:
+            chunk = os.read(fd, MAX_VERDICT_BYTES + 1 - got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_VERDICT_BYTES:
+        raise ValueError("larger than %d bytes" % MAX_VERDICT_BYTES)
+    return data.decode("utf-8")
+
+
 def prom_from(path: str, prom_out: Optional[str]) -> int:
     """The textfile of a verdict made elsewhere (roles/probe's, when the program printed none)."""
     try:
-        with open(path) as f:
-            v = json.load(f)
+        v = json.loads(read_verdict_file(path))
         if not prom_out:
             raise ValueError("--prom-from needs --prom-out")
         if not isinstance(v, dict) or v.get("verdict") not in VERDICTS:

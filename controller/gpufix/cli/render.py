@@ -123,6 +123,7 @@ def plan(c: Console, p: Plan) -> None:
     c.print(t)
     c.print()
     _heading(c, "Chosen strategy:", p.strategy)
+    _decided(c, p)
     _steps(c, "Steps", p.steps)
     _interim(c, p)
     _needs(c, p)
@@ -153,13 +154,18 @@ def _steps(c: Console, title: str, steps: Sequence[Any]) -> None:
             c.print(f"       {one_line(k)} = {short(v)}")
 
 
-def _needs(c: Console, p: Plan) -> None:
-    """What would decide or complete the plan (plan contract: extra.needs, extra.complete)."""
-    needs = [n for n in p.extra.get("needs") or [] if isinstance(n, dict)]
+def _decided(c: Console, p: Plan) -> None:
+    """The decision-table row behind the chosen strategy, under its heading (not under the
+    interim's steps, where it read as the interim's)."""
     decision = p.extra.get("decision")
     if isinstance(decision, dict) and decision.get("source"):
         c.print(Text(f"  decided by: {one_line(decision.get('row'))}", style="dim"))
         c.print(Text(f"  source: {one_line(decision['source'])}", style="dim"))
+
+
+def _needs(c: Console, p: Plan) -> None:
+    """What would decide or complete the plan (plan contract: extra.needs, extra.complete)."""
+    needs = [n for n in p.extra.get("needs") or [] if isinstance(n, dict)]
     if not needs:
         return
     if p.extra.get("complete") is False:

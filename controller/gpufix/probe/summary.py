@@ -117,6 +117,8 @@ def _cause(v: Mapping[str, Any]) -> str:
     first = causes[0]
     if first["id"] == "torch-missing":
         python = (v.get("facts") or {}).get("python_executable") or "the probe's python"
+        if "torch is not installed" in str(v.get("error") or ""):
+            return " → use the training environment's python"  # the error already says it
         return f" → torch is not installed in {python}: use the training environment's python"
     label = _CAUSE_LABELS.get(first["id"], first["id"])
     if first.get("strategy") == "none":

@@ -299,11 +299,34 @@ def test_a_file_around_the_code_that_names_it_keeps_the_finding(
 
 
 def test_files_around_it_that_name_other_things_leave_the_pin(tmp_path: Path) -> None:
-    """`python main.py` in a launcher and `main:` keys name the word, not src.train's main."""
+    """`python main.py` in a launcher and `main:` keys name the word, but no file names the
+    module (`train`) beside it, as in I-JEPA's own launchers and configs."""
     (tmp_path / "run.sh").write_text("python main.py --fname configs/in1k.yaml\n")
     (tmp_path / "configs").mkdir()
-    (tmp_path / "configs" / "in1k.yaml").write_text("main:\n  train: true\nmeta:\n  main: 1\n")
+    (tmp_path / "configs" / "in1k.yaml").write_text("main:\n  epochs: 300\nmeta:\n  main: 1\n")
+    (tmp_path / "configs" / "data.yaml").write_text("split: train\n")
     assert _gpf005(tmp_path, f"{PIN}\n{CALL}") == []
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("demo.ipynb", '{"cells": [{"source": ["import src.train as tr\\n", "tr.main(None)"]}]}'),
+        ("demo2.ipynb", '{"cells": [{"source": ["from src.train import (\\n", "    main,\\n)"]}]}'),
+        ("run.sh", 'python -c "import src.train as t; t.main(None)"\n'),
+        (
+            "setup.py",
+            "from setuptools import setup\nsetup(entry_points={'console_scripts': ['t = src.train : main']})\n",
+        ),
+    ],
+)
+def test_other_forms_that_name_the_module_and_the_function_keep_the_finding(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    """The second review's forms: an aliased import, a parenthesised import, `python -c`, an
+    entry point with spaces around the colon."""
+    (tmp_path / name).write_text(text)
+    assert _gpf005(tmp_path, f"{PIN}\n{CALL}") == [7]
 
 
 def test_files_around_it_too_many_to_read_keep_the_finding(

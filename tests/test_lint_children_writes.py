@@ -142,3 +142,52 @@ def test_a_worker_init_fn_called_from_another_module_is_reported(tmp_path: Path)
         "from trainer import _worker_init_fn\n\n_worker_init_fn(0)\n"
     )
     assert _lines(tmp_path, WORKER.format(value='""')) == [7]
+
+
+def test_a_blank_write_before_a_loader_loop_that_is_never_undone_is_reported(
+    tmp_path: Path,
+) -> None:
+    """CPU-forcing: the GPUs are meant to stay hidden for the process itself (second review)."""
+    text = """\
+def run(train_loader):
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    for batch in train_loader:
+        batch.cuda()
+"""
+    assert _lines(tmp_path, text) == [7]
+
+
+def test_a_saved_name_in_a_nested_function_is_not_the_functions_own(tmp_path: Path) -> None:
+    text = """\
+def run(loader):
+    def helper():
+        saved = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        return saved
+
+    os.environ["CUDA_VISIBLE_DEVICES"] = saved
+"""
+    assert _lines(tmp_path, text) == [11]
+
+
+def test_a_blank_device_order_is_no_hiding(tmp_path: Path) -> None:
+    text = EPOCH.format(value='""', loader="train_loader").replace(
+        'os.environ["CUDA_VISIBLE_DEVICES"] = ""', 'os.environ["CUDA_DEVICE_ORDER"] = ""', 1
+    )
+    assert 9 in _lines(tmp_path, text)
+
+
+def test_a_worker_init_fn_imported_under_another_name_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "other.py").write_text(
+        "from trainer import _worker_init_fn as cpu_only\n\ncpu_only(0)\n"
+    )
+    assert _lines(tmp_path, WORKER.format(value='""')) == [7]
+
+
+def test_a_worker_init_fn_handed_to_a_wrapper_is_reported(tmp_path: Path) -> None:
+    """Only torch's DataLoader is known to call it in worker processes alone."""
+    text = WORKER.format(value='""').replace(
+        "torch.utils.data.DataLoader(data, num_workers=2, worker_init_fn=_worker_init_fn)",
+        "make_loader(data, worker_init_fn=_worker_init_fn)",
+    )
+    text += "\n\ndef make_loader(data, worker_init_fn):\n    worker_init_fn(0)\n"
+    assert _lines(tmp_path, text) == [7]

@@ -261,6 +261,9 @@ def test_not_applicable_without_gpu(tmp_path: Path) -> None:
             "4K",
         ],
         ["--nccl-log", "/nonexistent/dir"],  # it made missing parents as root; --json-out did not
+        ["--nccl-log", "/etc/hostname"],  # a file: a traceback, read as an unhealthy host
+        ["--json-out", "/tmp"],
+        ["--cpu", "--experiment", "shm-off", "--experiments", "p2p-off"],
         ["--json-out", "/nonexistent/dir/v.json"],
     ],
 )

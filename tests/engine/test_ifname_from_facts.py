@@ -46,3 +46,17 @@ def test_an_interface_the_host_does_not_have_leaves_the_plan_incomplete() -> Non
     assert plan.strategy == "nccl-profile" and plan.extra["complete"] is False
     assert "interfaces" in [n["id"] for n in plan.extra["needs"]]
     assert "gpufix_nccl_profile_socket_ifname" not in plan.steps[0].vars
+
+
+@pytest.mark.parametrize("listed", [[], [{"name": "lo", "up": True}]])
+def test_facts_that_list_no_interface_cannot_confirm_the_verdicts(listed: list[Any]) -> None:
+    """Second review: an unknown or empty list let any name through."""
+    facts = _host03()
+    facts["network"]["interfaces"] = listed
+    plan = decide(facts, _decided_by("eth9"))
+    assert plan.extra["complete"] is False
+
+
+def test_loopback_is_on_every_host_but_only_by_its_own_name() -> None:
+    assert decide(_host03(), _decided_by("lo")).extra["complete"] is True
+    assert decide(_host03(), _decided_by("l")).extra["complete"] is False

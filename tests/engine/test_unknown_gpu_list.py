@@ -67,3 +67,17 @@ def test_a_driver_mismatch_still_pins_the_driver_when_nvidia_smi_cannot_list_the
     error = "Failed to initialize NVML: Driver/library version mismatch"
     plan = decide(_host01(gpus_known=False), _verdict(None, error))
     assert plan.strategy == "driver-pin"
+
+
+def test_multi_gpu_evidence_chooses_no_driver_move_with_the_gpus_unlisted() -> None:
+    """Second review: P2P off healthy on a host whose GPUs nobody listed chose a driver move
+    (a reboot) through the p2p-off-unsupported-driver row; one GPU would make it moot."""
+    facts = json.loads((ROOT / "inventory" / "snapshots" / "bionic-single-gpu.json").read_text())[
+        "facts"
+    ]
+    facts["gpus"] = {"unknown": "nvidia-smi: timeout after 10s"}
+    v = _verdict("p2p-off")
+    v["experiments"][0]["env"] = {"NCCL_P2P_DISABLE": "1"}
+    plan = decide(facts, v)
+    assert (plan.strategy, plan.reboot_required) == ("none", False)
+    assert "gpus" in _needs(plan)

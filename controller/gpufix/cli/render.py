@@ -158,9 +158,16 @@ def _decided(c: Console, p: Plan) -> None:
     """The decision-table row behind the chosen strategy, under its heading (not under the
     interim's steps, where it read as the interim's)."""
     decision = p.extra.get("decision")
-    if isinstance(decision, dict) and decision.get("source"):
-        c.print(Text(f"  decided by: {one_line(decision.get('row'))}", style="dim"))
-        c.print(Text(f"  source: {one_line(decision['source'])}", style="dim"))
+    if not (isinstance(decision, dict) and decision.get("source")):
+        return
+    row = one_line(decision.get("row"))
+    if decision.get("fix") not in (None, p.strategy):
+        # The row matched, but its fix was not chosen (one GPU, not feasible, --strategy).
+        fix = one_line(decision.get("fix"))
+        c.print(Text(f"  table row {row} (its fix, {fix}, not chosen: see the path)", style="dim"))
+        return
+    c.print(Text(f"  decided by: {row}", style="dim"))
+    c.print(Text(f"  source: {one_line(decision['source'])}", style="dim"))
 
 
 def _needs(c: Console, p: Plan) -> None:

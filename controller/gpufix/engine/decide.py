@@ -275,6 +275,27 @@ def _passed_missing(
     return tuple(out)
 
 
+# Evidence about the driver or the Python environment, not about GPUs talking to each other:
+# it decides whether or not the GPUs could be listed (NVML's version mismatch is often why
+# nvidia-smi lists nothing).
+COUNT_FREE = frozenset(
+    {"signature:driver-mismatch", "signature:driver-insufficient", "signature:system-not-ready",
+     "signature:no-kernel-image", "stall:init", "stall:import"}
+)  # fmt: skip
+
+
+def _waits_on_gpus(ctx: Ctx, chosen: Candidate) -> bool:
+    """An unhealthy verdict's multi-GPU evidence chose a change, on a host whose GPUs nobody
+    could list."""
+    v = ctx.verdict or {}
+    if ctx.host.gpu_count is not None or chosen.strategy == "none" or ctx.c.strategy:
+        return False
+    if v.get("verdict") not in ("hung", "failed", "degraded"):
+        return False
+    d = ctx.decision
+    return d is None or d.evidence not in COUNT_FREE
+
+
 def _choose(
     ctx: Ctx, order: list[str], cands: dict[str, Candidate], path: list[str], host_name: str
 ) -> Candidate:
@@ -296,7 +317,13 @@ def _choose(
             # The evidence's answer waits on a GPU list nobody could read: passing over it to
             # a later strategy (a kernel reboot) would choose on an unknown (issue 12, item 7).
             path.append("the GPUs could not be listed: gather facts again -> none (see needs)")
-            return cands["none"]
+            return replace(cands["none"], missing=["gpus"])
+    if _waits_on_gpus(ctx, chosen):
+        path.append(
+            f"{chosen.strategy} rests on multi-GPU evidence and the GPUs could not be listed "
+            "(one GPU, or none, would make it moot): gather facts again -> none (see needs)"
+        )
+        return replace(cands["none"], missing=["gpus"])
     if chosen.strategy == "none" and "none" not in order:
         path.append("nothing the evidence calls for is feasible -> none (see needs)")
     return chosen

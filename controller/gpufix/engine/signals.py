@@ -30,8 +30,9 @@ NCCL_ONLY = frozenset(
 # The probe's causes read from an NCCL setting's effect (CAUSES in roles/probe/files/
 # gpufix_probe.py): in a gloo run they rest on settings gloo never read.
 NCCL_CAUSES = frozenset(
-    {"p2p-path", "p2p-path-workaround", "shm-transport", "cumem", "ib-path", "nccl-transport"}
-)
+    {"p2p-path", "p2p-path-workaround", "shm-transport", "cumem", "ib-path", "nccl-transport",
+     "gpu-direct-rdma", "nccl-protocol", "nccl-algorithm", "nvls"}
+)  # fmt: skip
 # roles/probe's verdict when it had to kill the probe program past its deadline (run.yml).
 PROBE_KILLED = "the probe program itself hung"
 # A rank that died rather than waited (signals, as Python's and PyTorch's errors name them).

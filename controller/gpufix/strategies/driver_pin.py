@@ -257,6 +257,13 @@ def _rollback_risk(ctx: Ctx) -> str | None:
     )
 
 
+def _branch_changes(installed: str | None, vars_: dict[str, Any]) -> bool:
+    """The target is another branch than the installed driver's (or the installed one is not
+    known): what drives the GPUs may change."""
+    target = str(vars_.get("gpufix_driver_branch") or vars_.get("gpufix_driver_version") or "")
+    return not installed or target.split(".")[0] != installed.split(".")[0]
+
+
 def evaluate(ctx: Ctx) -> Candidate:
     h = ctx.host
     if h.gpu_count == 0:
@@ -298,6 +305,11 @@ def evaluate(ctx: Ctx) -> Candidate:
         )
     if not target.reboot:
         outcome = f"fabric manager at {what} running and held; the driver is unchanged, no reboot"
+    missing = list(target.missing)
+    if target.moves and h.gpu_count is None and _branch_changes(h.driver, vars_):
+        # The branch must drive every GPU (Kepler <= R470, Blackwell >= R570): unread GPUs
+        # cannot be checked against it, so the move waits for them.
+        missing.append("gpus")
     if target.missing:
         outcome += "; the driver version is not in the facts: the role refuses until it is named"
     cand = Candidate(
@@ -308,7 +320,7 @@ def evaluate(ctx: Ctx) -> Candidate:
         outcome,
         risks,
         target.reboot,
-        missing=target.missing,
+        missing=missing,
     )
     return on_container_host(ctx, reboot_gate(ctx, cand))
 

@@ -51,16 +51,17 @@ def _legacy_profiles(ctx: Ctx) -> tuple[list[str], list[str]]:
 
 
 def _ifname(ctx: Ctx) -> str | None:
-    """The interface the profile names: the decision's, when the host has it up (NCCL matches a
-    prefix: `eth` names eth0; `lo` is on every host), else the host's first physical one; None
-    when neither is known. An interface read from a verdict that the facts' list does not hold
-    is not written: a name no interface matches leaves NCCL without a socket interface."""
+    """The interface the profile names: the decision's, when the facts list it up (NCCL matches
+    a prefix: `eth` names eth0; `lo`, exactly, is on every host), else the host's first physical
+    one; None when neither is known. An interface read from a verdict that the facts do not
+    list (or facts that list none) is not written: a name no interface matches leaves NCCL
+    without a socket interface."""
     d = ctx.decision
     if d is not None and d.ifname:
         known = ctx.host.interfaces  # those up, loopback aside: every host has `lo`
-        if known and not any(i.startswith(d.ifname) for i in (*known, "lo")):
-            return None
-        return d.ifname
+        if d.ifname == "lo" or any(i.startswith(d.ifname) for i in known):
+            return d.ifname
+        return None
     return physical_interface(ctx.host)
 
 

@@ -1445,6 +1445,12 @@ def check_args(ns: argparse.Namespace) -> None:
         path = getattr(ns, opt)
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise ArgError("--%s: directory of %s does not exist" % (opt.replace("_", "-"), path))
+    for opt in ("json_out", "prom_out"):
+        path = getattr(ns, opt)
+        if path and os.path.isdir(path):
+            raise ArgError("--%s: %s is a directory, not a file" % (opt.replace("_", "-"), path))
+    if ns.nccl_log and os.path.lexists(ns.nccl_log) and not os.path.isdir(ns.nccl_log):
+        raise ArgError("--nccl-log: %s exists and is not a directory" % ns.nccl_log)
     check_experiment_args(ns)
     check_soak_args(ns)
     check_multinode_args(ns)
@@ -1466,6 +1472,11 @@ def check_experiment_args(ns: argparse.Namespace) -> None:
     for var in ns.nccl_default:
         if var not in NCCL_DEFAULTS:
             raise ArgError("--nccl-default %r: one of %s" % (var, ", ".join(sorted(NCCL_DEFAULTS))))
+    if ns.experiment is not None and ns.experiments:
+        raise ArgError(
+            "--experiment (the main run's change) and --experiments (runs after it) "
+            "exclude each other"
+        )
     ids = [ns.experiment] if ns.experiment is not None else []
     listed = ns.experiments.split(",") if ns.experiments else []
     twice = sorted(set(x for x in listed if listed.count(x) > 1))
@@ -1572,8 +1583,10 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
         v["notes"].append(
             "the main run ran with %s (--experiment %s): this verdict shows that setting, "
             "not the host's default"
-            % (" ".join("%s=%s" % kv for kv in sorted(experiment_env(ns.experiment)[0].items())),
-               ns.experiment)
+            % (
+                " ".join("%s=%s" % kv for kv in sorted(experiment_env(ns.experiment)[0].items())),
+                ns.experiment,
+            )
         )
     if not ns.cpu and ngpu == 0:
         v["notes"].append("no NVIDIA GPU visible (%s); use --cpu to test with gloo" % how)

@@ -25,6 +25,7 @@ finding. Not seen: identifiers written with compatibility characters (NFKC).
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import cast
 
@@ -32,7 +33,7 @@ from gpufix.nccl_env import CUDA_VISIBLE_DEVICES
 
 from .project import Project, SourceFile
 from .rankcode import names_in
-from .sidefiles import side_refs
+from .sidefiles import side_index
 from .visible import shared_list
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -86,12 +87,11 @@ def _uses(project: Project, sf: SourceFile, top: str) -> list[_Use] | None:
     """Every name in the run that may stand for `sf`'s `top`; None when one cannot be told
     apart (it may be the function, and is not known to be something else)."""
     stem = sf.module.rsplit(".", 1)[-1]
-    entry = f"{stem}:{top}"
-    if any(f.mentions(entry) for f in project.holding(f":{top}".encode())):
-        return None  # a console-script entry point (`train = src.train:main`)
-    refs = side_refs(project)
-    if refs is None or (stem.encode(), top.encode()) in refs:
-        return None  # pyproject.toml, setup.cfg, a config's target or a notebook names it
+    entry = re.compile(rb"\b%s\s*:\s*%s\b" % (re.escape(stem.encode()), re.escape(top.encode())))
+    if any(entry.search(f.data) for f in project.holding(top.encode())):
+        return None  # a console-script entry point (`train = src.train:main`, `src.train : main`)
+    if _named_around(project, stem, top):
+        return None  # pyproject.toml, setup.cfg, a config, a notebook or a launcher names both
     if any(_dynamic(f, stem) for f in project.holding(b"getattr(")):
         return None
     out: list[_Use] = []
@@ -119,6 +119,16 @@ def _uses(project: Project, sf: SourceFile, top: str) -> list[_Use] | None:
             if which:
                 out.append(use)
     return out
+
+
+def _named_around(project: Project, stem: str, top: str) -> bool:
+    """A file around the code names the module and the function together (any form: an entry
+    point, a config target, `import src.train as t; t.main()` in a notebook or `python -c`), or
+    there were too many such files to read."""
+    index = side_index(project)
+    if index is None:
+        return True
+    return bool(index.get(stem.encode(), frozenset()) & index.get(top.encode(), frozenset()))
 
 
 def _dynamic(f: SourceFile, stem: str) -> bool:

@@ -1,14 +1,14 @@
-"""The words (and the module-and-name references) of the files around a run's code that can call
-a function by name: notebooks, shell launchers, Makefiles, configs (`_target_: net.init_net`),
-packaging (`[project.scripts]`, `console_scripts`). Read as data: regular files only,
-opened non-blocking (gpufix.inputs.read_prefix), a prefix of each, within a budget; when the
-budget runs out, any name may be named there."""
+"""The words of the files around a run's code that can call a function by name: notebooks,
+shell launchers, Makefiles, configs (`_target_: net.init_net`), packaging (`[project.scripts]`,
+`console_scripts`). Read as data: regular files only, opened non-blocking
+(gpufix.inputs.read_prefix), a prefix of each, within a budget; when the budget runs out, any
+name may be named there."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar, cast
 
 from gpufix.inputs import read_prefix
@@ -24,15 +24,6 @@ _MAX_FILES = 4000
 _MAX_DIRS = 20000
 _MAX_WORDS = 2_000_000
 _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
-# Two names joined by `.` or `:`, each pair of `a.b.c` (the look-ahead does not consume `b`);
-# matches start only at a word's start, so a long run of word characters costs linear time.
-_PAIR = re.compile(
-    rb"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)(?=[ \t]*[.:][ \t]*([A-Za-z_][A-Za-z0-9_]*))"
-)
-_FROM = re.compile(
-    rb"(?<![A-Za-z0-9_])from[ \t]+(?:[A-Za-z0-9_]+\.)*([A-Za-z_][A-Za-z0-9_]*)[ \t]+import"
-    rb"[ \t]+([^\n;]*)"
-)
 _T = TypeVar("_T")
 
 
@@ -44,25 +35,31 @@ def side_words(project: Project) -> frozenset[bytes] | None:
     return cast("frozenset[bytes] | None", project.cache["side-words"])
 
 
-def side_refs(project: Project) -> frozenset[tuple[bytes, bytes]] | None:
-    """(module, name) pairs those files name a function by: `train:main` (an entry point),
-    `train.main` (a dotted target, `_target_: src.train.main`, or a call in a notebook) and
-    `from src.train import main`; the module is the last part of its dotted name. Cached; None
-    when a limit was reached."""
-    if "side-refs" not in project.cache:
-        project.cache["side-refs"] = _gather(project, _refs_of)
-    return cast("frozenset[tuple[bytes, bytes]] | None", project.cache["side-refs"])
+def side_index(project: Project) -> dict[bytes, frozenset[int]] | None:
+    """Which of those files holds each word (word -> file numbers), to ask whether one file
+    names two things together (a module and a function); cached; None when a limit was
+    reached."""
+    if "side-index" not in project.cache:
+        project.cache["side-index"] = _gather_index(project)
+    return cast("dict[bytes, frozenset[int]] | None", project.cache["side-index"])
 
 
 def _words_of(data: bytes) -> list[bytes]:
     return _WORD.findall(data)
 
 
-def _refs_of(data: bytes) -> list[tuple[bytes, bytes]]:
-    pairs: list[tuple[bytes, bytes]] = _PAIR.findall(data)
-    for module, names in _FROM.findall(data):
-        pairs.extend((module, n) for n in _WORD.findall(names))
-    return pairs
+def _gather_index(project: Project) -> dict[bytes, frozenset[int]] | None:
+    found: dict[bytes, set[int]] = {}
+    entries = 0
+    for number, data in enumerate(_side_files(project)):
+        if data is None:
+            return None
+        for word in set(_WORD.findall(data)):
+            found.setdefault(word, set()).add(number)
+            entries += 1
+        if entries > _MAX_WORDS:
+            return None
+    return {w: frozenset(n) for w, n in found.items()}
 
 
 def _top(project: Project) -> str | None:
@@ -71,10 +68,22 @@ def _top(project: Project) -> str | None:
 
 
 def _gather(project: Project, found_in: Callable[[bytes], list[_T]]) -> frozenset[_T] | None:
+    found: set[_T] = set()
+    for data in _side_files(project):
+        if data is None:
+            return None
+        found.update(found_in(data))
+        if len(found) > _MAX_WORDS:
+            return None
+    return frozenset(found)
+
+
+def _side_files(project: Project) -> Iterator[bytes | None]:
+    """The prefix of each side file under the run's top directory, in a fixed order; a final
+    None when a limit was reached (too many files, directories or bytes)."""
     top = _top(project)
     if top is None:
-        return frozenset()
-    found: set[_T] = set()
+        return
     budget, files, dirs = _BUDGET, 0, 0
     for here, subdirs, names in os.walk(top):  # links to directories are not followed
         dirs += 1
@@ -85,9 +94,10 @@ def _gather(project: Project, found_in: Callable[[bytes], list[_T]]) -> frozense
             files += 1
             data = read_prefix(os.path.join(here, name), min(PREFIX, budget))
             budget -= len(data or b"")
-            found.update(found_in(data or b""))
-            if budget <= 0 or files > _MAX_FILES or len(found) > _MAX_WORDS:
-                return None
+            yield data or b""
+            if budget <= 0 or files > _MAX_FILES:
+                yield None
+                return
         if dirs > _MAX_DIRS:
-            return None
-    return frozenset(found)
+            yield None
+            return

@@ -15,7 +15,7 @@ import os
 import re
 from typing import cast
 
-from gpufix.nccl_env import CUDA_INIT_VARS
+from gpufix.nccl_env import CUDA_INIT_VARS, CUDA_VISIBLE_DEVICES
 
 from ..calls import CallTarget, Scope
 from ..callsites import all_env_writes
@@ -103,10 +103,9 @@ def _restores(sf: SourceFile, stmt: ast.AST, key: str, value: ast.expr | None) -
     if not isinstance(value, ast.Name):
         return False
     func = _enclosing_function(sf, stmt)
-    saved = _bound_once_in(func, value.id) if func is not None else None
-    if saved is None and (func is None or not _binds(func, value.id)):
-        saved = sf.names.bound_once(value.id)
-    return _reads(sf, saved, key)
+    if func is not None and _binds(func, value.id):
+        return _reads(sf, _bound_once_in(func, value.id), key)
+    return _reads(sf, _module_bound_once(sf, value.id), key)  # a global
 
 
 def _enclosing_function(
@@ -122,29 +121,62 @@ def _enclosing_function(
     return None
 
 
+def _own_nodes(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """The function's parameters and body, without nested defs, lambdas and classes (their
+    names are theirs, not the function's)."""
+    return [*ast.walk(func.args), *_scope_nodes(func.body)]
+
+
+def _scope_nodes(body: list[ast.stmt]) -> list[ast.AST]:
+    """Every node of these statements that runs in their own scope: a nested def, lambda or
+    class (the statement itself too) is skipped."""
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return [n for stmt in body if not isinstance(stmt, defs) for n in walk_here(stmt)]
+
+
+def _module_bound_once(sf: SourceFile, name: str) -> ast.expr | None:
+    """The value of the module's one top-level `name = value` (not a function's own name of
+    the same spelling); None when module code binds it otherwise or more than once."""
+    if sf.tree is None:
+        return None
+    own = _scope_nodes(sf.tree.body)
+    stores = [
+        n
+        for n in own
+        if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+    ]
+    if len(stores) != 1:
+        return None
+    for n in own:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and n.targets[0] is stores[0]:
+            return n.value
+    return None
+
+
 def _binds(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
-    """The function binds the name anywhere (or declares it global or nonlocal)."""
+    """The function binds the name (or declares it global or nonlocal)."""
     return any(
         (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store | ast.Del))
         or (isinstance(n, ast.Global | ast.Nonlocal) and name in n.names)
         or (isinstance(n, ast.arg) and n.arg == name)
-        for n in ast.walk(func)
+        for n in _own_nodes(func)
     )
 
 
 def _bound_once_in(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast.expr | None:
     """The value of the function's one binding of `name`, a plain `name = value`; None when it
     binds the name otherwise or more than once (a loop target, `+=`, a parameter, global)."""
+    own = _own_nodes(func)
     stores = [
         n
-        for n in ast.walk(func)
+        for n in own
         if (isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
         or (isinstance(n, ast.Global | ast.Nonlocal) and name in n.names)
         or (isinstance(n, ast.arg) and n.arg == name)
     ]
     if len(stores) != 1:
         return None
-    for n in ast.walk(func):
+    for n in own:
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and n.targets[0] is stores[0]:
             return n.value
     return None
@@ -180,20 +212,26 @@ _COMMANDS = ("subprocess.", "os.system")
 _TRAINING = re.compile(r"python|torchrun|deepspeed|accelerate|\.py\b|\.sh\b|sys\.executable")
 
 
-def _for_children(sf: SourceFile, node: ast.AST, value: ast.expr | None) -> bool:
+def _for_children(sf: SourceFile, node: ast.AST, key: str, value: ast.expr | None) -> bool:
     """The write's next simple statement (other environment writes aside) starts training
     processes: the value is for them, and they read it when they start (RLGL's
     `ray.init`, judged FP). Only a simple statement whose own call starts them counts, never a
     `def`, an `if` or a loop that holds one; the parent's own later GPU use is not followed.
     One loop counts: a loop over a DataLoader right after a write that hides every GPU (`""`,
-    `"-1"`), which keeps the workers that loop starts off the GPUs."""
+    `"-1"`) and that the function later undoes with a restore of the saved value: the GPUs are
+    hidden for the workers the loop starts, not for the process (a permanent blank write is the
+    CPU-forcing kind, and stays reported)."""
     here = _parents(sf).get(id(node))
     if here is None:
         return False
     _, block, index = here
     for stmt in block[index + 1 :]:
         if isinstance(stmt, ast.For | ast.AsyncFor):
-            return _hides_every_gpu(sf, value) and _over_loader(sf, stmt.iter)
+            return (
+                _hides_every_gpu(sf, key, value)
+                and _over_loader(sf, stmt.iter)
+                and _restored_after(sf, node, key)
+            )
         if isinstance(stmt, _COMPOUND):
             return False
         if writes_in(sf.names, [stmt]):
@@ -216,10 +254,11 @@ _PASS_THROUGH = frozenset({"enumerate", "iter", "tqdm"})
 
 
 def _worker_init_only(project: Project, sf: SourceFile, stmt: ast.AST) -> bool:
-    """The write sits in a module-level function that the run names only as a DataLoader's
-    `worker_init_fn=`: it runs in each worker process as it starts, before the worker loads
-    data (https://pytorch.org/docs/stable/data.html, `worker_init_fn`), not in the process that
-    trains."""
+    """The write sits in a module-level function that the run names only as the
+    `worker_init_fn=` of torch's DataLoader: it runs in each worker process as it starts, before
+    the worker loads data (https://pytorch.org/docs/stable/data.html, `worker_init_fn`), not in
+    the process that trains. An import under another name, any other use or a string that
+    names it keeps the finding."""
     func = _enclosing_function(sf, stmt)
     if func is None or sf.defs.get(func.name) is not func:
         return False
@@ -227,8 +266,10 @@ def _worker_init_only(project: Project, sf: SourceFile, stmt: ast.AST) -> bool:
     for f in project.holding(func.name.encode()):
         passed: set[int] = set()
         for n in ast.walk(f.tree) if f.tree is not None else ():
-            if isinstance(n, ast.keyword) and n.arg == "worker_init_fn":
-                passed.add(id(n.value))
+            if isinstance(n, ast.Call) and _is_dataloader(f, n):
+                passed.update(id(k.value) for k in n.keywords if k.arg == "worker_init_fn")
+            elif isinstance(n, ast.alias) and n.name.rsplit(".", 1)[-1] == name and n.asname:
+                return False  # imported under another name: its calls are not followed
             elif isinstance(n, ast.Name | ast.Attribute) and _last_name(n) == name:
                 if id(n) not in passed or not isinstance(n.ctx, ast.Load):
                     return False
@@ -238,13 +279,40 @@ def _worker_init_only(project: Project, sf: SourceFile, stmt: ast.AST) -> bool:
     return handed > 0
 
 
+def _is_dataloader(f: SourceFile, call: ast.Call) -> bool:
+    """torch's DataLoader (it calls `worker_init_fn` only in its worker processes; with
+    `num_workers=0` not at all)."""
+    return (f.names.resolve(call.func) or "").endswith("DataLoader") and (
+        f.names.resolve(call.func) or ""
+    ).startswith("torch.")
+
+
 def _last_name(n: ast.Name | ast.Attribute) -> str:
     return n.id if isinstance(n, ast.Name) else n.attr
 
 
-def _hides_every_gpu(sf: SourceFile, value: ast.expr | None) -> bool:
+def _hides_every_gpu(sf: SourceFile, key: str, value: ast.expr | None) -> bool:
+    """`CUDA_VISIBLE_DEVICES` set to a value that leaves no GPU (a blank CUDA_DEVICE_ORDER
+    hides nothing)."""
+    if key != CUDA_VISIBLE_DEVICES:
+        return False
     text = sf.names.const_str(value) if value is not None else None
     return text is not None and text.strip() in _NO_GPU
+
+
+def _restored_after(sf: SourceFile, write: ast.AST, key: str) -> bool:
+    """A later write in the same function puts back the value saved from the same variable."""
+    func = _enclosing_function(sf, write)
+    if func is None:
+        return False
+    line = getattr(write, "lineno", 0)
+    for n in _scope_nodes(func.body):
+        if getattr(n, "lineno", 0) <= line or not isinstance(n, ast.stmt):
+            continue
+        for w in writes_in(sf.names, [n]):
+            if w.key == key and _restores(sf, n, key, w.value):
+                return True
+    return False
 
 
 def _over_loader(sf: SourceFile, it: ast.expr) -> bool:
@@ -287,9 +355,11 @@ class _Listener:
             first = next(iter(state.values()))
             where = f" in {note}" if note else ""
             started = _started_before(sf, node)
-            if started is None and _for_children(sf, node, w.value):
+            if started is None and _for_children(sf, node, w.key, w.value):
                 continue
-            if _hides_every_gpu(sf, w.value) and _worker_init_only(self.ctx.project, sf, node):
+            if _hides_every_gpu(sf, w.key, w.value) and _worker_init_only(
+                self.ctx.project, sf, node
+            ):
                 continue
             if started is not None:
                 call = segment(sf, started.func)

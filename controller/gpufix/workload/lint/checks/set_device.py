@@ -53,7 +53,10 @@ def _selects_device(sf: SourceFile) -> bool:
 
 
 def _on_cpu(sf: SourceFile, call: ast.Call) -> bool:
-    """`Accelerator(cpu=True)` (or a value not known): no GPU is selected."""
+    """`Accelerator(cpu=True)`, a value not known, or `**kwargs` that may hold it: no GPU is
+    known to be selected."""
+    if any(k.arg is None for k in call.keywords):
+        return True
     value = keyword(call, "cpu")
     return value is not None and not (isinstance(value, ast.Constant) and value.value is False)
 

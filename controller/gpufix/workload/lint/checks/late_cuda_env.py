@@ -137,46 +137,35 @@ def _scope_nodes(body: list[ast.stmt]) -> list[ast.AST]:
 def _module_bound_once(sf: SourceFile, name: str) -> ast.expr | None:
     """The value of the module's one top-level `name = value` (not a function's own name of
     the same spelling); None when module code binds it otherwise or more than once."""
-    if sf.tree is None:
-        return None
-    own = _scope_nodes(sf.tree.body)
-    stores = [
-        n
-        for n in own
-        if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
-    ]
-    if len(stores) != 1:
-        return None
-    for n in own:
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and n.targets[0] is stores[0]:
-            return n.value
-    return None
-
-
-def _binds(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
-    """The function binds the name (or declares it global or nonlocal)."""
-    return any(
-        (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store | ast.Del))
-        or (isinstance(n, ast.Global | ast.Nonlocal) and name in n.names)
-        or (isinstance(n, ast.arg) and n.arg == name)
-        for n in _own_nodes(func)
-    )
+    return _one_assignment(_scope_nodes(sf.tree.body), name) if sf.tree is not None else None
 
 
 def _bound_once_in(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast.expr | None:
     """The value of the function's one binding of `name`, a plain `name = value`; None when it
     binds the name otherwise or more than once (a loop target, `+=`, a parameter, global)."""
-    own = _own_nodes(func)
-    stores = [
-        n
-        for n in own
-        if (isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
+    return _one_assignment(_own_nodes(func), name)
+
+
+def _binds(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """The function binds the name (or declares it global or nonlocal)."""
+    return any(_binding(n, name) for n in _own_nodes(func))
+
+
+def _binding(n: ast.AST, name: str) -> bool:
+    return (
+        (isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
         or (isinstance(n, ast.Global | ast.Nonlocal) and name in n.names)
         or (isinstance(n, ast.arg) and n.arg == name)
-    ]
+    )
+
+
+def _one_assignment(nodes: list[ast.AST], name: str) -> ast.expr | None:
+    """The value of the one binding of `name` among these nodes when it is a plain
+    `name = value`; None when it is bound otherwise, more than once or not at all."""
+    stores = [n for n in nodes if _binding(n, name)]
     if len(stores) != 1:
         return None
-    for n in own:
+    for n in nodes:
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and n.targets[0] is stores[0]:
             return n.value
     return None

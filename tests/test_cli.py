@@ -113,6 +113,22 @@ def test_text_plan_says_what_is_missing_and_where_the_decision_comes_from(tmp_pa
     assert "decided by: layer-interface" in r.stdout and "troubleshooting" in r.stdout
 
 
+def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) -> None:
+    """One GPU: the P2P row matches, but its fix is moot here, so the text must not read as if
+    that row decided the chosen `none` (second review of issue 12's fixes)."""
+    verdict = json.loads((ROOT / "docs" / "device" / "h200-probe-healthy.json").read_text())
+    exp = {"id": "p2p-off", "env": {"NCCL_P2P_DISABLE": "1"}, "gpus": None, "stalled": None,
+           "error": None, "verdict": "healthy", "elapsed_s": 1.0}  # fmt: skip
+    verdict.update(verdict="hung", causes=[], stalled={"phase": "allreduce", "ranks": [0, 1]},
+                   experiments=[exp], decided_by="p2p-off", facts={})  # fmt: skip
+    (tmp_path / "v.json").write_text(json.dumps(verdict))
+    r = gpufix("plan", "x", "--facts", str(HOSTS / "bionic-single-gpu.json"), "--probe-verdict",
+               str(tmp_path / "v.json"))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "Chosen strategy: none" in r.stdout, r.stdout
+    assert "decided by:" not in r.stdout and "not chosen: see the path" in r.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

@@ -34,7 +34,8 @@ def _p2p_off_healthy(backend: str) -> dict[str, Any]:
             "world_size": 2, "stalled": {"phase": "pg_init", "ranks": [0, 1]},
             "experiments": [exp], "decided_by": "p2p-off",
             "no_p2p_rerun": {"verdict": "healthy"},
-            "causes": [{"id": "p2p-path", "strategy": "pcie-acs", "why": "x"}]}  # fmt: skip
+            "causes": [{"id": "p2p-path", "strategy": "pcie-acs", "why": "x"},
+                       {"id": "nccl-protocol", "strategy": "nccl-profile", "why": "x"}]}  # fmt: skip
 
 
 def _row(plan: Any) -> str:

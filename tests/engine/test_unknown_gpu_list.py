@@ -81,3 +81,15 @@ def test_multi_gpu_evidence_chooses_no_driver_move_with_the_gpus_unlisted() -> N
     plan = decide(facts, v)
     assert (plan.strategy, plan.reboot_required) == ("none", False)
     assert "gpus" in _needs(plan)
+
+
+def test_a_driver_branch_move_on_driver_evidence_waits_for_the_gpus() -> None:
+    """CUDA's own start stalls (driver evidence, which decides without a GPU count), but the
+    branch it moves to must drive every GPU: with none listed, the plan is incomplete."""
+    v = _verdict(None)
+    v.update(stalled={"phase": "cuda_init", "ranks": [0, 1]})
+    plan = decide(_host01(gpus_known=False), v)
+    assert plan.strategy == "driver-pin"
+    assert plan.extra["complete"] is False and "gpus" in _needs(plan)
+    known = decide(_host01(), v)
+    assert known.strategy == "driver-pin" and "gpus" not in _needs(known)

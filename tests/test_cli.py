@@ -247,6 +247,16 @@ def test_probe_refuses_a_recorded_host() -> None:
     assert "recorded host" in one_line_error(r)
 
 
+def test_probe_refuses_soak_sizes_without_soak() -> None:
+    """A soak size given without --soak would be ignored in silence: refused, before any host
+    is reached, and naming each option given (the defaults are not named)."""
+    r = gpufix("probe", "localhost", "--soak-min-bytes", "1K", "--soak-iters", "5")
+    assert r.returncode == 3
+    assert one_line_error(r).endswith("--soak-min-bytes, --soak-iters: only with --soak")
+    r = gpufix("probe", "localhost", "--soak-factor", "2")
+    assert one_line_error(r).endswith("--soak-factor: only with --soak")
+
+
 def test_lint_command_exit_codes_and_sarif(tmp_path: Path) -> None:
     bad = tmp_path / "train.py"
     bad.write_text('import os\nimport torch\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n')

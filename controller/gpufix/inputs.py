@@ -257,6 +257,12 @@ def check_probe_verdict(doc: Any, where: str) -> None:
             f"({one_line(str(node['experiment']))}), not the host's default: plan from "
             "`gpufix probe HOST`, whose experiments run after the default"
         )
+    if node.get("nnodes") == 1 and node.get("ifname"):
+        raise InvalidInput(
+            f"{where}: its runs used the interface {one_line(str(node['ifname']))} "
+            "(--ifname), not the host's default choice: plan from `gpufix probe HOST` "
+            "without --ifname"
+        )
 
 
 def load_probe_verdict(path: str | os.PathLike[str]) -> dict[str, Any]:

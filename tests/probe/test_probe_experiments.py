@@ -151,6 +151,25 @@ def test_a_main_run_with_one_experiment_says_so_and_is_no_plan_input(tmp_path: P
         load_probe_verdict(path)
 
 
+def test_a_probe_of_one_host_under_ifname_says_so_and_is_no_plan_input(tmp_path: Path) -> None:
+    """`--ifname X` on one host: every run used that interface, so a healthy verdict says
+    nothing about the host's default choice, and plan refuses it as it does `--experiment`."""
+    import json
+
+    from gpufix.errors import InvalidInput
+    from gpufix.inputs import load_probe_verdict
+
+    v, _ = probe(tmp_path, ["--world-size", "2", "--deadline", "60", "--ifname", "lo"], "")
+    assert v["verdict"] == "healthy"
+    assert v["node"]["ifname"] == "lo" and v["node"]["nnodes"] == 1
+    assert v["node"]["experiment"] is None
+    assert any("NCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo (--ifname)" in n for n in v["notes"])
+    path = tmp_path / "verdict.json"
+    path.write_text(json.dumps(v))
+    with pytest.raises(InvalidInput, match=r"used the interface lo \(--ifname\)"):
+        load_probe_verdict(path)
+
+
 def test_a_soak_size_that_outlasts_the_phase_deadline_while_progressing_is_healthy(
     tmp_path: Path,
 ) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from gpufix.cli.common import (
     changes_exit,
@@ -78,6 +79,15 @@ def _conflicts(**given: object) -> None:
     if len(named) > 1:
         flags = " and ".join("--" + k.replace("_", "-") for k in named)
         raise InvalidInput(f"{flags} cannot be used together")
+
+
+def _only_with(flag: str, names: tuple[str, ...]) -> None:
+    """Refuse options given on the command line that only `flag` uses (never ignore one)."""
+    ctx = click.get_current_context()
+    given = [n for n in names if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT]
+    if given:
+        opts = ", ".join("--" + n.replace("_", "-") for n in given)
+        raise InvalidInput(f"{opts}: only with {flag}")
 
 
 @click.command("plan")
@@ -323,7 +333,10 @@ def probe(target: str, inventory: str | None, forks: int, as_json: bool, **kw: A
     from gpufix.probe import command
     from gpufix.probe.options import ProbeOptions, Soak
 
-    soak = [kw.pop(k) for k in ("soak_min_bytes", "soak_max_bytes", "soak_factor", "soak_iters")]
+    names = ("soak_min_bytes", "soak_max_bytes", "soak_factor", "soak_iters")
+    soak = [kw.pop(k) for k in names]
+    if not kw["soak"]:
+        _only_with("--soak", names)
     options = ProbeOptions(
         soak=Soak(*soak) if kw.pop("soak") else None,
         experiments=not kw.pop("no_experiments"),

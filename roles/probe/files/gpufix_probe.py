@@ -1577,17 +1577,26 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
     if ns.nnodes > 1:
         ns.no_single_gpu = True  # each host's own probe has the baseline
         v["node"] = node_record(ns, world)
-    elif ns.experiment:
+    elif ns.experiment or ns.ifname:
         # The main run is not the host's default: say so where a reader and gpufix look.
         v["node"] = node_record(ns, world)
-        v["notes"].append(
-            "the main run ran with %s (--experiment %s): this verdict shows that setting, "
-            "not the host's default"
-            % (
-                " ".join("%s=%s" % kv for kv in sorted(experiment_env(ns.experiment)[0].items())),
-                ns.experiment,
+        if ns.experiment:
+            v["notes"].append(
+                "the main run ran with %s (--experiment %s): this verdict shows that setting, "
+                "not the host's default"
+                % (
+                    " ".join(
+                        "%s=%s" % kv for kv in sorted(experiment_env(ns.experiment)[0].items())
+                    ),
+                    ns.experiment,
+                )
             )
-        )
+        if ns.ifname:
+            v["notes"].append(
+                "every run ran with NCCL_SOCKET_IFNAME=%s GLOO_SOCKET_IFNAME=%s (--ifname): "
+                "this verdict shows that interface, not the host's default choice"
+                % (ns.ifname, ns.ifname)
+            )
     if not ns.cpu and ngpu == 0:
         v["notes"].append("no NVIDIA GPU visible (%s); use --cpu to test with gloo" % how)
     elif not torch_installed():

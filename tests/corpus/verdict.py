@@ -130,6 +130,7 @@ def _causes(ev: dict[str, Any], main: dict[str, Any]) -> list[dict[str, str]]:
         "rerun": {"verdict": p2p_off} if p2p_off else {},
         "single": {},
         "slow": [],
+        "suspects": probe_program().pair_suspects(experiments(ev)),
         "low_copy": frac is not None and frac < 0.25,
         "low_bw": False,
     }
@@ -187,8 +188,12 @@ def contract_fields(case: dict[str, Any], world: int) -> dict[str, dict[str, Any
     groups: dict[str, dict[str, Any]] = {}
     exps = experiments(ev)
     if exps:
-        decided = next((e["id"] for e in exps if e["verdict"] == "healthy"), None)
-        groups["experiments"] = {"experiments": exps, "decided_by": decided}
+        # As the probe records them: a GPU pair never decides (pairs name suspects instead).
+        decided = next(
+            (e["id"] for e in exps if e["verdict"] == "healthy" and not e["gpus"]), None
+        )
+        suspects = probe_program().pair_suspects(exps)
+        groups["experiments"] = {"experiments": exps, "decided_by": decided, "suspects": suspects}
     if ev.get("soak"):
         groups["soak"] = {"soak": ev["soak"]}
     if ev.get("scope") == "multi-node":

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
-from typing import TypeVar, cast
+from collections.abc import Iterator
+from typing import cast
 
 from gpufix.inputs import read_prefix
 
@@ -24,14 +24,13 @@ _MAX_FILES = 4000
 _MAX_DIRS = 20000
 _MAX_WORDS = 2_000_000
 _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
-_T = TypeVar("_T")
 
 
 def side_words(project: Project) -> frozenset[bytes] | None:
     """Every identifier-like word of those files under the run's top directory, hidden and
     environment directories left out (cached); None when a limit was reached."""
     if "side-words" not in project.cache:
-        project.cache["side-words"] = _gather(project, _words_of)
+        project.cache["side-words"] = _gather_words(project)
     return cast("frozenset[bytes] | None", project.cache["side-words"])
 
 
@@ -42,10 +41,6 @@ def side_index(project: Project) -> dict[bytes, frozenset[int]] | None:
     if "side-index" not in project.cache:
         project.cache["side-index"] = _gather_index(project)
     return cast("dict[bytes, frozenset[int]] | None", project.cache["side-index"])
-
-
-def _words_of(data: bytes) -> list[bytes]:
-    return _WORD.findall(data)
 
 
 def _gather_index(project: Project) -> dict[bytes, frozenset[int]] | None:
@@ -67,12 +62,12 @@ def _top(project: Project) -> str | None:
     return os.path.commonpath(sorted(dirs)) if dirs else None
 
 
-def _gather(project: Project, found_in: Callable[[bytes], list[_T]]) -> frozenset[_T] | None:
-    found: set[_T] = set()
+def _gather_words(project: Project) -> frozenset[bytes] | None:
+    found: set[bytes] = set()
     for data in _side_files(project):
         if data is None:
             return None
-        found.update(found_in(data))
+        found.update(_WORD.findall(data))
         if len(found) > _MAX_WORDS:
             return None
     return frozenset(found)

@@ -271,9 +271,8 @@ def _worker_init_only(project: Project, sf: SourceFile, stmt: ast.AST) -> bool:
 def _is_dataloader(f: SourceFile, call: ast.Call) -> bool:
     """torch's DataLoader (it calls `worker_init_fn` only in its worker processes; with
     `num_workers=0` not at all)."""
-    return (f.names.resolve(call.func) or "").endswith("DataLoader") and (
-        f.names.resolve(call.func) or ""
-    ).startswith("torch.")
+    name = f.names.resolve(call.func) or ""
+    return name.startswith("torch.") and name.endswith("DataLoader")
 
 
 def _last_name(n: ast.Name | ast.Attribute) -> str:

@@ -287,6 +287,9 @@ def test_a_value_the_same_for_every_rank_keeps_the_finding(tmp_path: Path) -> No
         ("setup.cfg", "[options.entry_points]\nconsole_scripts =\n    train = src.train : main\n"),
         ("configs/run.yaml", "job:\n  _target_: src.train.main\n"),
         ("demo.ipynb", '{"cells": [{"source": ["from src.train import main as run\\n"]}]}'),
+        ("jobs/train.sbatch", "#!/bin/bash\n#SBATCH -N 2\nsrun python -m src.train main\n"),
+        ("jobs/train.slurm", "srun python -c 'from src.train import main; main(None)'\n"),
+        ("src.egg-info/entry_points.txt", "[console_scripts]\ntrain = src.train:main\n"),
     ],
 )
 def test_a_file_around_the_code_that_names_it_keeps_the_finding(

@@ -1,6 +1,6 @@
 """The words of the files around a run's code that can call a function by name: notebooks,
-shell launchers, Makefiles, configs (`_target_: net.init_net`), packaging (`[project.scripts]`,
-`console_scripts`). Read as data: regular files only, opened non-blocking
+shell and Slurm launchers, Makefiles, configs (`_target_: net.init_net`), packaging
+(`[project.scripts]`, `console_scripts`, an egg-info's `entry_points.txt`). Read as data: regular files only, opened non-blocking
 (gpufix.inputs.read_prefix), a prefix of each, within a budget; when the budget runs out, any
 name may be named there."""
 
@@ -15,8 +15,23 @@ from gpufix.inputs import read_prefix
 
 from .project import Project
 
-SUFFIXES = (".ipynb", ".sh", ".bash", ".yaml", ".yml", ".json", ".cfg", ".toml", ".ini", ".mk")
-NAMES = frozenset({"Makefile", "makefile", "GNUmakefile", "Dockerfile", "Justfile", "justfile"})
+# Slurm batch scripts (.sbatch, .slurm) launch training as shell scripts do; entry_points.txt is
+# the installed form of `console_scripts` (packaging.python.org, "Entry points specification").
+SUFFIXES = (
+    *(".ipynb", ".sh", ".bash", ".yaml", ".yml", ".json", ".cfg", ".toml", ".ini", ".mk"),
+    *(".sbatch", ".slurm"),
+)
+NAMES = frozenset(
+    {
+        "Makefile",
+        "makefile",
+        "GNUmakefile",
+        "Dockerfile",
+        "Justfile",
+        "justfile",
+        "entry_points.txt",
+    }
+)
 _SKIP = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env"})
 PREFIX = 8 << 20  # bytes read of each file (a notebook's outputs can come before a call)
 _BUDGET = 256 << 20  # bytes read in all

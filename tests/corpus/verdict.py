@@ -189,9 +189,7 @@ def contract_fields(case: dict[str, Any], world: int) -> dict[str, dict[str, Any
     exps = experiments(ev)
     if exps:
         # As the probe records them: a GPU pair never decides (pairs name suspects instead).
-        decided = next(
-            (e["id"] for e in exps if e["verdict"] == "healthy" and not e["gpus"]), None
-        )
+        decided = next((e["id"] for e in exps if e["verdict"] == "healthy" and not e["gpus"]), None)
         suspects = probe_program().pair_suspects(exps)
         groups["experiments"] = {"experiments": exps, "decided_by": decided, "suspects": suspects}
     if ev.get("soak"):

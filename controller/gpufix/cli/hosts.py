@@ -318,10 +318,22 @@ def _named_facts(
 @click.option("--no-experiments", is_flag=True, help="No reruns with one mechanism changed.")
 @click.option("--experiment-budget", type=click.IntRange(0, 3600), default=180, show_default=True)
 @click.option("--soak", is_flag=True, help="All-reduce size sweep after the main phases.")
-@click.option("--soak-min-bytes", default="1K", show_default=True, help="nccl-tests -b.")
-@click.option("--soak-max-bytes", default="64M", show_default=True, help="nccl-tests -e.")
-@click.option("--soak-factor", type=click.IntRange(1, 1024), default=4, show_default=True)
-@click.option("--soak-iters", type=click.IntRange(1, 100000), default=20, show_default=True)
+@click.option("--soak-min-bytes", default="1K", show_default=True, help="nccl-tests -b (--soak).")
+@click.option("--soak-max-bytes", default="64M", show_default=True, help="nccl-tests -e (--soak).")
+@click.option(
+    "--soak-factor",
+    type=click.IntRange(1, 1024),
+    default=4,
+    show_default=True,
+    help="nccl-tests -f (--soak).",
+)
+@click.option(
+    "--soak-iters",
+    type=click.IntRange(1, 100000),
+    default=20,
+    show_default=True,
+    help="nccl-tests -n (--soak).",
+)
 @click.option("--ifname", help="NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME for the ranks.")
 @click.option("--multi-node", is_flag=True, help="Probe TARGET's hosts as one multi-node job.")
 @click.option("--master-addr", help="The first host's address (default: inventory, facts).")

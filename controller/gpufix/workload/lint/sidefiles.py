@@ -1,8 +1,8 @@
 """The words of the files around a run's code that can call a function by name: notebooks,
 shell and Slurm launchers, Makefiles, configs (`_target_: net.init_net`), packaging
-(`[project.scripts]`, `console_scripts`, an egg-info's `entry_points.txt`). Read as data: regular files only, opened non-blocking
-(gpufix.inputs.read_prefix), a prefix of each, within a budget; when the budget runs out, any
-name may be named there."""
+(`[project.scripts]`, `console_scripts`, an egg-info's `entry_points.txt`). Read as data:
+regular files only, opened non-blocking (gpufix.inputs.read_prefix), a prefix of each, within a
+budget; when the budget runs out, any name may be named there."""
 
 from __future__ import annotations
 

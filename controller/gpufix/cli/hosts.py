@@ -294,6 +294,11 @@ def _named_facts(
     return list(out.items())
 
 
+def _soak_option(name: str, flag: str, **kw: Any) -> Any:
+    """One of the sweep's sizes or counts, as nccl-tests names it; used only with --soak."""
+    return click.option(name, show_default=True, help=f"nccl-tests {flag} (--soak).", **kw)
+
+
 @click.command("probe")
 @click.argument("target")
 @inventory_option
@@ -318,22 +323,10 @@ def _named_facts(
 @click.option("--no-experiments", is_flag=True, help="No reruns with one mechanism changed.")
 @click.option("--experiment-budget", type=click.IntRange(0, 3600), default=180, show_default=True)
 @click.option("--soak", is_flag=True, help="All-reduce size sweep after the main phases.")
-@click.option("--soak-min-bytes", default="1K", show_default=True, help="nccl-tests -b (--soak).")
-@click.option("--soak-max-bytes", default="64M", show_default=True, help="nccl-tests -e (--soak).")
-@click.option(
-    "--soak-factor",
-    type=click.IntRange(1, 1024),
-    default=4,
-    show_default=True,
-    help="nccl-tests -f (--soak).",
-)
-@click.option(
-    "--soak-iters",
-    type=click.IntRange(1, 100000),
-    default=20,
-    show_default=True,
-    help="nccl-tests -n (--soak).",
-)
+@_soak_option("--soak-min-bytes", "-b", default="1K")
+@_soak_option("--soak-max-bytes", "-e", default="64M")
+@_soak_option("--soak-factor", "-f", type=click.IntRange(1, 1024), default=4)
+@_soak_option("--soak-iters", "-n", type=click.IntRange(1, 100000), default=20)
 @click.option("--ifname", help="NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME for the ranks.")
 @click.option("--multi-node", is_flag=True, help="Probe TARGET's hosts as one multi-node job.")
 @click.option("--master-addr", help="The first host's address (default: inventory, facts).")

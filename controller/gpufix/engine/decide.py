@@ -290,7 +290,7 @@ def _waits_on_gpus(ctx: Ctx, chosen: Candidate) -> bool:
     v = ctx.verdict or {}
     if ctx.host.gpu_count is not None or chosen.strategy == "none" or ctx.c.strategy:
         return False
-    if v.get("verdict") not in ("hung", "failed", "degraded"):
+    if v.get("verdict") not in signals.NOT_HEALTHY:
         return False
     d = ctx.decision
     return d is None or d.evidence not in COUNT_FREE

@@ -63,3 +63,30 @@ def test_a_gpu_pair_named_as_decided_by_decides_nothing() -> None:
     plan = decide(_facts(), v)
     assert not _row(plan).startswith("gpu-pair")
     assert not str(plan.extra["decision"]["evidence"]).startswith("experiment:gpus")
+
+
+def _stalled(backend: str, **more: Any) -> dict[str, Any]:
+    return {"format": "gpufix-probe", "version": 1, "verdict": "hung", "backend": backend,
+            "world_size": 2, "stalled": {"phase": "allreduce", "ranks": [0, 1]}} | more  # fmt: skip
+
+
+def test_a_gloo_stall_on_an_acs_host_asks_for_a_gpu_probe_and_changes_nothing() -> None:
+    """ACS redirects GPU peer traffic; a gloo all-reduce of CPU tensors never crossed it."""
+    nccl = decide(_facts(), _stalled("nccl"))
+    assert (nccl.strategy, _row(nccl)) == ("pcie-acs", "collective-acs-iommu")
+    gloo = decide(_facts(), _stalled("gloo"))
+    assert (gloo.strategy, _row(gloo)) == ("none", "gloo-stall")
+    assert [n["id"] for n in gloo.extra["needs"]] == ["gpu-probe"]
+    assert "without --cpu" in gloo.extra["needs"][0]["how"]
+
+
+def test_a_gloo_soak_or_failed_interface_experiments_point_at_no_nccl_fix() -> None:
+    soak = {"sizes": [1024, 65536], "iters": 5, "verdict": "hung", "stalled_at_bytes": 65536}
+    healthy_main = _stalled("gloo", verdict="healthy", stalled=None, soak=soak)
+    plan = decide(_facts(), healthy_main)
+    assert (plan.strategy, _row(plan)) == ("none", "gloo-stall")
+    exp = {"id": "ifname-eth0", "env": {"NCCL_SOCKET_IFNAME": "eth0"}, "gpus": None,
+           "stalled": {"phase": "allreduce", "ranks": [1]}, "error": None, "verdict": "hung",
+           "elapsed_s": 1.0}  # fmt: skip
+    plan = decide(_facts(), _stalled("gloo", experiments=[exp]))
+    assert (plan.strategy, _row(plan)) == ("none", "gloo-stall")

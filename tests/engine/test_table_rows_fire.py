@@ -94,6 +94,8 @@ def show(evidence: str, f: Facts) -> Verdict:
         )
     if evidence == "experiments:none-decided":
         return _verdict(experiments=[_experiment("p2p-off", "hung")], decided_by=None)
+    if evidence == "stall:gloo":
+        return _verdict(phase="allreduce", backend="gloo")
     phases = {
         "stall:collective": "pg_init",
         "stall:init": "cuda_init",

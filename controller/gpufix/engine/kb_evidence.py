@@ -45,7 +45,7 @@ LAYERS = ("rendezvous", "bootstrap", "interface", "ib", "container-network", "co
 EVIDENCE = re.compile(
     r"experiment:(?P<experiment>[a-z0-9-]+)|layer:(?P<layer>[a-z-]+)"
     r"|signature:(?P<signature>[a-z0-9-]+)|override:(?P<override>tuning|ifname-filter)"
-    r"|soak:stalled|experiments:none-decided|stall:(?:collective|init|import)"
+    r"|soak:stalled|experiments:none-decided|stall:(?:collective|init|import|gloo)"
 )
 # Fact conditions a row may ask for (engine/conditions.py defines each one).
 CONDITIONS = (
@@ -68,6 +68,7 @@ CONDITIONS = (
 # What a plan can ask the operator to gather or run (engine/needs.py words each one).
 NEEDS = (
     "probe",
+    "gpu-probe",
     "experiments",
     "multinode-probe",
     "soak",

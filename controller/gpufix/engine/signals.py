@@ -59,6 +59,7 @@ class Signals:
     suspects: bool = False  # GPU-pair experiments named a GPU or link whose runs fail
     tried: tuple[str, ...] = ()  # experiments that ran and still hung or failed
     kind: str | None = None  # hang | error: how the run (or else the soak) went wrong (_kind)
+    cpu_run: bool = False  # gloo on CPU tensors (`--cpu`): the GPUs took no part
 
     @property
     def unhealthy(self) -> bool:
@@ -92,20 +93,24 @@ class Signals:
         if self.layer:
             out.append(f"layer:{self.layer}")
         out += [f"signature:{s}" for s in self.signatures]
+        # A gloo run's soak and "no experiment helped" point at NCCL, which it never ran.
         if self.soak_stalled:
-            out.append("soak:stalled")
-        if self.ran and not self.decided_by and self.unhealthy and not self.knobs_skipped:
+            out.append("stall:gloo" if self.cpu_run else "soak:stalled")
+        none_helped = self.ran and not self.decided_by and not self.knobs_skipped
+        if none_helped and self.unhealthy and not self.cpu_run:
             out.append("experiments:none-decided")
         stall = self.stall()
         if stall:
             out.append(stall)
-        return tuple(out)
+        return tuple(dict.fromkeys(out))
 
     def stall(self) -> str | None:
         if not self.unhealthy:
             return None
         if self.phase == "import_torch":
             return "stall:import"
+        if self.cpu_run:
+            return "stall:gloo"
         if self.phase in INIT_PHASES:
             return "stall:init"
         return "stall:collective"
@@ -198,6 +203,7 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         suspects=_suspects(v),
         tried=tuple(str(e.get("id")) for e in exps if e.get("verdict") in ("hung", "failed")),
         kind=_kind(v, phase, soak, kb),
+        cpu_run=v.get("backend") == "gloo",
     )
 
 

@@ -64,6 +64,8 @@ EXPERIMENT_ENV = MappingProxyType(
 
 
 def _phrase(evidence: str, ifname: str | None) -> str:
+    if evidence == "stall:gloo":
+        return "a gloo probe on CPU tensors not healthy"
     kind, _, what = evidence.partition(":")
     if kind == "experiment":
         env = f"NCCL_SOCKET_IFNAME={ifname}" if what == "ifname" else EXPERIMENT_ENV.get(what)
@@ -82,6 +84,7 @@ def _known(ctx: Ctx, signals: Signals) -> Mapping[str, Callable[[], bool]]:
     h = ctx.host
     return MappingProxyType(
         {
+            "gpu-probe": lambda: not signals.cpu_run,
             "experiments": lambda: bool(signals.ran) and not signals.skipped,
             "multinode-probe": lambda: signals.scope == "multi-node",
             "acs": lambda: h.acs_known,

@@ -287,14 +287,31 @@ def test_when_the_rows_fix_is_blocked_its_interim_comes_next() -> None:
     """What the evidence says works now (the row's interim) ranks before what the evidence did
     not call for: a kernel below accelerate's threshold is a risk factor, not this diagnosis.
     Before, bionic's kernel-upgrade ranked second and would have been chosen had pcie-acs been
-    infeasible."""
+    infeasible; since 2026-12-03 a diagnosed hang does not rank it at all (the next test)."""
     for exp_id in ("p2p-off", "p2p-level-pxb"):
         plan = decide(facts("bionic-ga-2x3090"), decided(exp_id))
         ranked = [o.strategy for o in sorted(plan.options, key=lambda o: o.rank) if o.rank < 99]
-        assert ranked[:3] == ["pcie-acs", "nccl-profile", "kernel-upgrade"], exp_id
+        assert ranked == ["pcie-acs", "nccl-profile"], exp_id
     plan = decide(facts("container-shm64m"), decided("shm-off"))
     ranked = [o.strategy for o in sorted(plan.options, key=lambda o: o.rank) if o.rank < 99]
     assert ranked[:2] == ["container-fix", "nccl-profile"]
+
+
+def test_a_diagnosis_whose_fix_cannot_apply_falls_to_none_not_to_a_risk_factor() -> None:
+    """The multi-node probe names the container network, but the facts say training does not
+    run in containers: container-fix is infeasible. Before 2026-12-03 the plan went on to
+    bionic's kernel-upgrade (a reboot the evidence did not call for, to a 5.4 kernel that is
+    still below accelerate's 5.5), and without it to the field notes' stack pin."""
+    v = {"format": "gpufix-probe", "version": 1, "verdict": "failed", "backend": "nccl",
+         "world_size": 4, "failed_in": {"phase": "pg_init", "ranks": [2, 3]},
+         "scope": "multi-node", "failed_layer": "container-network", "hosts": ["a", "b"],
+         "failed_hosts": ["b"]}  # fmt: skip
+    plan = decide(facts("bionic-ga-2x3090"), v)
+    assert plan.extra["decision"]["row"] == "layer-container-network"
+    assert plan.strategy == "none" and not plan.reboot_required
+    ranked = [o.strategy for o in sorted(plan.options, key=lambda o: o.rank) if o.rank < 99]
+    assert ranked == ["container-fix"]
+    assert any("container-fix not feasible" in line for line in plan.path)
 
 
 @pytest.mark.parametrize(

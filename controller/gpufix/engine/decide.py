@@ -68,9 +68,12 @@ def _p2p(ctx: Ctx, want: Prefer) -> None:
         want("nccl-profile", f"{evidence}; these GPUs have no P2P to repair")
 
 
-def _ordering(ctx: Ctx, want: Prefer) -> list[str]:
+def _ordering(ctx: Ctx, want: Prefer, diagnosed: bool = False) -> list[str]:
     """Ask for what the findings and the probe's causes call for; return what was left unasked
-    because nothing but a warning points at it and there is no verdict."""
+    because nothing but a warning points at it and there is no verdict. When the decision table
+    named a fix (`diagnosed`), the reboots only a warning points at (a kernel below accelerate's
+    threshold, ACS or the IOMMU on root ports) are not alternatives to it: a risk factor is not
+    the diagnosis."""
     h = ctx.host
     _driver_and_stack(ctx, want)
     _p2p(ctx, want)
@@ -99,6 +102,8 @@ def _ordering(ctx: Ctx, want: Prefer) -> list[str]:
         return deferred
     if static_acs and shares_switch(h):
         want("pcie-acs", "ACS redirect or translating IOMMU above GPUs that share a PCIe switch")
+    if diagnosed:
+        return []
     if kernel:
         want("kernel-upgrade", "kernel below accelerate's threshold and a newer HWE kernel exists")
     if static_acs:
@@ -169,8 +174,8 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
             # What the evidence says works now comes before anything the evidence did not call
             # for (a kernel below accelerate's threshold is a risk factor, not this diagnosis).
             want("nccl-profile", f"{', '.join(d.interim)} while {d.fix} cannot be applied")
-    deferred = _ordering(ctx, want)
-    if probe in ("hung", "failed", "degraded"):
+    deferred = _ordering(ctx, want, diagnosed=d is not None)
+    if probe in ("hung", "failed", "degraded") and d is None:
         _probe_floor(ctx, want)
     elif not order:
         if deferred:

@@ -310,8 +310,22 @@ def test_a_diagnosis_whose_fix_cannot_apply_falls_to_none_not_to_a_risk_factor()
     assert plan.extra["decision"]["row"] == "layer-container-network"
     assert plan.strategy == "none" and not plan.reboot_required
     ranked = [o.strategy for o in sorted(plan.options, key=lambda o: o.rank) if o.rank < 99]
-    assert ranked == ["container-fix"]
+    assert ranked == ["container-fix", "nccl-profile"]  # no profile matches: not feasible
     assert any("container-fix not feasible" in line for line in plan.path)
+
+
+def test_a_stack_diagnosis_keeps_the_pinned_image_and_drops_the_kernel() -> None:
+    """No NCCL setting helps (every knob experiment ran and hung): the row moves the stack up.
+    A pinned image carries the same move where the host cannot take it, so it stays ranked;
+    bionic's kernel-upgrade, which nothing in the evidence calls for, does not."""
+    knobs = ("p2p-off", "shm-off", "cumem-off", "proto-simple", "algo-ring", "p2p-level-pxb",
+             "ib-off", "nvls-off", "gdr-off")  # fmt: skip
+    plan = decide(
+        facts("bionic-ga-2x3090"), verdict(experiments=[experiment(k, "hung") for k in knobs])
+    )
+    assert plan.extra["decision"]["row"] == "experiments-none-decided"
+    ranked = [o.strategy for o in sorted(plan.options, key=lambda o: o.rank) if o.rank < 99]
+    assert ranked == ["cuda-downgrade", "nccl-profile", "container-fallback"]
 
 
 @pytest.mark.parametrize(

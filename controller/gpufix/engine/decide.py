@@ -177,6 +177,15 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
     deferred = _ordering(ctx, want, diagnosed=d is not None)
     if probe in ("hung", "failed", "degraded") and d is None:
         _probe_floor(ctx, want)
+    elif d is not None:
+        # A diagnosis keeps what carries it out another way: NCCL settings the evidence names,
+        # and a stack move the host cannot take (glibc, Python, driver) in a pinned image.
+        want("nccl-profile", "NCCL settings that match the evidence")
+        if d.fix == "cuda-downgrade":
+            want(
+                "container-fallback",
+                "the stack move in a pinned image, where the host cannot take it",
+            )
     elif not order:
         if deferred:
             path.append(

@@ -10,6 +10,9 @@ deadline of its own.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -241,3 +244,27 @@ def test_sigterm_to_gpufix_probe_takes_the_probe_and_its_workers_down(tmp_path: 
     assert proc.returncode == 130 and "interrupted" in err
     assert leftovers(str(tmp_path)) == []
     assert _supervisors(str(tmp_path)) == []
+
+
+def test_a_cpu_probe_plans_nothing_for_the_gpus(tmp_path: Path) -> None:
+    """A real gloo verdict through the real CLI: the stall clears under NCCL_P2P_DISABLE=1 only
+    because the fault switch says so (gloo reads no NCCL setting), so on a host with ACS on the
+    plan changes nothing and asks for a probe on the GPUs (row gloo-stall)."""
+    v, _ = probe(
+        tmp_path,
+        ["--world-size", "2", "--deadline", "90", "--experiments", "p2p-off"],
+        "stall:allreduce:*;unless=NCCL_P2P_DISABLE=1",
+    )
+    assert v["backend"] == "gloo" and v["verdict"] == "hung" and v["decided_by"] == "p2p-off"
+    (tmp_path / "v.json").write_text(json.dumps(v))
+    hosts = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+    r = subprocess.run(
+        [sys.executable, "-m", "gpufix", "plan", "x", "--facts",
+         str(hosts / "bionic-ga-2x3090.json"), "--probe-verdict", str(tmp_path / "v.json"),
+         "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)["plans"][0]
+    assert plan["strategy"] == "none" and plan["extra"]["decision"]["row"] == "gloo-stall"
+    assert [n["id"] for n in plan["extra"]["needs"]] == ["gpu-probe"]

@@ -134,3 +134,23 @@ def test_multi_node_host_names_are_checked_like_plan_hosts(node: str) -> None:
     rolevars.check_vars("probe_multinode.yml", {"gpufix_probe_nodes": ["h1"]}, "t")
     with pytest.raises(InvalidInput):
         rolevars.check_vars("probe_multinode.yml", {"gpufix_probe_nodes": ["h1", node]}, "t")
+
+
+def test_a_plan_made_before_a_branch_ended_is_stale_after_it() -> None:
+    """On 2026-06-20 driver-pin on the bionic host picks R535 (LTSB to June 2026, NVIDIA's
+    supported-drivers table); the same file applied on 2026-12-03 must not install it. The
+    plan re-derives to itself as of its own date, so only the date check can refuse it."""
+    from datetime import date
+
+    facts = json.loads(Path("tests/fixtures/hosts/bionic-single-gpu.json").read_text())["facts"]
+    made = date(2026, 6, 20)
+    plan = plan_host(facts, None, Constraints(strategy="driver-pin", plan_date=made),
+                     host="h1", python_envs=[], kb=KB, rules=RULES)  # fmt: skip
+    branch = [s.vars.get("gpufix_driver_branch") for s in plan.steps if s.vars]
+    assert "535" in [str(b) for b in branch], plan.steps
+    request.check_plans([plan], KB, RULES, "plan file", today=made)  # its own day: fine
+    with pytest.raises(InvalidInput, match=r"stale plan.*made on 2026-06-20"):
+        request.check_plans([plan], KB, RULES, "plan file", today=date(2026, 12, 3))
+    fresh = plan_host(facts, None, Constraints(strategy="driver-pin", plan_date=date(2026, 12, 2)),
+                      host="h1", python_envs=[], kb=KB, rules=RULES)  # fmt: skip
+    request.check_plans([fresh], KB, RULES, "plan file", today=date(2026, 12, 3))  # nothing moved

@@ -9,6 +9,8 @@ field. Steps, variables, strategy, reboot flags: the engine is their only author
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import date
 from typing import Any
 
 from gpufix import inputs as inp
@@ -34,8 +36,11 @@ def check_facts(facts: Any, host: str, where: str) -> None:
     inp.validate(doc, "facts", where)
 
 
-def rederive(plan: Plan, kb: KnowledgeBase, rules: Rules, where: str) -> Plan:
-    """The plan the engine makes from this plan's recorded inputs (validated first)."""
+def rederive(
+    plan: Plan, kb: KnowledgeBase, rules: Rules, where: str, day: date | None = None
+) -> Plan:
+    """The plan the engine makes from this plan's recorded inputs (validated first); with
+    `day`, as if it were made that day (NVIDIA's support windows judged then)."""
     got = plan.inputs
     if not got:
         raise InvalidInput(
@@ -58,6 +63,8 @@ def rederive(plan: Plan, kb: KnowledgeBase, rules: Rules, where: str) -> Plan:
             f"gathered with: {REPLAN}"
         )
     constraints = constraints_from_dict(got["constraints"], where)
+    if day is not None:
+        constraints = replace(constraints, plan_date=day)
     return plan_host(
         got["facts"],
         got["verdict"],
@@ -95,8 +102,12 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None
 
 
-def check_plans(plans: list[Plan], kb: KnowledgeBase, rules: Rules, where: str) -> None:
-    """Refuse (exit 3, nothing run) unless every plan is what the engine derives from its inputs."""
+def check_plans(
+    plans: list[Plan], kb: KnowledgeBase, rules: Rules, where: str, today: date | None = None
+) -> None:
+    """Refuse (exit 3, nothing run) unless every plan is what the engine derives from its inputs,
+    and what it derives from them today: a plan made before a driver branch's support ended must
+    not install that branch after it ended."""
     edited: list[str] = []
     for i, p in enumerate(plans):
         here = f"{where}: {p.host}"
@@ -109,9 +120,33 @@ def check_plans(plans: list[Plan], kb: KnowledgeBase, rules: Rules, where: str) 
         diff = first_difference(_normal(p), _normal(derived))
         if diff is not None:
             edited.append(f"{p.host} (plans/{i}/{diff})")
+            continue
+        moved = _moved_since(p, kb, rules, here, today or date.today())
+        if moved is not None:
+            raise InvalidInput(
+                f"stale plan, refusing to apply ({p.host}: made on {moved}, and the plan the "
+                f"engine makes today differs: a support window it was judged on has moved): {REPLAN}"
+            )
     if edited:
         raise InvalidInput(
             "the plan file is not what gpufix derives from its recorded inputs, refusing to apply "
             f"(differs at {', '.join(edited[:5])}{' ...' if len(edited) > 5 else ''}): "
             f"a plan file is a request, not a program; {REPLAN}"
         )
+
+
+def _actions(plan: Plan) -> Any:
+    doc = _normal(plan)
+    return [doc.get(k) for k in ("strategy", "steps", "reboot_required", "interim")]
+
+
+def _moved_since(
+    plan: Plan, kb: KnowledgeBase, rules: Rules, where: str, today: date
+) -> str | None:
+    """The day the plan was made, when the plan made from its inputs today would act otherwise
+    (another strategy, step, variable or interim); None when it would not, or it was made today."""
+    made = (plan.inputs.get("constraints") or {}).get("plan_date")
+    if not isinstance(made, str) or made >= today.isoformat():
+        return None
+    now = rederive(plan, kb, rules, where, day=today)
+    return made if _actions(now) != _actions(plan) else None

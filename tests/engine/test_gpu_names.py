@@ -41,6 +41,9 @@ def facts(name: str) -> dict[str, Any]:
         ("NVIDIA H20", "9.0"),
         ("NVIDIA GH200 480GB", "9.0"),  # GH200, not H200 inside it
         ("NVIDIA GB200", "10.0"),
+        ("NVIDIA B300 SXM6 AC", "10.3"),  # Blackwell Ultra: open modules, R570 or newer
+        ("NVIDIA GB300", "10.3"),  # GB300, not B300 inside it
+        ("NVIDIA GB10", "12.1"),  # DGX Spark; not GB100
         ("Tesla P100-PCIE-16GB", "6.0"),
         ("Tesla P4", "6.1"),
         ("Tesla V100S-PCIE-32GB", "7.0"),
@@ -100,10 +103,11 @@ def test_a_capability_in_no_architecture_is_refused(tmp_path: Path) -> None:
     d = tmp_path / "knowledge"
     shutil.copytree(DEFAULT_DIR, d)
     rows = yaml.safe_load((d / "gpu_models.yaml").read_text())
-    rows.append({"match": "B300", "compute_capability": "10.3", "source": "test"})
+    # Jetson T5000 (11.0) is left out of gpu_archs.yaml: not a PCIe host GPU
+    rows.append({"match": "T5000", "compute_capability": "11.0", "source": "test"})
     (d / "gpu_models.yaml").write_text(yaml.safe_dump(rows, sort_keys=False))
     with pytest.raises(
-        GpufixError, match=r"gpu_models\.yaml row .* 10\.3 is in no gpu_archs\.yaml"
+        GpufixError, match=r"gpu_models\.yaml row .* 11\.0 is in no gpu_archs\.yaml"
     ):
         load(d)
 
@@ -130,3 +134,11 @@ def test_both_gpu_tables_read_a_name_spelled_without_nvidias_spaces(
     kb = load()
     assert kb.gpu_p2p_capable(name) is p2p
     assert kb.compute_capability_of(name) == cc
+
+
+@pytest.mark.parametrize("cc", ["10.3", "12.1"])
+def test_blackwell_ultra_and_gb10_are_blackwell(cc: str) -> None:
+    """CUDA 12.9's targets: without them a B300 host on R470 read as an unknown architecture,
+    so neither Blackwell's R570 minimum nor its open-module rule applied (review, 2026-12-03)."""
+    arch = KB.arch_for_cc(cc)
+    assert arch is not None and arch.name == "Blackwell" and arch.kernel_modules == "open"

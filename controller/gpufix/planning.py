@@ -84,6 +84,11 @@ def constraints_from_dict(d: Mapping[str, Any], where: str = "plan") -> Constrai
         pattern = _CONSTRAINT_PATTERNS.get(k)
         if isinstance(v, str) and pattern and not pattern.fullmatch(v):
             raise InvalidInput(f"{where}: inputs/constraints/{k}: not a valid value")
+    if given.get("venv_path", ML_STACK_VENV_DEFAULT) != ML_STACK_VENV_DEFAULT:
+        # no option sets it: a plan file cannot choose where root installs a stack
+        raise InvalidInput(
+            f"{where}: inputs/constraints/venv_path: gpufix plans only {ML_STACK_VENV_DEFAULT}"
+        )
     if given.get("strategy") is not None and given["strategy"] not in NAMES:
         raise InvalidInput(f"{where}: inputs/constraints/strategy: not a strategy")
     return Constraints(**given)

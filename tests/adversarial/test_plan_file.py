@@ -5,6 +5,7 @@ Every case applies a plan the engine really made, then edited by hand as an atta
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +207,43 @@ def test_plans_of_an_older_format_or_without_inputs_are_refused(
     bare["plans"][0]["inputs"] = {}
     code, err = _apply(cli, write(tmp_path / "bare.json", bare), dead_inventory)
     assert code == 3 and "records no inputs" in err
+
+
+DIGEST_A, DIGEST_B = "a" * 64, "b" * 64
+IMAGE = f"nvcr.io/nvidia/pytorch:25.01-py3@sha256:{DIGEST_A}"
+
+
+def _swap(doc: Any, old: str, new: str) -> Any:
+    """The edit an attacker makes: the same string everywhere, so the file stays consistent and
+    re-derives to itself."""
+    return json.loads(json.dumps(doc).replace(old, new))
+
+
+@pytest.mark.parametrize("path", ["/usr", "/etc", "/opt/../etc"])
+def test_a_plan_file_cannot_choose_where_a_stack_is_installed(
+    path: str, cli: CliRun, dead_inventory: Path, tmp_path: Path
+) -> None:
+    """No option sets the ML stack's venv; a file that moves it (to the system Python's prefix,
+    where pip would install as root) is refused before any host is touched."""
+    doc = plan_doc(make_plan(BASE, strategy="cuda-downgrade"))
+    assert "/opt/gpufix/venv" in json.dumps(doc)
+    code, err = _apply(cli, write(tmp_path / "p.json", _swap(doc, "/opt/gpufix/venv", path)),
+                       dead_inventory, "--check")  # fmt: skip
+    assert code == 3 and "venv_path" in err, err
+    assert list_runs() == []
+
+
+def test_a_plan_file_cannot_choose_the_image_root_pulls(
+    cli: CliRun, dead_inventory: Path, tmp_path: Path
+) -> None:
+    host = facts("jammy-4xp100-torch28")["facts"]
+    doc = plan_doc(make_plan(host, strategy="container-fallback", container_image=IMAGE))
+    assert IMAGE in json.dumps(doc)
+    plan = write(tmp_path / "p.json", doc)
+    evil = f"evil.example.com/miner:latest@sha256:{DIGEST_B}"
+    forged = write(tmp_path / "f.json", _swap(doc, IMAGE, evil))
+    for args in ((plan,), (forged,), (forged, "--image", IMAGE), (plan, "--image", evil)):
+        code, err = _apply(cli, args[0], dead_inventory, "--check", *args[1:])
+        assert code == 3 and "container image" in err, (args, err)
+    code, err = _apply(cli, plan, dead_inventory, "--check", "--image", IMAGE)
+    assert code != 3, err  # named again: it goes on to the (dead) host

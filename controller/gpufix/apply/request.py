@@ -150,3 +150,26 @@ def _moved_since(
         return None
     now = rederive(plan, kb, rules, where, day=today)
     return made if _actions(now) != _actions(plan) else None
+
+
+def check_image(plans: list[Plan], image: str | None, where: str) -> None:
+    """A plan that runs a container image (chosen with `plan --image`) is applied only when the
+    operator names the same image again (`apply --image`): the image is the one input no fact
+    of the host checks, and root pulls and runs it (docs/security.md)."""
+    named = sorted(
+        {
+            str(ref)
+            for p in plans
+            if (ref := (p.inputs.get("constraints") or {}).get("container_image"))
+        }
+    )
+    if len(named) > 1:
+        raise InvalidInput(f"{where} names {len(named)} container images; `gpufix plan` names one")
+    if named and image != named[0]:
+        raise InvalidInput(
+            f"{where} runs the container image {named[0]}, which no fact of the host checks: "
+            "apply it only with --image naming the image you chose (a plan file cannot choose "
+            "what root pulls)"
+        )
+    if image is not None and not named:
+        raise InvalidInput(f"--image: {where} runs no container image")

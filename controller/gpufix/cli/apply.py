@@ -145,6 +145,11 @@ def _probe_vars(probe_deadline: int, probe_cpu: bool, probe_python: str | None) 
     type=click.Choice([s for s in STRATEGIES if s != "none"]),
     help="Re-plan TARGET (host or group) with this strategy, show it and ask to confirm.",
 )
+@click.option(
+    "--image",
+    metavar="REF@sha256:DIGEST",
+    help="The container image the saved plan runs, named again: required when it names one.",
+)
 @click.option("--interim", is_flag=True, help="Run the plan's interim (no-reboot) steps.")
 @click.option("--check", is_flag=True, help="Show per host what would change; change nothing.")
 @click.option(
@@ -194,6 +199,7 @@ def apply_cmd(
     target: str,
     inventory: str | None,
     strategy: str | None,
+    image: str | None,
     interim: bool,
     check: bool,
     allow_reboot: bool,
@@ -223,6 +229,8 @@ def apply_cmd(
     """
     if strategy and interim:
         raise InvalidInput("--interim applies a saved plan's interim steps: give a PLANFILE")
+    if strategy and image:
+        raise InvalidInput("--image names a saved plan's image: give a PLANFILE")
     inv = inventory_path(inventory)
     applymod.parse_batch(batch, 1)
     opts = applymod.Options(
@@ -248,13 +256,15 @@ def apply_cmd(
         _confirm(plans, yes, as_json, required=True)
         res = applymod.apply(plans, opts, report=progress, fresh_facts=True)
     else:
-        res = _apply_file(Path(target), opts, yes=yes or check, as_json=as_json)
+        res = _apply_file(Path(target), opts, image, yes=yes or check, as_json=as_json)
     _print_result(res, as_json)
     code = res.exit_code
     sys.exit(changes_exit(True, detailed_exitcode) if code == EXIT_CHANGES else code)
 
 
-def _apply_file(path: Path, opts: applymod.Options, *, yes: bool, as_json: bool) -> Any:
+def _apply_file(
+    path: Path, opts: applymod.Options, image: str | None, *, yes: bool, as_json: bool
+) -> Any:
     from gpufix.apply import request
     from gpufix.engine.kb import load as load_kb
     from gpufix.engine.plan import load_plans
@@ -268,6 +278,7 @@ def _apply_file(path: Path, opts: applymod.Options, *, yes: bool, as_json: bool)
     plans = load_plans(path)
     # the engine is the only author of steps: refuse an edited file before showing or asking
     request.check_plans(plans, load_kb(), load_rules(), f"plan file {path}")
+    request.check_image(plans, image, f"plan file {path}")
     if opts.interim and not any(p.interim for p in plans):
         raise InvalidInput(f"plan file {path} has no interim steps (plan with a probe verdict)")
     _confirm(plans, yes, as_json, required=False)

@@ -641,3 +641,20 @@ def test_the_documented_decision_table_is_the_knowledge_base_s() -> None:
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout.strip()  # fmt: skip
     assert out.startswith("| row |") and out in (root / "docs" / "decision.md").read_text()
+
+
+def test_a_probe_that_saw_no_gpu_is_no_verdict_on_a_gpu_host() -> None:
+    """`not-applicable` from a probe run where the GPUs were hidden (a container without them)
+    tested nothing: planned on, bionic's kernel warning became a kernel-upgrade reboot (review,
+    2026-12-03). It is planned as no verdict, says so, and asks for the probe."""
+    from gpufix.engine.kb import load as load_kb
+    from gpufix.engine.rules import load as load_rules
+    from gpufix.planning import plan_host
+
+    na = {"format": "gpufix-probe", "version": 1, "verdict": "not-applicable", "causes": []}
+    plan = plan_host(facts("bionic-ga-2x3090"), na, Constraints(), host="h1", python_envs=[],
+                     kb=load_kb(), rules=load_rules())  # fmt: skip
+    assert plan.strategy == "none" and not plan.reboot_required
+    assert plan.probe_verdict == "not-applicable"
+    assert any("the probe saw no NVIDIA GPU" in r for r in plan.risks)
+    assert "probe" in [n["id"] for n in plan.extra["needs"]]

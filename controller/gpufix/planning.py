@@ -137,8 +137,25 @@ def plan_host(
     `facts_host`: the host name a snapshot file was recorded under, when the plan is for another
     name (`gpufix plan TARGET --facts FILE`); the plan says so, and a verdict recorded on either
     name is this machine's."""
-    plan = decide(facts, verdict, constraints, kb=kb, rules=rules, host_name=host)
+    gpus = facts.get("gpus")
+    listed = len(gpus) if isinstance(gpus, list) else 0
+    na = verdict is not None and verdict.get("verdict") == "not-applicable"
+    # The probe saw no GPU where the facts list some (a container without them, an empty
+    # CUDA_VISIBLE_DEVICES): it tested nothing, so it is no evidence; planned on, it would read
+    # the warnings as if a probe had failed (a kernel reboot on bionic).
+    blind = na and listed > 0
+    plan = decide(
+        facts, None if blind else verdict, constraints, kb=kb, rules=rules, host_name=host
+    )
+    if blind:
+        plan = replace(plan, probe_verdict="not-applicable")
     risks = []
+    if blind:
+        risks.append(
+            f"the probe saw no NVIDIA GPU, but the facts list {listed}: planned as if no "
+            "probe had run; probe where the GPUs are visible (not in a container without them, "
+            "CUDA_VISIBLE_DEVICES not empty)"
+        )
     if facts_host is not None and facts_host != host:
         risks.append(
             f"the facts were recorded on '{one_line(facts_host, 120)}' and are planned for "

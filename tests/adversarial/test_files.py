@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -184,6 +185,28 @@ def test_plan_o_leaves_no_temp_file_when_the_target_is_a_directory(
     code, _, err = cli("plan", "x", "--facts", snap, "-o", str(target))
     assert code == 3 and "directory" in err
     assert sorted(os.listdir(tmp_path)) == ["plan.json"]
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "link"])
+@pytest.mark.parametrize("command", ["plan", "facts"])
+def test_o_never_replaces_a_device_a_fifo_or_a_link(
+    kind: str, command: str, cli: CliRun, tmp_path: Path
+) -> None:
+    """As root, `-o /dev/null` renamed a regular file over the device node (review, 2026-12-03)."""
+    target = tmp_path / "out"
+    if kind == "device":
+        os.mknod(target, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # as /dev/null
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/proc/self/fd/1")
+    snap = str(ROOT / "tests/fixtures/hosts/bionic-ga-2x3090.json")
+    source = ("x", "--facts", snap) if command == "plan" else ("host01",)  # a recorded host
+    code, _, err = cli(command, *source, "-o", str(target))
+    assert code == 3 and "not a regular file" in err, err
+    st = os.lstat(target)
+    assert not stat.S_ISREG(st.st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
 def test_a_plan_file_with_wrong_types_names_the_field(cli: CliRun, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -171,8 +172,21 @@ def save_plans(plans: list[Plan], path: Path) -> None:
 
 
 def write_atomic(path: Path, text: str, *, what: str, mode: int = 0o644) -> None:
-    """Temp file in the same directory, fsync, rename; the temp file is removed on any error."""
+    """Temp file in the same directory, fsync, rename; the temp file is removed on any error.
+    Only a regular file is replaced: a device, FIFO, socket, directory or link at `path` is
+    refused (run as root, `-o /dev/null` would otherwise replace the device node)."""
     directory = path.parent if str(path.parent) else Path(".")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise GpufixError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise InvalidInput(
+            f"refusing to write {what} {path}: it exists and is not a regular file "
+            "(a device, FIFO, link or directory); name a new or regular file"
+        )
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)

@@ -137,6 +137,13 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
         (("plan", "host02", "--strategy", "kernel-upgrade"), "not feasible"),
         (("plan", "host01", "--strategy", "reinstall"), "reinstall"),
         (("plan", "host01", "--image", "nvcr.io/nvidia/pytorch:24.04-py3"), "not pinned by digest"),
+        # "" (an unset shell variable) is refused, not read as "not given" (review, 2026-12-03)
+        (("plan", "host01", "--facts", ""), "--facts: an empty value"),
+        (("plan", "host01", "--probe-verdict", ""), "--probe-verdict: an empty value"),
+        (("plan", "host01", "-i", ""), "--inventory: an empty value"),
+        (("plan", "host01", "-o", ""), "--output: an empty value"),
+        (("facts", "host01", "-o", ""), "--output: an empty value"),
+        (("apply", "plan.json", "-i", ""), "--inventory: an empty value"),
         (("facts", "nosuchhost"), "nosuchhost"),
         (("diff", "host01", "nosuchhost"), "nosuchhost"),
         (("plan",), "Missing argument"),

@@ -19,6 +19,7 @@ from gpufix.cli.common import (
     forks_option,
     inventory_path,
     json_option,
+    not_empty,
     playbook_timeout_option,
     progress,
     timeout_option,
@@ -139,7 +140,7 @@ def _probe_vars(probe_deadline: int, probe_cpu: bool, probe_python: str | None) 
 
 @click.command("apply")
 @click.argument("target")
-@click.option("-i", "--inventory", metavar="PATH", help="Ansible inventory.")
+@click.option("-i", "--inventory", metavar="PATH", callback=not_empty, help="Ansible inventory.")
 @click.option(
     "--strategy",
     type=click.Choice([s for s in STRATEGIES if s != "none"]),
@@ -148,6 +149,7 @@ def _probe_vars(probe_deadline: int, probe_cpu: bool, probe_python: str | None) 
 @click.option(
     "--image",
     metavar="REF@sha256:DIGEST",
+    callback=not_empty,
     help="The container image the saved plan runs, named again: required when it names one.",
 )
 @click.option("--interim", is_flag=True, help="Run the plan's interim (no-reboot) steps.")
@@ -355,7 +357,9 @@ def status_cmd(run: str | None, as_json: bool) -> None:
 @click.command("rollback")
 @click.argument("run")
 @click.argument("host")
-@click.option("-i", "--inventory", metavar="PATH", help="Inventory (default: the run's).")
+@click.option(
+    "-i", "--inventory", metavar="PATH", callback=not_empty, help="Inventory (default: the run's)."
+)
 @click.option(
     "--allow-reboot/--no-reboot",
     "allow_reboot",
@@ -425,7 +429,7 @@ def rollback_cmd(
 
 @click.command("uninstall")
 @click.argument("target")
-@click.option("-i", "--inventory", metavar="PATH", help="Ansible inventory.")
+@click.option("-i", "--inventory", metavar="PATH", callback=not_empty, help="Ansible inventory.")
 @click.option("--check", is_flag=True, help="Say what would be removed; remove nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (required when stdin is not a TTY).")
 @forks_option

@@ -13,11 +13,25 @@ import click
 
 from gpufix.runner import FACTS_TIMEOUT_S, FORKS, PLAYBOOK_TIMEOUT_S
 
+
+def not_empty(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """An option given as "" (an unset shell variable) is refused, never read as "not given":
+    `--facts "$SNAP"` must not fall back to gathering live, nor `-i "$INV"` to the example
+    fleet."""
+    values = value if isinstance(value, tuple) else (value,)
+    if any(v is not None and not str(v).strip() for v in values):
+        from gpufix.errors import InvalidInput
+
+        raise InvalidInput(f"{param.opts[-1]}: an empty value (an unset variable?)")
+    return value
+
+
 inventory_option = click.option(
     "-i",
     "--inventory",
     "inventory",
     metavar="PATH",
+    callback=not_empty,
     help="Ansible inventory (default: the example inventory shipped with gpufix).",
 )
 # Passed to every Ansible run of the command as its --forks, so it wins over ANSIBLE_FORKS and

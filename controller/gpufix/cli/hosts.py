@@ -19,6 +19,7 @@ from gpufix.cli.common import (
     inventory_option,
     inventory_path,
     json_option,
+    not_empty,
     progress,
     timeout_option,
 )
@@ -29,7 +30,13 @@ from gpufix.strategies import NAMES as STRATEGIES
 @click.command("facts")
 @click.argument("host")
 @inventory_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the snapshot to FILE.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    callback=not_empty,
+    help="Write the snapshot to FILE.",
+)
 @click.option(
     "--python-env",
     "python_envs",
@@ -97,6 +104,7 @@ def _only_with(flag: str, names: tuple[str, ...]) -> None:
     "--facts",
     "facts_file",
     type=click.Path(dir_okay=False),
+    callback=not_empty,
     help="Plan from a snapshot file, offline.",
 )
 @click.option(
@@ -106,7 +114,10 @@ def _only_with(flag: str, names: tuple[str, ...]) -> None:
     "--probe", "run_probe", is_flag=True, help="Run the multi-GPU probe first and use its verdict."
 )
 @click.option(
-    "--probe-verdict", type=click.Path(dir_okay=False), help="Use a saved probe verdict (JSON)."
+    "--probe-verdict",
+    type=click.Path(dir_okay=False),
+    callback=not_empty,
+    help="Use a saved probe verdict (JSON).",
 )
 @click.option(
     "--allow-reboot/--no-reboot",
@@ -118,7 +129,10 @@ def _only_with(flag: str, names: tuple[str, ...]) -> None:
 @click.option("--single-gpu-ok", is_flag=True, help="Training does not need several GPUs.")
 @click.option("--no-containers", is_flag=True, help="Containers are not an option here.")
 @click.option(
-    "--image", metavar="REF@sha256:DIGEST", help="Image for container-fallback, pinned by digest."
+    "--image",
+    metavar="REF@sha256:DIGEST",
+    callback=not_empty,
+    help="Image for container-fallback, pinned by digest.",
 )
 @click.option(
     "--python-env",
@@ -127,7 +141,13 @@ def _only_with(flag: str, names: tuple[str, ...]) -> None:
     metavar="PYTHON",
     help="Interpreter on the hosts whose torch stack to read (repeatable; default: python3).",
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Save the plan to PLANFILE.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    callback=not_empty,
+    help="Save the plan to PLANFILE.",
+)
 @click.option(
     "-v", "--verbose", is_flag=True, help="For several hosts: every plan in full after the summary."
 )

@@ -238,3 +238,24 @@ def test_click_command_exit_codes(tmp_path: Path) -> None:
     assert r.exit_code == 3
     r = runner.invoke(lint_command, [str(tmp_path / "nope.py")])
     assert r.exit_code == 3
+
+
+def test_a_stray_file_in_a_directory_is_skipped_not_the_end_of_the_run(tmp_path: Path) -> None:
+    """An editor's lock link (`.#a.py`, dangling), a FIFO and an oversized file under a directory
+    are passed over and counted; the same files named on the command line are still exit 3
+    (review, 2026-12-03: one of them made `lint DIR` exit 3 with no findings)."""
+    import os
+
+    (tmp_path / "a.py").write_text(
+        'import torch\nimport os\nos.environ["CUDA_VISIBLE_DEVICES"] = "1"\n'
+    )
+    (tmp_path / ".#a.py").symlink_to("user@host.1234:1700000000")
+    os.mkfifo(tmp_path / "f.py")
+    (tmp_path / "big.py").write_bytes(b"#" * (5 << 20))
+    code, out, err = _run([str(tmp_path)])
+    assert code == 1 and "GPF001" in out
+    assert "1 finding in 1 file(s); 3 file(s) skipped" in err
+    code, out, _ = _run([str(tmp_path)], "json")
+    assert len(json.loads(out)["skipped_files"]) == 3
+    code, _, err = _run([str(tmp_path / "f.py")])
+    assert code == 3 and "FIFO" in err

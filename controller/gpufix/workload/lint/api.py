@@ -94,11 +94,20 @@ def lint_paths(
     if missing:
         raise InvalidInput(f"no such file or directory: {missing[0]}")
     config = config if config is not None else load_config(paths, config_file)
-    files = []
+    named = {p for p in paths if not os.path.isdir(p)}
+    files, skipped = [], []
     for path, rel in iter_python_files(paths, config):
         # the input layer: a regular file of bounded size (not a FIFO or /dev/zero behind a link)
-        files.append((path, rel, inputs.read_bytes(path, "source")))
-    return lint_files(files, config, whole=all(_whole_project(p) for p in paths))
+        try:
+            files.append((path, rel, inputs.read_bytes(path, "source")))
+        except InvalidInput as exc:
+            if path in named:
+                raise
+            # one stray file a directory holds (an editor's lock link, a FIFO, a huge
+            # generated file) is reported and passed over, not the end of the run
+            skipped.append(f"{path}: {str(exc).removeprefix('gpufix: error: ')}")
+    result = lint_files(files, config, whole=all(_whole_project(p) for p in paths))
+    return replace(result, skipped=tuple(skipped)) if skipped else result
 
 
 def _whole_project(path: str) -> bool:

@@ -34,6 +34,10 @@ def summary(result: LintResult) -> str:
         )
     if result.hidden:
         out += f"; {result.hidden} finding(s) off by configuration"
+    if result.skipped:
+        out += (
+            f"; {len(result.skipped)} file(s) skipped, not readable as source ({result.skipped[0]})"
+        )
     return out
 
 
@@ -49,6 +53,7 @@ def to_json(result: LintResult) -> dict[str, object]:
         "counts": counts,
         "unchecked_files": result.unchecked,
         "hidden": result.hidden,
+        "skipped_files": list(result.skipped),
         "findings": [f.to_dict() for f in result.findings],
     }
 

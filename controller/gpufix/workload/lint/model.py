@@ -85,6 +85,7 @@ class LintResult:
     target_version: str = ""
     hidden: int = 0  # findings switched off by configuration (a rule set to "off")
     unchecked: int = 0  # files not checked: their context (tests, examples, library) is "off"
+    skipped: tuple[str, ...] = ()  # "path: why" for files a directory held that could not be read
 
     @property
     def exit_code(self) -> int:

@@ -101,3 +101,20 @@ def test_an_incomplete_plan_is_refused_with_its_needs(
     save_plans([plan], tmp_path / "p.json")
     code, _, err = cli("apply", str(tmp_path / "p.json"), "-i", str(dead_inventory), "--yes")
     assert code == 3 and "incomplete" in err and "interfaces" in err, err
+
+
+def test_a_plan_for_a_group_name_is_refused_by_apply(cli: CliRun, tmp_path: Path) -> None:
+    """`plan gpu_fleet --facts SNAP -o F` records the group's name as the plan's host; apply
+    must not expand it (freshness would gather every host of the group): exit 3, nothing run
+    (review, 2026-12-03)."""
+    inv = tmp_path / "g.yml"
+    inv.write_text(
+        "all:\n  children:\n    gpu_fleet:\n      hosts:\n"
+        "        a1: {ansible_host: 192.0.2.1}\n        a2: {ansible_host: 192.0.2.2}\n"
+    )
+    snap = str(Path(__file__).resolve().parents[1] / "fixtures/hosts/focal-4x4090.json")
+    plan = tmp_path / "p.json"
+    code, _, err = cli("plan", "gpu_fleet", "-i", str(inv), "--facts", snap, "-o", str(plan))
+    assert code == 0, err
+    code, _, err = cli("apply", str(plan), "-i", str(inv), "--check")
+    assert code == 3 and "not a host of" in err, err

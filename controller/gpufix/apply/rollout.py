@@ -62,7 +62,22 @@ def validate(plans: list[Plan], inventory: Path) -> None:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise InvalidInput(f"the plan names host(s) more than once: {', '.join(dup)}")
-    for t in resolve(",".join(names), inventory):
+    found = resolve(",".join(names), inventory)
+    for n in names:
+        # each plan's host is one inventory host of that name, not a group or pattern that
+        # would widen the run (freshness would gather every host of a group named like a host)
+        if not any(t.name == n for t in found):
+            raise InvalidInput(
+                f"{n!r} is not a host of {inventory} (a group or pattern?): a plan is for one "
+                "host; plan each host (`gpufix plan GROUP -o PLANFILE` plans every host of it)"
+            )
+    if len(found) != len(names):
+        extra = sorted({t.name for t in found} - set(names))
+        raise InvalidInput(
+            f"the plan's host names also match {', '.join(extra[:5])} in {inventory}: a plan is "
+            "for one host; plan each host"
+        )
+    for t in found:
         if t.snapshot is not None:
             raise InvalidInput(
                 f"{t.name} is a recorded snapshot ({t.snapshot.name}), not a live host: "

@@ -118,3 +118,14 @@ def test_a_plan_for_a_group_name_is_refused_by_apply(cli: CliRun, tmp_path: Path
     assert code == 0, err
     code, _, err = cli("apply", str(plan), "-i", str(inv), "--check")
     assert code == 3 and "not a host of" in err, err
+
+
+def test_plan_o_writes_no_file_apply_would_refuse(cli: CliRun, tmp_path: Path) -> None:
+    """An inventory host name no plan host may have (`h1;id`): plan -o refuses to write it
+    (exit 3) instead of writing a file its own apply rejects (review, 2026-12-03)."""
+    snap = Path(__file__).resolve().parents[1] / "fixtures/hosts/focal-4x4090.json"
+    inv = tmp_path / "i.yml"
+    inv.write_text(f'all: {{hosts: {{"h1;id": {{gpufix_snapshot: {snap}}}}}}}\n')
+    code, _, err = cli("plan", "all", "-i", str(inv), "-o", str(tmp_path / "p.json"))
+    assert code == 3 and "not written" in err, err
+    assert not (tmp_path / "p.json").exists()

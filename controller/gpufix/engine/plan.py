@@ -166,8 +166,17 @@ def plan_file_doc(plans: list[Plan]) -> dict[str, Any]:
 
 
 def save_plans(plans: list[Plan], path: Path) -> None:
-    """Write atomically: a failed write leaves the previous plan file whole, and no temp file."""
+    """Write atomically: a failed write leaves the previous plan file whole, and no temp file.
+    Nothing is written that `load_plans` (and so apply) would refuse (a host name from the
+    inventory that no plan host may have, say): the same checks run first."""
+    from gpufix import inputs
+
     text = json.dumps(plan_file_doc(plans), indent=2, sort_keys=False) + "\n"
+    where = f"plan file {inputs.one_line(str(path))} (not written)"
+    doc = json.loads(text)
+    inputs.validate(doc, "plan-file", where)
+    for i, p in enumerate(doc["plans"]):
+        from_dict(p, f"{where}: plans/{i}")
     write_atomic(path, text, what="plan file")
 
 

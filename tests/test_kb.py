@@ -241,7 +241,7 @@ def test_supported_on_a_plan_date(k: kb.KnowledgeBase) -> None:
     assert 535 in supported(date(2026, 6, 30)) and 535 not in supported(date(2026, 7, 1))
     # New-feature branches are never a target, even inside a dated window.
     assert 610 not in supported(date(2026, 7, 1))
-    assert k.checked() == date(2026, 11, 30)
+    assert k.checked() == date(2026, 12, 3)  # the newest row check (R418-R460 rows)
 
 
 def test_archive_membership_has_one_home(k: kb.KnowledgeBase) -> None:
@@ -572,7 +572,7 @@ def test_refuses_an_unquoted_float_version(tmp_path: Path) -> None:
 def test_refuses_an_unknown_key(tmp_path: Path) -> None:
     d = _copy_with(tmp_path, "driver_branches", _first_row(lambda r: r.update(vendor="x")))
     message = _refused(d)
-    assert "driver_branches.yaml row 1 (470)" in message and "unknown key 'vendor'" in message
+    assert "driver_branches.yaml row 1 (418)" in message and "unknown key 'vendor'" in message
 
 
 def test_refuses_a_missing_key(tmp_path: Path) -> None:
@@ -676,3 +676,16 @@ def test_nccl_issues_name_their_fixed_release(k: kb.KnowledgeBase) -> None:
     assert crossnic.matches("not-a-version") is None
     for issue in k.nccl_issues:
         assert issue.matches(issue.fixed_in) is False, issue.id
+
+
+def test_branches_older_than_r470_have_their_end_of_life(k: kb.KnowledgeBase) -> None:
+    """NVIDIA's 2021 support table (R418, R440, R450, R455, R460): without rows a host on R450,
+    which Ubuntu still packages, got no driver-branch-unsupported warning (review, 2026-12-03)."""
+    from datetime import date
+
+    rows = {b.branch: b for b in k.driver_branches}
+    assert {418, 440, 450, 455, 460} <= set(rows)
+    assert rows[450].supported_on(date(2023, 7, 31)) and not rows[450].supported_on(
+        date(2023, 8, 1)
+    )
+    assert not any(rows[b].supported_on(date(2026, 12, 3)) for b in (418, 440, 450, 455, 460))

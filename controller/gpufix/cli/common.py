@@ -26,6 +26,11 @@ def not_empty(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
+def file_option(*decls: str, help: str) -> Any:
+    """An option naming one file to read or write; "" is refused (not_empty)."""
+    return click.option(*decls, type=click.Path(dir_okay=False), callback=not_empty, help=help)
+
+
 inventory_option = click.option(
     "-i",
     "--inventory",

@@ -15,6 +15,7 @@ from gpufix.cli.common import (
     changes_exit,
     detailed_exitcode_option,
     emit_json,
+    file_option,
     forks_option,
     inventory_option,
     inventory_path,
@@ -30,13 +31,7 @@ from gpufix.strategies import NAMES as STRATEGIES
 @click.command("facts")
 @click.argument("host")
 @inventory_option
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    callback=not_empty,
-    help="Write the snapshot to FILE.",
-)
+@file_option("-o", "--output", help="Write the snapshot to FILE.")
 @click.option(
     "--python-env",
     "python_envs",
@@ -100,25 +95,14 @@ def _only_with(flag: str, names: tuple[str, ...]) -> None:
 @click.command("plan")
 @click.argument("target")
 @inventory_option
-@click.option(
-    "--facts",
-    "facts_file",
-    type=click.Path(dir_okay=False),
-    callback=not_empty,
-    help="Plan from a snapshot file, offline.",
-)
+@file_option("--facts", "facts_file", help="Plan from a snapshot file, offline.")
 @click.option(
     "--strategy", type=click.Choice(STRATEGIES), help="Force a strategy (refused if infeasible)."
 )
 @click.option(
     "--probe", "run_probe", is_flag=True, help="Run the multi-GPU probe first and use its verdict."
 )
-@click.option(
-    "--probe-verdict",
-    type=click.Path(dir_okay=False),
-    callback=not_empty,
-    help="Use a saved probe verdict (JSON).",
-)
+@file_option("--probe-verdict", help="Use a saved probe verdict (JSON).")
 @click.option(
     "--allow-reboot/--no-reboot",
     "allow_reboot",
@@ -141,13 +125,7 @@ def _only_with(flag: str, names: tuple[str, ...]) -> None:
     metavar="PYTHON",
     help="Interpreter on the hosts whose torch stack to read (repeatable; default: python3).",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    callback=not_empty,
-    help="Save the plan to PLANFILE.",
-)
+@file_option("-o", "--output", help="Save the plan to PLANFILE.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="For several hosts: every plan in full after the summary."
 )

@@ -87,6 +87,8 @@ def resolve(pattern: str, inventory: Path) -> list[Target]:
     """Hosts matched by a host name, group name or Ansible pattern, in inventory order."""
     check_pattern(pattern)
     if not inventory.is_file() and not inventory.is_dir():
+        if inventory.exists():
+            raise InvalidInput(f"inventory {inventory} is not a regular file or a directory")
         raise InvalidInput(f"inventory not found: {inventory}")
     if inventory.is_file():
         from gpufix.inputs import read_bytes
@@ -115,6 +117,11 @@ def resolve(pattern: str, inventory: Path) -> list[Target]:
         hv = vm.get_vars(host=h, include_hostvars=False)
         snap = hv.get("gpufix_snapshot")
         snap_path = None
+        if snap is not None and not str(snap).strip():
+            # an empty value must not turn a recorded host into a live one
+            raise InvalidInput(
+                f"{h.name}: gpufix_snapshot is empty: name a snapshot file or drop it"
+            )
         if snap:
             base = inventory if inventory.is_dir() else inventory.parent
             snap_path = (base / str(snap)).resolve()

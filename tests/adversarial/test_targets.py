@@ -129,3 +129,18 @@ def test_plan_o_writes_no_file_apply_would_refuse(cli: CliRun, tmp_path: Path) -
     code, _, err = cli("plan", "all", "-i", str(inv), "-o", str(tmp_path / "p.json"))
     assert code == 3 and "not written" in err, err
     assert not (tmp_path / "p.json").exists()
+
+
+def test_an_odd_inventory_says_what_is_wrong(cli: CliRun, tmp_path: Path) -> None:
+    """A FIFO given as -i is not "not found"; an empty gpufix_snapshot does not make a recorded
+    host live (review, 2026-12-03)."""
+    import os
+
+    fifo = tmp_path / "inv"
+    os.mkfifo(fifo)
+    code, _, err = cli("plan", "host01", "-i", str(fifo))
+    assert code == 3 and "not a regular file or a directory" in err, err
+    inv = tmp_path / "i.yml"
+    inv.write_text('all: {hosts: {h1: {gpufix_snapshot: ""}}}\n')
+    code, _, err = cli("plan", "h1", "-i", str(inv))
+    assert code == 3 and "gpufix_snapshot is empty" in err, err

@@ -1316,6 +1316,20 @@ def test_deep_but_valid_expressions_do_not_exhaust_the_stack(body: str, tmp_path
     assert "internal error" not in run.stderr
 
 
+def test_a_file_too_deep_for_the_parser_says_so(tmp_path: Path) -> None:
+    # The parser's own overflow (a MemoryError or RecursionError with no text) gave the
+    # reason-less "could not parse: ; not checked".
+    target = tmp_path / "deep.py"
+    target.write_text("x = " + "not " * 100_000 + "y\n")
+    run = subprocess.run(
+        [sys.executable, "-c", "import sys; from gpufix.cli import main; sys.exit(main())",
+         "lint", str(target)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    assert "GPF900 could not parse: nested too deeply for Python's parser" in run.stdout
+
+
 @pytest.mark.parametrize(
     ("state", "reported"),
     [

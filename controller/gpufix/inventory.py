@@ -107,6 +107,8 @@ def resolve(pattern: str, inventory: Path) -> list[Target]:
     if not hosts:
         if pattern in ("localhost", "127.0.0.1"):
             return [Target(name=pattern, snapshot=None, vars={"ansible_connection": "local"})]
+        if not im.hosts:
+            raise InvalidInput(f"no host or group {pattern!r}: {inventory} lists no hosts")
         raise InvalidInput(
             f"no host or group {pattern!r} in {inventory} "
             f"(known groups: {', '.join(sorted(im.groups)) or 'none'})"

@@ -144,3 +144,7 @@ def test_an_odd_inventory_says_what_is_wrong(cli: CliRun, tmp_path: Path) -> Non
     inv.write_text('all: {hosts: {h1: {gpufix_snapshot: ""}}}\n')
     code, _, err = cli("plan", "h1", "-i", str(inv))
     assert code == 3 and "gpufix_snapshot is empty" in err, err
+    for text in ("", "[gpu]\n"):
+        inv.write_text(text)
+        code, _, err = cli("plan", "all", "-i", str(inv))
+        assert code == 3 and "lists no hosts" in err and "known groups" not in err, err

@@ -54,7 +54,9 @@ def parse_file(
             return None, _finding("GPF901", path, line, col, msg)
         return None, _finding("GPF900", path, line, col, f"syntax error: {e.msg}; not checked")
     except (ValueError, RecursionError, MemoryError) as e:
-        return None, _finding("GPF900", path, 1, 1, f"could not parse: {e}; not checked")
+        # the parser's stack overflow is a RecursionError or a MemoryError with no text
+        why = str(e) or "nested too deeply for Python's parser"
+        return None, _finding("GPF900", path, 1, 1, f"could not parse: {why}; not checked")
 
 
 def _never_python(e: SyntaxError) -> bool:

@@ -142,14 +142,16 @@ def test_a_release_without_a_supported_branch_is_not_offered_one() -> None:
 
 
 def test_keeping_a_driver_keeps_its_package_flavour() -> None:
-    """nvidia-driver-535-server stays -server: pinning nvidia-driver-535 would swap packages."""
+    """nvidia-driver-535-server stays -server: pinning nvidia-driver-535 would swap packages.
+    (Before R535's end of support: after it the driver leaves the branch.)"""
     f = copy.deepcopy(facts("a100-fm-mismatch"))
     f["packages"]["nvidia"] = {
         k.replace("-535", "-535-server"): v for k, v in f["packages"]["nvidia"].items()
     }
-    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    day = date(2026, 5, 1)
+    plan = decide(f, constraints=Constraints(plan_date=day))
     assert plan.steps[0].vars["gpufix_driver_flavour"] == "server"
-    plain = decide(facts("a100-fm-mismatch"), constraints=Constraints(plan_date=TODAY))
+    plain = decide(facts("a100-fm-mismatch"), constraints=Constraints(plan_date=day))
     assert plain.steps[0].vars["gpufix_driver_flavour"] == ""
 
 
@@ -158,15 +160,17 @@ def test_fabric_manager_on_the_desktop_flavour_names_the_archive_s_server_coupli
     installable: bool,
 ) -> None:
     """Canonical's fabric manager follows the -server driver's uploads (535-server-jammy has
-    535.216.03, 535-jammy 535.216.01): the plan says the role may refuse and what gets out."""
-    plan = decide(fm_host(installable), constraints=Constraints(plan_date=TODAY))
+    535.216.03, 535-jammy 535.216.01): the plan says the role may refuse and what gets out.
+    (While R535 is supported: after that a moving driver leaves the branch, on -server.)"""
+    day = date(2026, 5, 1)
+    plan = decide(fm_host(installable), constraints=Constraints(plan_date=day))
     assert plan.steps[0].vars["gpufix_driver_fabricmanager"] is True
     assert any("builds fabric manager beside the -server driver" in r for r in plan.risks)
     server = fm_host(installable)
     server["packages"]["nvidia"] = {
         k.replace("-535", "-535-server"): v for k, v in server["packages"]["nvidia"].items()
     }
-    plan = decide(server, constraints=Constraints(plan_date=TODAY))
+    plan = decide(server, constraints=Constraints(plan_date=day))
     assert not any("beside the -server driver" in r for r in plan.risks)
 
 
@@ -214,8 +218,9 @@ def test_fabric_manager_moves_with_the_driver_when_apt_may_not_offer_its_version
 ) -> None:
     """The Ubuntu archive keeps one version per package per pocket: 535.154.05 (and its fabric
     manager) is gone once 535.288.01 is published, and resolve.yml refuses an exact superseded
-    version. Driver and fabric manager move to the pocket's current R535 together, with a reboot."""
-    plan = decide(fm_host(installable), constraints=Constraints(plan_date=TODAY))
+    version. While NVIDIA supports R535 (to June 2026), driver and fabric manager move to the
+    pocket's current R535 together, with a reboot."""
+    plan = decide(fm_host(installable), constraints=Constraints(plan_date=date(2026, 5, 1)))
     assert plan.strategy == "driver-pin"
     (step,) = plan.steps
     assert step.reboot and plan.reboot_required
@@ -224,6 +229,33 @@ def test_fabric_manager_moves_with_the_driver_when_apt_may_not_offer_its_version
     assert step.vars["gpufix_driver_fabricmanager"] is True
     assert step.vars["gpufix_driver_flavour"] == ""
     assert "fabric manager" in plan.outcome and "reboot" in plan.outcome
+
+
+@pytest.mark.parametrize("installable", [False, None])
+def test_a_driver_that_must_move_for_fabric_manager_leaves_an_ended_branch(
+    installable: bool | None,
+) -> None:
+    """R535 ended in June 2026 (NVIDIA's supported-drivers table): when the driver moves anyway,
+    it moves with fabric manager to a branch NVIDIA still supports, not to the newest R535."""
+    plan = decide(fm_host(installable), constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "driver-pin"
+    (step,) = plan.steps
+    assert step.reboot and plan.reboot_required
+    assert "gpufix_driver_version" not in step.vars
+    assert step.vars["gpufix_driver_branch"] == "580"
+    assert step.vars["gpufix_driver_fabricmanager"] is True
+    assert "past NVIDIA's support on 2026-11-30" in step.description
+    assert step.vars["gpufix_driver_flavour"] == "server"  # fabric manager's flavour
+    assert not any("plan a move" in r or "beside the -server" in r for r in plan.risks)
+
+
+def test_a_fabric_manager_repair_without_a_reboot_keeps_the_branch_and_says_it_ended() -> None:
+    """apt still offers the driver's exact version: fabric manager alone is installed (no
+    reboot); the ended branch is a risk line for the next window, not a reason to reboot now."""
+    plan = decide(fm_host(True), constraints=Constraints(plan_date=TODAY))
+    (step,) = plan.steps
+    assert not step.reboot and step.vars["gpufix_driver_version"] == "535.154.05"
+    assert any("R535 is past NVIDIA's support" in r for r in plan.risks)
 
 
 @pytest.mark.parametrize("installable", [True, False, None])

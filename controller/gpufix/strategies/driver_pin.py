@@ -93,8 +93,6 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
         )
         return replace(kept, risks=[*kept.risks, *_desktop_fm_risk(ctx, kept.vars)])
     branch = str(version.split(".")[0])
-    kept = _keep(ctx, version, "", True)
-    vars_ = {k: v for k, v in kept.vars.items() if k != "gpufix_driver_version"}
     gone = (
         f"the installed driver {version} is no longer in any apt index, so fabric manager cannot "
         "be installed at its version"
@@ -102,12 +100,35 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
         else f"the facts do not say whether apt still offers the installed driver {version} (the "
         "Ubuntu archive keeps one version per package per pocket)"
     )
+    row = ctx.kb.driver_branch(version)
+    if row is not None and not row.supported_on(ctx.day):
+        # The driver moves anyway: to a branch NVIDIA still supports, not the ended one.
+        moved = _move(
+            ctx,
+            replace(_wanted(ctx), min_driver=ctx.stack.toolkit_driver),
+            f"{gone}, and R{branch} is past NVIDIA's support on {ctx.day.isoformat()}: move the "
+            "driver and fabric manager together, reboot to load it, hold both",
+        )
+        if isinstance(moved, DriverTarget):
+            vars_ = {**moved.vars, "gpufix_driver_fabricmanager": True}
+            risks = [*moved.risks, *_desktop_fm_risk(ctx, vars_)]
+            return replace(moved, vars=vars_, risks=risks)
+    kept = _keep(ctx, version, "", True)
+    vars_ = {k: v for k, v in kept.vars.items() if k != "gpufix_driver_version"}
     why = (
         f"{gone}: move the driver and fabric manager together to the newest R{branch} the source "
         "offers, reboot to load it, and hold both"
     )
     risks = [*kept.risks, *_desktop_fm_risk(ctx, vars_)]
     return DriverTarget(vars_, why, reboot=True, moves=True, risks=risks)
+
+
+def _wanted(ctx: Ctx) -> branches.Wanted:
+    """What any branch must meet: supported on the plan date, drives every GPU, in the host's
+    sources (inside a container os-release is the image's: the host's release is unknown)."""
+    h = ctx.host
+    release = None if h.from_container else h.codename
+    return branches.Wanted(ctx.day, release, h.compute_caps, names=h.gpu_names)
 
 
 def _move(ctx: Ctx, want: branches.Wanted, why: str) -> DriverTarget | str:
@@ -214,9 +235,7 @@ def _target(ctx: Ctx) -> DriverTarget | str:
     table = _from_table(ctx)
     if table is not None:
         return table
-    # Inside a container, os-release is the image's: the host's release is unknown.
-    release = None if h.from_container else h.codename
-    want = branches.Wanted(ctx.day, release, h.compute_caps, names=h.gpu_names)
+    want = _wanted(ctx)
     issue = _issue(ctx)
     if issue is not None:
         return _leave_issue(ctx, want, issue)

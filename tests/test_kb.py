@@ -86,6 +86,8 @@ def test_accelerate_threshold_since_0_24_0(k: kb.KnowledgeBase) -> None:
         ("12.4", "550.54.14"),
         ("12.8", "570.26"),
         ("13.0", "580.65.06"),
+        ("13.1", "590.44.01"),  # the 13.2 Update 2 notes' Table 3, GA rows
+        ("13.2", "595.45.04"),
     ],
 )
 def test_cuda_min_driver_from_table_3(k: kb.KnowledgeBase, cuda: str, driver: str) -> None:
@@ -101,14 +103,14 @@ def test_cuda_min_driver_accepts_full_and_odd_versions(k: kb.KnowledgeBase) -> N
     assert k.cuda_min_driver("nonsense") is None
 
 
-def test_cuda_toolkits_cover_10_2_through_13_0(k: kb.KnowledgeBase) -> None:
+def test_cuda_toolkits_cover_10_2_through_13_2(k: kb.KnowledgeBase) -> None:
     have = {t.version for t in k.cuda_toolkits}
     wanted = {
         "10.2",
         *(f"11.{i}" for i in range(9)),
         *(f"12.{i}" for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)),
     }
-    assert wanted | {"13.0"} <= have
+    assert wanted | {"13.0", "13.1", "13.2"} <= have
     # Each newer toolkit needs at least the driver the older one needed.
     ordered = sorted(k.cuda_toolkits, key=lambda t: _v(t.version))
     drivers = [_v(t.min_driver) for t in ordered]

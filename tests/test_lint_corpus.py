@@ -15,7 +15,7 @@ ROOT = Path(__file__).parents[1]
 
 recall = load_bench("lint_recall")
 CASES = recall.load_cases()
-# Dev cases the lint misses on purpose or cannot see, with the reason (docs/lint.md lists them).
+# Dev cases the lint misses on purpose or cannot see, with the reason (docs/lint-measured.md lists them).
 KNOWN_DEV_MISSES = {
     "gpf008-mmengine-665": "map_location passed from a None default; the module starts no group",
     "gpf006-deepwave-62": "every tensor placed by index; no use of the current GPU in the script",

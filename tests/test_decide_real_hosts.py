@@ -213,40 +213,30 @@ def test_a_kept_driver_is_resolved_from_where_it_came(
 
 
 @pytest.mark.parametrize("installable", [False, None])
+@pytest.mark.parametrize(
+    ("day", "branch", "flavour"), [(date(2026, 5, 1), "535", ""), (TODAY, "580", "server")]
+)
 def test_fabric_manager_moves_with_the_driver_when_apt_may_not_offer_its_version(
-    installable: bool | None,
+    installable: bool | None, day: date, branch: str, flavour: str
 ) -> None:
     """The Ubuntu archive keeps one version per package per pocket: 535.154.05 (and its fabric
     manager) is gone once 535.288.01 is published, and resolve.yml refuses an exact superseded
-    version. While NVIDIA supports R535 (to June 2026), driver and fabric manager move to the
-    pocket's current R535 together, with a reboot."""
-    plan = decide(fm_host(installable), constraints=Constraints(plan_date=date(2026, 5, 1)))
+    version. Driver and fabric manager move together, with a reboot: to the pocket's current
+    R535 while NVIDIA supports it (to June 2026, its supported-drivers table), after that to a
+    branch it still supports (R580, on -server, which fabric manager is built beside)."""
+    plan = decide(fm_host(installable), constraints=Constraints(plan_date=day))
     assert plan.strategy == "driver-pin"
     (step,) = plan.steps
     assert step.reboot and plan.reboot_required
     assert "gpufix_driver_version" not in step.vars
-    assert step.vars["gpufix_driver_branch"] == "535"
+    assert step.vars["gpufix_driver_branch"] == branch
     assert step.vars["gpufix_driver_fabricmanager"] is True
-    assert step.vars["gpufix_driver_flavour"] == ""
+    assert step.vars["gpufix_driver_flavour"] == flavour
     assert "fabric manager" in plan.outcome and "reboot" in plan.outcome
-
-
-@pytest.mark.parametrize("installable", [False, None])
-def test_a_driver_that_must_move_for_fabric_manager_leaves_an_ended_branch(
-    installable: bool | None,
-) -> None:
-    """R535 ended in June 2026 (NVIDIA's supported-drivers table): when the driver moves anyway,
-    it moves with fabric manager to a branch NVIDIA still supports, not to the newest R535."""
-    plan = decide(fm_host(installable), constraints=Constraints(plan_date=TODAY))
-    assert plan.strategy == "driver-pin"
-    (step,) = plan.steps
-    assert step.reboot and plan.reboot_required
-    assert "gpufix_driver_version" not in step.vars
-    assert step.vars["gpufix_driver_branch"] == "580"
-    assert step.vars["gpufix_driver_fabricmanager"] is True
-    assert "past NVIDIA's support on 2026-11-30" in step.description
-    assert step.vars["gpufix_driver_flavour"] == "server"  # fabric manager's flavour
-    assert not any("plan a move" in r or "beside the -server" in r for r in plan.risks)
+    ended = "past NVIDIA's support on 2026-11-30" in step.description
+    assert ended == (day == TODAY)
+    if ended:
+        assert not any("plan a move" in r or "beside the -server" in r for r in plan.risks)
 
 
 def test_a_fabric_manager_repair_without_a_reboot_keeps_the_branch_and_says_it_ended() -> None:

@@ -1361,3 +1361,41 @@ def test_gpf006_accelerate_state_selects_each_ranks_gpu(
     (tmp_path / "main_deepspeed.py").write_text(textwrap.dedent(script))
     found = lint_paths([str(tmp_path)], LintConfig(tmp_path)).findings
     assert any(f.rule == "GPF006" for f in found) is reported
+
+
+_TUTORIAL = """\
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def demo(rank, world_size):
+    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+{before}    model = nn.Linear(10, 5).to(rank)
+    ddp_model = DDP(model, device_ids={ids})
+    if rank == 0:
+        torch.save(ddp_model.state_dict(), "/tmp/m.pt")
+    dist.barrier()
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "ids", "reported"),
+    [
+        ("", "[rank]", False),  # PyTorch's DDP tutorial (demo_checkpoint)
+        ("    dist.barrier()\n", "[rank]", True),  # a barrier before any collective
+        ("", "[0]", True),  # DDP's broadcast ran on GPU 0 on every rank
+    ],
+)
+def test_gpf006_a_barrier_after_ddp_runs_on_the_ranks_gpu(
+    before: str, ids: str, reported: bool
+) -> None:
+    # Review, 2026-12-03: the DDP tutorial's barrier was reported as "GPU 0 on every rank".
+    # ProcessGroupNCCL::barrier runs on the devices the group's collectives used (DDP's
+    # constructor broadcasts on device_ids); only with none does it guess rank % GPU count.
+    src = _TUTORIAL.format(before=before, ids=ids)
+    found = [f for f in lint_source(src, "t.py") if f.rule == "GPF006"]
+    assert bool(found) == reported, found
+    if found:
+        assert "barrier with no collective on the rank's own GPU" in found[0].message

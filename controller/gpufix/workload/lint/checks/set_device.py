@@ -72,6 +72,33 @@ def _selects_anywhere(ctx: CheckContext) -> bool:
     return bool(cache["selects-anywhere"])
 
 
+_DDP = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+    }
+)
+
+
+def _device_known(sf: SourceFile, barrier: CallSite) -> bool:
+    """A DDP wrap earlier in the barrier's function with `device_ids=` from a name: its
+    constructor's broadcast ran on that GPU, and a NCCL barrier runs on the devices the group's
+    collectives used (ProcessGroupNCCL::barrier; `usedDeviceIdxs_`, `guessDeviceId` in
+    torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp). The rank % GPU-count guess is for a
+    barrier before any collective."""
+    for c in call_sites(sf):
+        if c.name not in _DDP or c.owners != barrier.owners:
+            continue
+        if c.node.lineno >= barrier.node.lineno:
+            continue
+        ids = keyword(c.node, "device_ids")
+        if isinstance(ids, (ast.List, ast.Tuple)) and any(
+            not isinstance(e, ast.Constant) for e in ids.elts
+        ):
+            return True
+    return False
+
+
 def _ambiguous_device(sf: SourceFile) -> CallSite | None:
     """A use that means "the current GPU", which is GPU 0 until set_device runs."""
     for c in call_sites(sf):
@@ -87,7 +114,11 @@ def _ambiguous_device(sf: SourceFile) -> CallSite | None:
             sf.names.const_str(v) == "cuda" for v in [*call.args, *(k.value for k in call.keywords)]
         ):
             return c
-        if c.name in ("torch.distributed.barrier",) and not keyword(call, "device_ids"):
+        if (
+            c.name in ("torch.distributed.barrier",)
+            and not keyword(call, "device_ids")
+            and not _device_known(sf, c)
+        ):
             return c
     return None
 
@@ -112,11 +143,18 @@ def process_group(ctx: CheckContext, sf: SourceFile) -> None:
     ]
     if not groups:
         return
+    if use.name == "torch.distributed.barrier":
+        then = (
+            f"line {use.node.lineno} then runs a barrier with no collective on the rank's own "
+            "GPU before it, so on a GPU NCCL guesses (rank % GPU count) or GPU 0: it hangs "
+            "where that is not the rank's GPU"
+        )
+    else:
+        then = f"line {use.node.lineno} then uses the current device, GPU 0 on every rank"
     ctx.reporter.add(
         "GPF006",
         sf,
         groups[0].node,
         f"process group started but no rank selects its GPU (no torch.cuda.set_device, no "
-        f"device_id=): line {use.node.lineno} then uses the current device, GPU 0 on every "
-        "rank; call torch.cuda.set_device(local_rank) before init_process_group",
+        f"device_id=): {then}; call torch.cuda.set_device(local_rank) before init_process_group",
     )

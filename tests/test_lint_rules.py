@@ -1399,3 +1399,29 @@ def test_gpf006_a_barrier_after_ddp_runs_on_the_ranks_gpu(
     assert bool(found) == reported, found
     if found:
         assert "barrier with no collective on the rank's own GPU" in found[0].message
+
+
+def test_a_deleting_fix_leaves_pass_where_the_write_is_its_block_s_only_statement() -> None:
+    # Review, 2026-12-03: deleting the only statement of an `if` or a `def` left a block with
+    # no body (a syntax error); the fix writes `pass` there and still deletes the line elsewhere.
+    src = textwrap.dedent(
+        """\
+        import os
+        import torch
+        if torch.cuda.is_available():
+            os.environ["NCCL_DEBUG"] = "INFO"
+        def setup():
+            os.environ["NCCL_P2P_DISABLE"] = "1"  # a comment
+        os.environ["NCCL_IB_DISABLE"] = "1"
+        x = 1
+        """
+    )
+    findings = [f for f in lint_source(src, "t.py") if f.rule in ("GPF003", "GPF004", "GPF010")]
+    assert {f.rule for f in findings} == {"GPF003", "GPF004", "GPF010"}
+    edits = [r for f in findings if f.fix for r in f.fix.replacements]
+    assert len(edits) == 3
+    one_line = [r for r in edits if r.line == r.end_line]
+    fixed = _apply_fixes(src, [f for f in findings if f.fix and f.fix.replacements[0] in one_line])
+    compile(fixed, "t.py", "exec")
+    assert "    pass\n" in fixed and "    pass  # a comment\n" in fixed
+    assert not [f for f in lint_source(fixed, "t.py") if f.rule in ("GPF003", "GPF004")]

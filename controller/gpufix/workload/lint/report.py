@@ -55,11 +55,31 @@ def _alone_on_lines(sf: SourceFile, stmt: ast.stmt) -> bool:
     return not before and (not after or after.startswith(b"#"))
 
 
+def _only_in_block(sf: SourceFile, stmt: ast.stmt) -> bool:
+    """The statement is the whole body of an `if`, `def`, `with`, ... (deleting it would leave
+    the block empty, a syntax error)."""
+    if sf.tree is None:
+        return False
+    for node in ast.walk(sf.tree):
+        if isinstance(node, ast.Module):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block == [stmt]:
+                return True
+    return False
+
+
 def delete_statement(sf: SourceFile, stmt: ast.stmt, description: str) -> Fix | None:
-    """Delete the lines of a statement that stands alone on them."""
+    """Delete the lines of a statement that stands alone on them; `pass` in its place when it is
+    its block's only statement."""
     if not _alone_on_lines(sf, stmt):
         return None
     end_line = stmt.end_lineno or stmt.lineno
+    if _only_in_block(sf, stmt) and stmt.end_col_offset is not None:
+        start = sf.col(stmt.lineno, stmt.col_offset)
+        end = sf.col(end_line, stmt.end_col_offset)
+        return Fix(description, sf.path, (Replacement(stmt.lineno, start, end_line, end, "pass"),))
     if end_line >= len(sf.lines):  # the last line: delete up to its end
         end = Replacement(stmt.lineno, 1, end_line, len(sf.lines[end_line - 1]) + 1, "")
         return Fix(description, sf.path, (end,))

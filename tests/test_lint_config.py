@@ -156,6 +156,12 @@ def test_pyproject_include_exclude_severity_and_contexts(tmp_path: Path) -> None
         ("[tool.gpufix.lint]\nexclude = 'x'\n", "must be a list"),
         ("[project]\nrequires-python = '>=banana'\n", "bad requires-python"),
         ("[tool.gpufix.lint\n", "not valid TOML"),
+        # a review's shapes (2026-12-03): a crash with exit 1, and messages naming the wrong table
+        ("[tool]\ngpufix = 1\n", "[tool.gpufix] must be a table"),
+        ("tool = 1\n", "[tool] must be a table"),
+        ("project = 1\n", "[project] must be a table"),
+        ("[tool.gpufix.lint]\nseverity = 'GPF002=off'\n", "[tool.gpufix.lint.severity] must be"),
+        ("[tool.gpufix.lint.severity]\nGPF999 = 'off'\n", "[tool.gpufix.lint.severity]: unknown"),
     ],
 )
 def test_bad_configuration_is_one_line_and_exit_3(tmp_path: Path, toml: str, message: str) -> None:
@@ -228,3 +234,22 @@ def test_directory_walk_skips_hidden_virtualenvs_and_caches(tmp_path: Path) -> N
     result = lint_paths([str(tmp_path)])
     assert result.files == 1
     assert [Path(f.path).parent.name for f in result.findings] == ["pkg"]
+
+
+def test_target_version_option_wins_and_rule_ids_take_any_case(tmp_path: Path) -> None:
+    # A review's shapes (2026-12-03): --target-version did not get past a bad requires-python,
+    # and `gpf002 = "off"` was refused though `# noqa: gpf002` works.
+    (tmp_path / "pyproject.toml").write_text('[project]\nrequires-python = ">=banana"\n')
+    assert _parse_rules(tmp_path, MATCH, "py310") == []
+    (tmp_path / "pyproject.toml").write_text('[tool.gpufix.lint.severity]\ngpf001 = "off"\n')
+    (tmp_path / "m.py").write_text(
+        "import os\nimport torch\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    assert main_lint([str(tmp_path)], out=out, err=err) == 0, err.getvalue()
+
+
+def test_a_target_older_than_3_7_is_a_note_not_a_syntax_error(tmp_path: Path) -> None:
+    # ast reads no grammar older than 3.7: `async` as a name is valid 3.6 (review, 2026-12-03).
+    assert _parse_rules(tmp_path, "async = True\n", "py36") == [("GPF901", "note")]
+    assert _parse_rules(tmp_path, "async = True\n", "py37") == [("GPF900", "error")]

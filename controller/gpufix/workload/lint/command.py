@@ -33,11 +33,8 @@ def main_lint(
         if fmt not in FORMATS:
             raise InvalidInput(f"unknown output format {fmt!r}; use one of {', '.join(FORMATS)}")
         given = list(paths) or ["."]
-        config = load_config(given, config_file)
-        if target_version is not None:
-            config = replace(
-                config, target=parse_target(target_version), target_origin="--target-version"
-            )
+        override = parse_target(target_version) if target_version is not None else None
+        config = load_config(given, config_file, override)
         if all_contexts:
             config = replace(config, contexts=dict.fromkeys(CONTEXTS, "as-is"))
         result = lint_paths(given, config)

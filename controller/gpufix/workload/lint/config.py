@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,11 @@ def _strings(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _upper_keys(table: Any) -> Any:
+    """Rule ids in any case (`gpf002`), as `# noqa` takes them."""
+    return {str(k).upper(): v for k, v in table.items()} if isinstance(table, dict) else table
+
+
 def _choices(table: Any, allowed_keys: Any, allowed: tuple[str, ...], where: str) -> dict[str, str]:
     if not isinstance(table, dict):
         raise InvalidInput(f"{where} must be a table")
@@ -116,17 +121,35 @@ def _choices(table: Any, allowed_keys: Any, allowed: tuple[str, ...], where: str
 
 
 def from_table(
-    table: Mapping[str, Any], root: Path, requires: str | None, source: str
+    table: Mapping[str, Any],
+    root: Path,
+    requires: str | None,
+    source: str,
+    target_override: tuple[int, int] | None = None,
 ) -> LintConfig:
-    """Build a config from the `[tool.gpufix.lint]` table (validated) and `requires-python`."""
-    where = f"{source or 'config'} [tool.gpufix.lint]"
+    """Build a config from the `[tool.gpufix.lint]` table (validated) and `requires-python`;
+    `--target-version` (`target_override`) wins over both."""
+    name = f"{source or 'config'} "
+    where = f"{name}[tool.gpufix.lint]"
     unknown = set(table) - _KEYS
     if unknown:
         raise InvalidInput(f"{where}: unknown key {sorted(unknown)[0]!r}")
-    severity = _choices(table.get("severity", {}), RULES_BY_ID, (*LEVELS, "off"), where)
-    contexts = {**DEFAULT_POLICY, **_choices(table.get("contexts", {}), CONTEXTS, POLICIES, where)}
+    severity = _choices(
+        _upper_keys(table.get("severity", {})),
+        RULES_BY_ID,
+        (*LEVELS, "off"),
+        f"{name}[tool.gpufix.lint.severity]",
+    )
+    contexts = {
+        **DEFAULT_POLICY,
+        **_choices(
+            table.get("contexts", {}), CONTEXTS, POLICIES, f"{name}[tool.gpufix.lint.contexts]"
+        ),
+    }
     target, origin = None, "unknown"
-    if "target-version" in table:
+    if target_override is not None:
+        target, origin = target_override, "--target-version"
+    elif "target-version" in table:
         if not isinstance(table["target-version"], str):
             raise InvalidInput(f"{where}: target-version must be a string such as py311")
         target, origin = parse_target(table["target-version"]), "target-version"
@@ -145,7 +168,21 @@ def from_table(
     )
 
 
-def load_config(paths: list[str], config_file: str | None = None) -> LintConfig:
+def _table(doc: Mapping[str, Any], keys: tuple[str, ...], path: Path) -> Any:
+    """doc[keys...], or {} when absent; a non-table on the way is bad input, not a crash."""
+    here: Any = doc
+    for i, key in enumerate(keys):
+        here = here.get(key, {})
+        if not isinstance(here, dict) and i < len(keys) - 1:
+            raise InvalidInput(f"{path}: [{'.'.join(keys[: i + 1])}] must be a table")
+    return here
+
+
+def load_config(
+    paths: list[str],
+    config_file: str | None = None,
+    target_override: tuple[int, int] | None = None,
+) -> LintConfig:
     """The configuration for a run over `paths`: the nearest pyproject.toml, or defaults."""
     pyproject: Path | None
     if config_file is not None:
@@ -155,15 +192,20 @@ def load_config(paths: list[str], config_file: str | None = None) -> LintConfig:
     else:
         pyproject = find_pyproject(Path(_common_dir(paths)).resolve())
     if pyproject is None:
-        return LintConfig(Path(_common_dir(paths)))
+        config = LintConfig(Path(_common_dir(paths)))
+        if target_override is None:
+            return config
+        return replace(config, target=target_override, target_origin="--target-version")
     doc = _load_toml(pyproject)
-    tool = doc.get("tool", {}).get("gpufix", {}).get("lint", {})
-    requires = doc.get("project", {}).get("requires-python")
+    tool = _table(doc, ("tool", "gpufix", "lint"), pyproject)
+    requires = _table(doc, ("project", "requires-python"), pyproject) or None
     if not isinstance(tool, dict):
         raise InvalidInput(f"{pyproject}: [tool.gpufix.lint] must be a table")
-    if requires is not None and not isinstance(requires, str):
+    if target_override is not None:
+        requires = None  # --target-version wins: a bad requires-python does not matter
+    elif requires is not None and not isinstance(requires, str):
         raise InvalidInput(f"{pyproject}: requires-python must be a string")
-    return from_table(tool, pyproject.parent, requires, str(pyproject))
+    return from_table(tool, pyproject.parent, requires, str(pyproject), target_override)
 
 
 def _common_dir(paths: list[str]) -> str:

@@ -46,6 +46,13 @@ def parse_file(
                 "(set target-version) and was not checked"
             )
             return None, _finding("GPF901", path, line, col, msg)
+        if target < _LOWEST:
+            msg = (
+                f"Python's parser reads no grammar older than {_fmt(_LOWEST)} and cannot parse "
+                f"it ({e.msg}); it may be valid {_fmt(target)} (`async` as a name) and was not "
+                "checked"
+            )
+            return None, _finding("GPF901", path, line, col, msg)
         if target > running:
             msg = (
                 f"Python {_fmt(running)} cannot parse it ({e.msg}); the target is "

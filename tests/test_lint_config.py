@@ -238,7 +238,7 @@ def test_directory_walk_skips_hidden_virtualenvs_and_caches(tmp_path: Path) -> N
 
 def test_target_version_option_wins_and_rule_ids_take_any_case(tmp_path: Path) -> None:
     # A review's shapes (2026-12-03): --target-version did not get past a bad requires-python,
-    # and `gpf002 = "off"` was refused though `# noqa: gpf002` works.
+    # and `gpf002 = "off"` was refused though a noqa comment takes `gpf002`.
     (tmp_path / "pyproject.toml").write_text('[project]\nrequires-python = ">=banana"\n')
     assert _parse_rules(tmp_path, MATCH, "py310") == []
     (tmp_path / "pyproject.toml").write_text('[tool.gpufix.lint.severity]\ngpf001 = "off"\n')

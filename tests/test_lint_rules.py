@@ -1425,3 +1425,32 @@ def test_a_deleting_fix_leaves_pass_where_the_write_is_its_block_s_only_statemen
     compile(fixed, "t.py", "exec")
     assert "    pass\n" in fixed and "    pass  # a comment\n" in fixed
     assert not [f for f in lint_source(fixed, "t.py") if f.rule in ("GPF003", "GPF004")]
+
+
+@pytest.mark.parametrize(
+    ("src", "expected"),
+    [
+        # a U+2028 in a string and a form feed are not line ends for Python (str.splitlines
+        # said they were, and each noqa comment below then applied to the wrong line)
+        ('import os\nimport torch\nx = "a\u2028b"  {NOQA}\n'
+         'os.environ["CUDA_VISIBLE_DEVICES"] = "1"\nos.environ["NCCL_DEBUG"] = "INFO"  {NOQA}: GPF003\n',
+         [(4, "GPF001")]),
+        ('import os\nimport torch\x0c\nos.environ["CUDA_VISIBLE_DEVICES"] = "1"  {NOQA}: GPF001\n'
+         'os.environ["NCCL_DEBUG"] = "INFO"\n', [(4, "GPF003")]),
+        # a file with CR line ends was not checked at all
+        ('import os\rimport torch\ros.environ["NCCL_DEBUG"] = "INFO"\r', [(3, "GPF003")]),
+        ('import os\r\nimport torch\r\nos.environ["NCCL_DEBUG"] = "INFO"  {NOQA}\r\n', []),
+        # a noqa comment inside a string is not a comment
+        ('import os\nimport torch\ns = "{NOQA}"; os.environ["CUDA_VISIBLE_DEVICES"] = "17"\n',
+         [(3, "GPF001")]),
+    ],
+    ids=["u2028", "form-feed", "cr-only", "crlf-noqa", "noqa-in-string"],
+)  # fmt: skip
+def test_lines_and_noqa_are_read_as_python_reads_them(
+    src: str, expected: list[tuple[int, str]], tmp_path: Path
+) -> None:
+    # A review's shapes (2026-12-03), through a file as a user runs it.
+    target = tmp_path / "t.py"
+    target.write_bytes(src.replace("{NOQA}", "# no" + "qa").encode("utf-8"))
+    result = lint_paths([str(target)])
+    assert [(f.line, f.rule) for f in result.findings] == expected

@@ -8,12 +8,17 @@ directory is on sys.path). Imports that name no file of the run are external lib
 from __future__ import annotations
 
 import ast
+import io
 import os
 import re
+import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 from .names import NameTable, absolute_module, top_level_defs
+
+LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Python's line ends (the tokenizer's)
 
 # Import statements, read from the bytes (one scan per file) to index who imports what.
 _IMPORT_LINE = re.compile(
@@ -45,9 +50,30 @@ class SourceFile:
 
     @property
     def lines(self) -> list[str]:
+        """The lines as Python counts them (`\\r\\n`, `\\r`, `\\n`; not str.splitlines's form feed
+        or U+2028), so line numbers match ast's."""
         if self._lines is None:
-            self._lines = self.text.splitlines()
+            lines = LINE_BREAK.split(self.text)
+            if lines[-1] == "":
+                lines.pop()
+            self._lines = lines
         return self._lines
+
+    def comments(self) -> dict[int, str]:
+        """Each line's comment, from the tokenizer (a `#` inside a string is not one)."""
+        cached = self.cache.get("comments")
+        if cached is not None:
+            return cast(dict[int, str], cached)
+        found: dict[int, str] = {}
+        try:
+            tokens = tokenize.generate_tokens(io.StringIO(self.text, newline=None).readline)
+            for tok in tokens:
+                if tok.type == tokenize.COMMENT:
+                    found[tok.start[0]] = tok.string
+        except (tokenize.TokenError, SyntaxError, ValueError):
+            found = dict(enumerate(self.lines, 1))  # fall back: the raw lines
+        self.cache["comments"] = found
+        return found
 
     def col(self, line: int, col_offset: int) -> int:
         """ast column offsets count UTF-8 bytes; report characters, 1-based."""

@@ -77,9 +77,9 @@ def delete_statement(sf: SourceFile, stmt: ast.stmt, description: str) -> Fix | 
         return None
     end_line = stmt.end_lineno or stmt.lineno
     if _only_in_block(sf, stmt) and stmt.end_col_offset is not None:
-        start = sf.col(stmt.lineno, stmt.col_offset)
-        end = sf.col(end_line, stmt.end_col_offset)
-        return Fix(description, sf.path, (Replacement(stmt.lineno, start, end_line, end, "pass"),))
+        first = sf.col(stmt.lineno, stmt.col_offset)
+        last = sf.col(end_line, stmt.end_col_offset)
+        return Fix(description, sf.path, (Replacement(stmt.lineno, first, end_line, last, "pass"),))
     if end_line >= len(sf.lines):  # the last line: delete up to its end
         end = Replacement(stmt.lineno, 1, end_line, len(sf.lines[end_line - 1]) + 1, "")
         return Fix(description, sf.path, (end,))

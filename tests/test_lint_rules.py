@@ -1454,3 +1454,29 @@ def test_lines_and_noqa_are_read_as_python_reads_them(
     target.write_bytes(src.replace("{NOQA}", "# no" + "qa").encode("utf-8"))
     result = lint_paths([str(target)])
     assert [(f.line, f.rule) for f in result.findings] == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "reported"),
+    [
+        ("torch.cuda.set_device(0)", True),
+        ("torch.cuda.set_device(local_rank)", False),
+        ("torch.cuda.set_device(False)", False),  # not an index a user writes for GPU 0
+        ("with torch.cuda.device(0):\n    model = model.cuda()", True),
+        ("if local_rank == 0:\n    torch.cuda.set_device(0)", False),  # rank 0's own GPU
+    ],
+)
+def test_gpf005_set_device_to_gpu_0_on_every_rank(line: str, reported: bool) -> None:
+    # A review's finding (2026-12-03): the plainest form of "the same GPU on every rank",
+    # set_device(0) after init_process_group, was silent (and silenced GPF006 as a selection).
+    src = (
+        "import os\nimport torch\nimport torch.distributed as dist\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        'local_rank = int(os.environ["LOCAL_RANK"])\n'
+        'dist.init_process_group("nccl")\n'
+        "model = torch.nn.Linear(2, 2)\n"
+        f"{line}\n"
+        "model = DDP(model.cuda())\n"
+    )
+    found = [f for f in lint_source(src, "t.py") if f.rule == "GPF005"]
+    assert bool(found) == reported, found

@@ -21,6 +21,7 @@ from ..callerpin import pinned_by_callers
 from ..callsites import (
     DISTRIBUTED,
     PROCESS_GROUP,
+    SELECT_DEVICE,
     TORCH_LOAD,
     CallSite,
     call_sites,
@@ -91,6 +92,11 @@ def _rank_zero_only(site: CallSite) -> bool:
     return False
 
 
+def _int_zero(node: ast.expr | None) -> bool:
+    """The literal 0 (an int device index; not False, not 0.0)."""
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
+
+
 def _gpu0(sf: SourceFile, site: CallSite) -> ast.AST | None:
     """The argument that hard-codes GPU 0 in this call, if any."""
     call = site.node
@@ -99,10 +105,12 @@ def _gpu0(sf: SourceFile, site: CallSite) -> ast.AST | None:
         if sf.names.const_str(v) == "cuda:0":
             return v
     func = call.func
-    if isinstance(func, ast.Attribute) and func.attr == "cuda" and call.args:
-        first = call.args[0]
-        if isinstance(first, ast.Constant) and first.value == 0:
-            return first
+    first = call.args[0] if call.args else None
+    if _int_zero(first) and (
+        (isinstance(func, ast.Attribute) and func.attr == "cuda")  # .cuda(0)
+        or site.name in SELECT_DEVICE  # torch.cuda.set_device(0), torch.cuda.device(0)
+    ):
+        return first
     if (site.name or "").endswith("DistributedDataParallel"):
         # DDP's device_ids names the one GPU this rank's module lives on (DDP docs: device_ids=
         # [rank]); a literal [0] (or output_device=0) puts every rank's replica on GPU 0.

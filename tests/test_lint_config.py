@@ -253,3 +253,29 @@ def test_a_target_older_than_3_7_is_a_note_not_a_syntax_error(tmp_path: Path) ->
     # ast reads no grammar older than 3.7: `async` as a name is valid 3.6 (review, 2026-12-03).
     assert _parse_rules(tmp_path, "async = True\n", "py36") == [("GPF901", "note")]
     assert _parse_rules(tmp_path, "async = True\n", "py37") == [("GPF900", "error")]
+
+
+@pytest.mark.parametrize(
+    "pattern", ["./legacy/a.py", "{root}/legacy/a.py", "**/legacy/*.py", "./legacy", "legacy"]
+)
+def test_exclude_patterns_as_users_write_them(tmp_path: Path, pattern: str) -> None:
+    # A review's shapes (2026-12-03): `./x`, an absolute path and a leading `**/` matched
+    # nothing, silently.
+    pattern = pattern.format(root=tmp_path)
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": f'[tool.gpufix.lint]\nexclude = ["{pattern}"]\n',
+            "train.py": LATE,
+            "legacy/a.py": LATE,
+        },
+    )
+    assert [r[0] for r in _rules(tmp_path)] == ["train.py"]
+
+
+def test_a_notebook_named_on_the_command_line_is_refused_not_passed(tmp_path: Path) -> None:
+    nb = tmp_path / "nb.ipynb"
+    nb.write_text('{"cells": [], "nbformat": 4}\n')  # its JSON is one Python expression
+    out, err = io.StringIO(), io.StringIO()
+    assert main_lint([str(nb)], out=out, err=err) == 3
+    assert "a Jupyter notebook" in err.getvalue() and err.getvalue().count("\n") == 1

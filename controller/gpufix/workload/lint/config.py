@@ -12,6 +12,7 @@ tests = "off"                          # off | note | as-is, for tests, examples
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -102,6 +103,18 @@ def _strings(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _rooted(patterns: tuple[str, ...], root: Path) -> tuple[str, ...]:
+    """An absolute pattern inside the project is made relative to its root (it could never
+    match a root-relative path otherwise)."""
+    out = []
+    for p in patterns:
+        if os.path.isabs(p):
+            rel = os.path.relpath(p, root)
+            p = p if rel.startswith("..") else rel.replace(os.sep, "/")
+        out.append(p)
+    return tuple(out)
+
+
 def _upper_keys(table: Any) -> Any:
     """Rule ids in any case (`gpf002`), as `# noqa` takes them."""
     return {str(k).upper(): v for k, v in table.items()} if isinstance(table, dict) else table
@@ -158,8 +171,8 @@ def from_table(
         origin = f"requires-python {requires}" if target else "unknown"
     return LintConfig(
         root,
-        _strings(table, "include", where),
-        _strings(table, "exclude", where),
+        _rooted(_strings(table, "include", where), root),
+        _rooted(_strings(table, "exclude", where), root),
         severity,
         contexts,
         target,
@@ -209,8 +222,6 @@ def load_config(
 
 
 def _common_dir(paths: list[str]) -> str:
-    import os
-
     dirs = [p if os.path.isdir(p) else os.path.dirname(p) or "." for p in paths or ["."]]
     try:
         return os.path.commonpath([os.path.abspath(d) for d in dirs])

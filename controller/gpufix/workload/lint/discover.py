@@ -8,6 +8,8 @@ import functools
 import os
 from collections.abc import Iterator, Sequence
 
+from gpufix.errors import InvalidInput
+
 from .config import LintConfig
 
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
@@ -71,6 +73,10 @@ def _copied_project(directory: str) -> bool:
 def matches(rel: str, pattern: str) -> bool:
     """A glob against a root-relative POSIX path; a plain name also matches what lies below it."""
     pattern = pattern.strip("/")
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    if pattern.startswith("**/") and matches(rel, pattern[3:]):
+        return True  # `**/` also matches no directory at all, as in gitignore
     if not _GLOB & set(pattern):
         return rel == pattern or rel.startswith(pattern + "/")
     return fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(rel, pattern + "/*")
@@ -92,6 +98,12 @@ def iter_python_files(paths: Sequence[str], config: LintConfig) -> Iterator[tupl
     directories when include/exclude allow (hidden directories and virtualenvs skipped)."""
     for p in paths:
         if not os.path.isdir(p):
+            if p.endswith(".ipynb"):
+                # its JSON parses as one Python expression: it would "pass" unread
+                raise InvalidInput(
+                    f"{p}: a Jupyter notebook, not a Python file: export it first "
+                    "(jupyter nbconvert --to script) and lint the .py"
+                )
             yield p, relative(p, config)
             continue
         for root, dirs, files in os.walk(p):

@@ -279,3 +279,15 @@ def test_a_notebook_named_on_the_command_line_is_refused_not_passed(tmp_path: Pa
     out, err = io.StringIO(), io.StringIO()
     assert main_lint([str(nb)], out=out, err=err) == 3
     assert "a Jupyter notebook" in err.getvalue() and err.getvalue().count("\n") == 1
+
+
+def test_without_pyproject_the_checkout_is_the_root(tmp_path: Path) -> None:
+    # A review's shape (2026-12-03): with no pyproject.toml the root was the paths' common
+    # directory, so `gpufix lint tests/t.py` (as pre-commit passes files) checked a test that
+    # `gpufix lint .` left alone. The checkout (`.git`) is the root now.
+    (tmp_path / ".git").mkdir()
+    _write(tmp_path, {"tests/t.py": LATE})
+    whole = lint_paths([str(tmp_path)])
+    alone = lint_paths([str(tmp_path / "tests" / "t.py")])
+    assert whole.findings == alone.findings == ()
+    assert whole.unchecked == alone.unchecked == 1

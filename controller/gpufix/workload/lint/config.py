@@ -205,7 +205,7 @@ def load_config(
     else:
         pyproject = find_pyproject(Path(_common_dir(paths)).resolve())
     if pyproject is None:
-        config = LintConfig(Path(_common_dir(paths)))
+        config = LintConfig(_project_root(Path(_common_dir(paths))))
         if target_override is None:
             return config
         return replace(config, target=target_override, target_origin="--target-version")
@@ -219,6 +219,15 @@ def load_config(
     elif requires is not None and not isinstance(requires, str):
         raise InvalidInput(f"{pyproject}: requires-python must be a string")
     return from_table(tool, pyproject.parent, requires, str(pyproject), target_override)
+
+
+def _project_root(common: Path) -> Path:
+    """Without a pyproject.toml: the checkout that holds the paths (`.git`), so `tests/t.py`
+    named alone is still a test; else the paths' common directory."""
+    for d in (common, *common.parents):
+        if (d / ".git").exists():
+            return d
+    return common
 
 
 def _common_dir(paths: list[str]) -> str:

@@ -154,3 +154,22 @@ def test_a_plan_made_before_a_branch_ended_is_stale_after_it() -> None:
     fresh = plan_host(facts, None, Constraints(strategy="driver-pin", plan_date=date(2026, 12, 2)),
                       host="h1", python_envs=[], kb=KB, rules=RULES)  # fmt: skip
     request.check_plans([fresh], KB, RULES, "plan file", today=date(2026, 12, 3))  # nothing moved
+
+
+def test_a_plan_dated_after_today_is_refused_or_judged_as_of_today() -> None:
+    """A review (2026-12-03): a consistent plan dated in 2099 was never judged as of today, so a
+    forged date chose what the engine would not choose now. More than a day ahead: refused; a
+    day ahead (a planner in a time zone ahead): judged as of today like a past date."""
+    from datetime import date
+
+    facts = json.loads(Path("tests/fixtures/hosts/bionic-single-gpu.json").read_text())["facts"]
+    ahead = plan_host(facts, None, Constraints(strategy="driver-pin", plan_date=date(2027, 6, 1)),
+                      host="h1", python_envs=[], kb=KB, rules=RULES)  # fmt: skip
+    with pytest.raises(InvalidInput, match=r"dated 2027-06-01, after today \(2026-12-03\)"):
+        request.check_plans([ahead], KB, RULES, "plan file", today=date(2026, 12, 3))
+    # made "tomorrow", 2026-07-01, when R535 has ended (R580), applied on 2026-06-30, when the
+    # engine still picks R535: judged as of today, it differs, so it is refused as stale
+    july = plan_host(facts, None, Constraints(strategy="driver-pin", plan_date=date(2026, 7, 1)),
+                     host="h1", python_envs=[], kb=KB, rules=RULES)  # fmt: skip
+    with pytest.raises(InvalidInput, match=r"stale plan.*made on 2026-07-01"):
+        request.check_plans([july], KB, RULES, "plan file", today=date(2026, 6, 30))

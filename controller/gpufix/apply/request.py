@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from gpufix import inputs as inp
@@ -109,19 +109,28 @@ def check_plans(
     and what it derives from them today: a plan made before a driver branch's support ended must
     not install that branch after it ended."""
     edited: list[str] = []
+    today = today or date.today()
     for i, p in enumerate(plans):
         here = f"{where}: {p.host}"
         if p.kb_digest != str(kb.digest):
             raise InvalidInput(
-                f"stale plan, refusing to apply ({p.host}: the knowledge base changed since the "
-                f"plan was made): {REPLAN}"
+                f"stale plan, refusing to apply ({p.host}: it was made with another knowledge "
+                f"base than this gpufix's, or its kb_digest was edited): {REPLAN}"
+            )
+        made = (p.inputs.get("constraints") or {}).get("plan_date")
+        if isinstance(made, str) and made > (today + timedelta(days=1)).isoformat():
+            # a day of slack for a planner in a time zone ahead; such a plan is still judged
+            # as of today below
+            raise InvalidInput(
+                f"{p.host}: the plan is dated {made}, after today ({today.isoformat()}): "
+                f"refusing to apply; {REPLAN}"
             )
         derived = rederive(p, kb, rules, here)
         diff = first_difference(_normal(p), _normal(derived))
         if diff is not None:
             edited.append(f"{p.host} (plans/{i}/{diff})")
             continue
-        moved = _moved_since(p, kb, rules, here, today or date.today())
+        moved = _moved_since(p, kb, rules, here, today)
         if moved is not None:
             raise InvalidInput(
                 f"stale plan, refusing to apply ({p.host}: made on {moved}, and the plan the "
@@ -146,7 +155,7 @@ def _moved_since(
     """The day the plan was made, when the plan made from its inputs today would act otherwise
     (another strategy, step, variable or interim); None when it would not, or it was made today."""
     made = (plan.inputs.get("constraints") or {}).get("plan_date")
-    if not isinstance(made, str) or made >= today.isoformat():
+    if not isinstance(made, str) or made == today.isoformat():
         return None
     now = rederive(plan, kb, rules, where, day=today)
     return made if _actions(now) != _actions(plan) else None

@@ -91,6 +91,18 @@ def test_apply_refuses_recorded_hosts(capsys: pytest.CaptureFixture[str], tmp_pa
     assert code == 3 and "host01 is a recorded snapshot" in err and "Traceback" not in err
 
 
+def test_a_dry_run_with_strategy_needs_no_yes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review (2026-12-03): `apply --strategy S HOST --check` off a terminal asked for --yes
+    (a dry run asks nothing, as `apply PLANFILE --check`), before saying the host is recorded."""
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    code, _, err = run(capsys, "apply", "--strategy", "kernel-upgrade", "host01", "--check")
+    assert code == 3 and "recorded snapshot" in err and "--yes" not in err, err
+    code, _, err = run(capsys, "apply", "--strategy", "kernel-upgrade", "host01")
+    assert code == 3 and "add --yes" in err, err
+
+
 def _live_plan(tmp_path: Path, fixture: str = "bionic-ga-2x3090") -> tuple[Path, Path]:
     """A plan the engine made for a live inventory host (nothing will reach it in these tests)."""
     from gpufix.engine.context import Constraints

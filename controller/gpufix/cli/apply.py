@@ -255,7 +255,7 @@ def apply_cmd(
     )
     if strategy:
         plans = _replan(target, strategy, opts)
-        _confirm(plans, yes, as_json, required=True)
+        _confirm(plans, yes or check, as_json, required=True)  # a dry run asks nothing
         res = applymod.apply(plans, opts, report=progress, fresh_facts=True)
     else:
         res = _apply_file(Path(target), opts, image, yes=yes or check, as_json=as_json)

@@ -135,6 +135,11 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
         (("plan", "nosuchhost"), "no host or group 'nosuchhost'"),
         (("plan", "x", "--facts", "/nonexistent.json"), "/nonexistent.json"),
         (("plan", "host02", "--strategy", "kernel-upgrade"), "not feasible"),
+        # every host of a group that cannot take it, not the first alone (review, 2026-12-03)
+        (
+            ("plan", "gpu_fleet", "--strategy", "kernel-upgrade"),
+            "not feasible for 4 of 11 hosts: host02 (already on 5.4.0-150-generic",
+        ),
         (("plan", "host01", "--strategy", "reinstall"), "reinstall"),
         (("plan", "host01", "--image", "nvcr.io/nvidia/pytorch:24.04-py3"), "not pinned by digest"),
         # "" (an unset shell variable) is refused, not read as "not given" (review, 2026-12-03)

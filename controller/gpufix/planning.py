@@ -281,9 +281,10 @@ def make_plans(
         verdicts.update(
             probe_hosts([s.host for s in snaps], inventory, progress=progress, forks=forks)
         )
+    refused: list[str] = []
     for s in snaps:
-        out.plans.append(
-            plan_host(
+        try:
+            plan = plan_host(
                 s.facts,
                 verdicts.get(s.host),
                 constraints,
@@ -293,5 +294,18 @@ def make_plans(
                 rules=rules,
                 facts_host=facts_host,
             )
+        except InvalidInput as e:
+            if not constraints.strategy or len(snaps) == 1:
+                raise
+            why = str(e).removeprefix(
+                f"strategy {constraints.strategy} is not feasible for {s.host}: "
+            )
+            refused.append(f"{s.host} ({why})")  # every host that cannot take it, in one line
+            continue
+        out.plans.append(plan)
+    if refused:
+        raise InvalidInput(
+            f"strategy {constraints.strategy} is not feasible for {len(refused)} of "
+            f"{len(snaps)} hosts: {', '.join(refused)}"
         )
     return out

@@ -215,3 +215,18 @@ def test_status_shows_no_stale_verdict_for_a_rolled_back_host(
 def test_conflicting_apply_flags(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "apply", "--strategy", "nccl-profile", "--interim", "host01")
     assert code == 3 and "--interim" in err
+
+
+def test_a_check_run_waits_for_no_one_but_is_refused_while_a_run_holds_the_host(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A review (2026-12-03): `apply --check` took no host lock, so a dry run's diffs were read
+    while another run changed the host. It is refused like a real run (exit 1, the holder)."""
+    from gpufix.apply.locks import HostLocks
+
+    path, inv = _live_plan(tmp_path)
+    with HostLocks(["h1"]):  # another run, still checking facts (no run id yet)
+        code, _, err = run(capsys, "apply", str(path), "-i", str(inv), "--check")
+    assert code == 1, err
+    assert "h1 is being changed by another gpufix run" in err
+    assert "before its run starts" in err and "run ?" not in err

@@ -106,9 +106,11 @@ class HostLocks:
             holder = _read_holder(fd)
             os.close(fd)
             if holder and process_alive(int(holder.get("pid") or 0), holder.get("start")):
+                run = holder.get("run")
+                which = f"run {run}" if run else "before its run starts: checking facts"
                 raise GpufixError(
                     f"{host} is being changed by another gpufix run (pid {holder['pid']}, "
-                    f"run {holder.get('run') or '?'}): wait for it, or see `gpufix status`"
+                    f"{which}): wait for it, or see `gpufix status`"
                 ) from None
             raise GpufixError(
                 f"{host} is locked ({path}) by a process that cannot be identified: "

@@ -138,9 +138,13 @@ class Applier:
         validate(work, self.opts.inventory)
         pd = plans_digest([self.source[h] for h in self.order], self.kind)
         if self.opts.check:
-            fresh = {h: ("step", 0) for h in self.order}
-            unreachable = self._fresh(fresh, None, new_run=True)
-            return self._execute(self._start(pd, plan_file, {}), fresh, unreachable, False)
+            # a dry run too: its diffs mean nothing while another run changes the host
+            with HostLocks(self.order) as locks:
+                fresh = {h: ("step", 0) for h in self.order}
+                unreachable = self._fresh(fresh, None, new_run=True)
+                journal = self._start(pd, plan_file, {})
+                locks.label(journal.run_id)
+                return self._execute(journal, fresh, unreachable, False)
         with HostLocks(self.order) as locks:
             old, actions, mode = self._decide(pd)
             if mode == "noop":

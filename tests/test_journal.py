@@ -96,6 +96,27 @@ def test_interrupted_run_is_detected_from_a_dead_pid() -> None:
     assert FileJournal.find_for_plan("other") is None
 
 
+def test_a_run_an_error_stops_is_recorded_as_failed_with_the_error() -> None:
+    """A review (2026-12-03): only Ctrl-C was caught, so a crash part-way (Ansible, runner, a
+    full disk) left `running`, later read as `interrupted` with no word of why."""
+    from types import SimpleNamespace
+
+    from gpufix.apply.rollout import Applier
+
+    j = FileJournal.start(_plans(), plan_digest="d", options={})
+
+    def boom(*_: object) -> bool:
+        raise OSError(28, "No space left on device")
+
+    stub = SimpleNamespace(order=j.hosts, _rollout=boom)
+    with pytest.raises(OSError):
+        Applier._execute(stub, j, {h: ("step", 0) for h in j.hosts}, {}, False)  # type: ignore[arg-type]
+    again = FileJournal.open(j.run_id)
+    assert again.state == "failed"
+    assert again.meta["error"] == "OSError: [Errno 28] No space left on device"
+    assert set(again.meta["summary"]) == set(j.hosts)
+
+
 def test_open_refuses_bad_ids_and_unknown_runs() -> None:
     with pytest.raises(InvalidInput, match="not a run id"):
         FileJournal.open("../../etc")

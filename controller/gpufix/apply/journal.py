@@ -48,7 +48,7 @@ HOST_STATES = (
 )
 FINAL_OK = frozenset({"applied", "reboot-pending", "healthy"})
 CHECKED = frozenset({"would-change", "no-change"})
-RUN_STATES = ("running", "complete", "stopped", "interrupted")
+RUN_STATES = ("running", "complete", "stopped", "interrupted", "failed")
 
 # Names that say a value is a credential (a name part, so *_passthrough is not "pass").
 _SECRET_NAME = re.compile(
@@ -208,8 +208,9 @@ class Journal:
     # -- state ----------------------------------------------------------------------------
     @property
     def state(self) -> str:
-        """running | complete | stopped | interrupted (a 'running' run whose process is gone,
-        or whose pid now belongs to another process)."""
+        """running | complete | stopped | failed (an error stopped it; `error` says which) |
+        interrupted (Ctrl-C, or a 'running' run whose process is gone, or whose pid now belongs
+        to another process)."""
         st = str(self.meta.get("state", "running"))
         pid = self.meta.get("pid")
         alive = process_alive(pid if isinstance(pid, int) else 0, self.meta.get("pid_start"))
@@ -240,12 +241,16 @@ class Journal:
         self.meta.setdefault("resumed_at", []).append(now())
         self._persist_meta()
 
-    def finish(self, state: str, summary: dict[str, Any] | None = None) -> None:
+    def finish(
+        self, state: str, summary: dict[str, Any] | None = None, error: str | None = None
+    ) -> None:
         if state not in RUN_STATES:
             raise ValueError(f"bad run state {state}")
         self.meta["state"] = state
         if summary is not None:
             self.meta["summary"] = summary
+        if error is not None:
+            self.meta["error"] = error[:1000]
         self._persist_meta()
 
     def set_state(self, host: str, state: str, reason: str = "") -> None:

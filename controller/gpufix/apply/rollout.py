@@ -142,9 +142,9 @@ class Applier:
             with HostLocks(self.order) as locks:
                 fresh = {h: ("step", 0) for h in self.order}
                 unreachable = self._fresh(fresh, None, new_run=True)
-                journal = self._start(pd, plan_file, {})
-                locks.label(journal.run_id)
-                return self._execute(journal, fresh, unreachable, False)
+                dry = self._start(pd, plan_file, {})
+                locks.label(dry.run_id)
+                return self._execute(dry, fresh, unreachable, False)
         with HostLocks(self.order) as locks:
             old, actions, mode = self._decide(pd)
             if mode == "noop":
@@ -264,6 +264,14 @@ class Applier:
             )
             # the CLI prints the message and exits 130
             raise KeyboardInterrupt(f"interrupted: {where}") from None
+        except Exception as exc:
+            # recorded as what it was, not left "running" to be read later as interrupted
+            journal.finish(
+                "failed",
+                {h: journal.host(h)["state"] for h in self.order},
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            raise
         journal.finish(
             "stopped" if stopped else "complete", {h: journal.host(h)["state"] for h in self.order}
         )

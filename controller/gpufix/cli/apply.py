@@ -351,6 +351,8 @@ def status_cmd(run: str | None, as_json: bool) -> None:
         click.echo(json.dumps(doc, indent=2, default=str))
         return
     title = f"run {j.run_id} ({j.state}), plan {j.meta.get('plan_file') or '-'}"
+    if j.meta.get("error"):
+        title += f"; stopped by {j.meta['error']}"
     _console().print(_table(title, HOST_COLUMNS, [_host_row(r) for r in j.records()]))
 
 

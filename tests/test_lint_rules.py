@@ -1480,3 +1480,50 @@ def test_gpf005_set_device_to_gpu_0_on_every_rank(line: str, reported: bool) -> 
     )
     found = [f for f in lint_source(src, "t.py") if f.rule == "GPF005"]
     assert bool(found) == reported, found
+
+
+def test_gpf005_a_fallback_after_the_group_failed_to_start_is_not_every_ranks_code() -> None:
+    # Made on NhanBuiDuc/eye_tracking_event_camera_lightweight train.py (set_device(0) in the
+    # `except` of the try that starts the group: "Fallback to single GPU training").
+    src = textwrap.dedent(
+        """\
+        import torch
+        from torch.distributed import init_process_group
+        def setup(rank, world_size):
+            try:
+                torch.cuda.set_device(rank)
+                init_process_group("nccl", rank=rank, world_size=world_size)
+            except Exception:
+                torch.cuda.set_device(0)
+            torch.cuda.set_device(0)
+        """
+    )
+    assert [(f.line, f.rule) for f in lint_source(src, "t.py") if f.rule == "GPF005"] == [
+        (9, "GPF005")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pin", "reported"), [("True", True), ("args.pin", True), ("False", False)]
+)
+def test_gpf006_a_pinning_dataloader_uses_the_current_device(pin: str, reported: bool) -> None:
+    # DataLoader's pin thread sets the creating process's current device (torch/utils/data/
+    # dataloader.py, _utils/pin_memory.py): GPU 0 in every rank without set_device. Made on
+    # spacecraft1013/NIH-X-Ray, a TP whose barrier reading the DDP rule above took away.
+    src = textwrap.dedent(
+        f"""\
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(gpu, args, model, data):
+            dist.init_process_group("nccl", rank=gpu, world_size=2)
+            ddp = DDP(model.to(gpu), device_ids=[gpu])
+            loader = DataLoader(data, pin_memory={pin})
+            dist.barrier()
+        """
+    )
+    found = [f for f in lint_source(src, "t.py") if f.rule == "GPF006"]
+    assert bool(found) == reported, found
+    if found:
+        assert "pins memory in a DataLoader" in found[0].message

@@ -92,6 +92,26 @@ def _rank_zero_only(site: CallSite) -> bool:
     return False
 
 
+def _after_group_failed(sf: SourceFile) -> frozenset[int]:
+    """Calls in the `except` of a `try` that starts the process group: they run only when no
+    group started, in a process of its own (a single-GPU fallback), not on every rank."""
+    cached = sf.cache.get("after-group-failed")
+    if cached is None:
+        found: set[int] = set()
+        for site in call_sites(sf):
+            if site.name not in PROCESS_GROUP or sf.tree is None:
+                continue
+            for node in ast.walk(sf.tree):
+                if isinstance(node, ast.Try) and any(
+                    site.node in ast.walk(stmt) for stmt in node.body
+                ):
+                    for handler in node.handlers:
+                        found.update(id(n) for n in ast.walk(handler) if isinstance(n, ast.Call))
+        cached = frozenset(found)
+        sf.cache["after-group-failed"] = cached
+    return cast(frozenset[int], cached)
+
+
 def _int_zero(node: ast.expr | None) -> bool:
     """The literal 0 (an int device index; not False, not 0.0)."""
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 0
@@ -219,6 +239,8 @@ def _same_gpu(
             continue
         arg = _gpu0(sf, site)
         if arg is None or _apart(sf, site) or single_process_branch(sf, site.node):
+            continue
+        if id(site.node) in _after_group_failed(sf):
             continue
         if skip is None:
             skip = _not_every_rank(sf)

@@ -80,6 +80,16 @@ _DDP = frozenset(
 )
 
 
+# A DataLoader that pins memory pins on the current device: its pin thread sets the creating
+# process's current device (torch/utils/data/dataloader.py, current_device_index(), and
+# _utils/pin_memory.py, _pin_memory_loop), a context on GPU 0 in every rank without set_device.
+_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+
+
+def _pins(value: ast.expr | None) -> bool:
+    return value is not None and not (isinstance(value, ast.Constant) and not value.value)
+
+
 def _device_known(sf: SourceFile, barrier: CallSite) -> bool:
     """A DDP wrap earlier in the barrier's function with `device_ids=` from a name: its
     constructor's broadcast ran on that GPU, and a NCCL barrier runs on the devices the group's
@@ -120,6 +130,8 @@ def _ambiguous_device(sf: SourceFile) -> CallSite | None:
             and not _device_known(sf, c)
         ):
             return c
+        if c.name in _DATALOADERS and _pins(keyword(call, "pin_memory")):
+            return c
     return None
 
 
@@ -148,6 +160,11 @@ def process_group(ctx: CheckContext, sf: SourceFile) -> None:
             f"line {use.node.lineno} then runs a barrier with no collective on the rank's own "
             "GPU before it, so on a GPU NCCL guesses (rank % GPU count) or GPU 0: it hangs "
             "where that is not the rank's GPU"
+        )
+    elif use.name in _DATALOADERS:
+        then = (
+            f"line {use.node.lineno} then pins memory in a DataLoader on the current device, "
+            "GPU 0 on every rank (a CUDA context there per rank)"
         )
     else:
         then = f"line {use.node.lineno} then uses the current device, GPU 0 on every rank"

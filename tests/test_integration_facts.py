@@ -121,3 +121,21 @@ def test_plan_with_probe_runs_the_probe_on_the_host(container: tuple[str, Path])
     assert plan["probe_verdict"] in ("not-applicable", "failed")
     if plan["probe_verdict"] == "failed":
         assert any(f["id"] == "probe-failed" for f in plan["findings"])
+
+
+def test_probing_an_unreachable_host_is_exit_4_and_no_verdict(
+    container: tuple[str, Path], tmp_path: Path
+) -> None:
+    """A review (2026-12-03): it said `failed in None on ranks []` with exit 5, and its --json
+    output went to `plan --probe-verdict` as a schema error about 'backend'."""
+    _, inv = container
+    r = run("probe", "gone-host", "-i", str(inv))
+    assert r.returncode == 4, (r.stdout, r.stderr)
+    assert "gone-host: no verdict: unreachable" in r.stdout and "None" not in r.stdout
+    r = run("probe", "gone-host", "-i", str(inv), "--json")
+    assert r.returncode == 4
+    verdict = tmp_path / "v.json"
+    verdict.write_text(r.stdout)
+    snap = Path(__file__).parent / "fixtures" / "hosts" / "bionic-single-gpu.json"
+    r = run("plan", "gone-host", "--facts", str(snap), "--probe-verdict", str(verdict))
+    assert r.returncode == 3 and "the probe never reached gone-host" in r.stderr, r.stderr

@@ -279,6 +279,11 @@ def load_probe_verdict(path: str | os.PathLike[str]) -> dict[str, Any]:
             )
         ((name, doc),) = doc.items()
         doc = {**doc, "inventory_host": doc.get("inventory_host", name)}  # the name probed
+    if doc.get("reached") is False:
+        raise InvalidInput(
+            f"{where}: the probe never reached {one_line(str(doc.get('host')))} "
+            f"({one_line(str(doc.get('error')))[:200]}): no verdict to plan from"
+        )
     check_probe_verdict(doc, where)
     result: dict[str, Any] = doc
     return result

@@ -278,9 +278,12 @@ def make_plans(
     if run_probe and facts_file is None:
         from gpufix.probe.remote import probe_hosts
 
-        verdicts.update(
-            probe_hosts([s.host for s in snaps], inventory, progress=progress, forks=forks)
-        )
+        probed = probe_hosts([s.host for s in snaps], inventory, progress=progress, forks=forks)
+        # a host the probe never reached has no verdict (and no plan: it answered nothing now)
+        lost = {h: v for h, v in probed.items() if v.get("reached") is False}
+        out.failures += [Failure(h, str(v.get("error")), True) for h, v in lost.items()]
+        snaps = [s for s in snaps if s.host not in lost]
+        verdicts.update({h: v for h, v in probed.items() if h not in lost})
     refused: list[str] = []
     for s in snaps:
         try:

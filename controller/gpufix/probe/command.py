@@ -1,5 +1,6 @@
 """`gpufix probe TARGET`: probe each host, or the hosts as one multi-node job, print the verdicts
-and say the exit code (0 healthy or not applicable, 5 otherwise; docs/exit-codes.md)."""
+and say the exit code (0 healthy or not applicable, 4 a host not reached, 5 otherwise;
+docs/exit-codes.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import runner
-from gpufix.errors import EXIT_OK, EXIT_VERIFY_FAILED
+from gpufix.errors import EXIT_OK, EXIT_UNREACHABLE, EXIT_VERIFY_FAILED
 from gpufix.probe.options import ProbeOptions
 
 _FINE = ("healthy", "not-applicable")
@@ -37,6 +38,8 @@ def run(
         None, inventory, pattern=target, options=options, progress=progress, forks=forks
     )
     _print(verdicts if as_json else None, verdicts)
+    if any(v.get("reached") is False for v in verdicts.values()):
+        return EXIT_UNREACHABLE  # a host gave no verdict at all
     bad = [v for v in verdicts.values() if v.get("verdict") not in _FINE]
     return EXIT_VERIFY_FAILED if bad else EXIT_OK
 

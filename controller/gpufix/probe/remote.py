@@ -82,7 +82,8 @@ def probe_hosts(
             if hr is None:
                 out[name] = _parse(name, "", f"no result from ansible ({res.status})")
             elif hr.status == "unreachable":
-                out[name] = _parse(name, "", f"unreachable: {hr.message}")
+                # no verdict at all: marked so that nothing reads it as a failed probe
+                out[name] = {**_parse(name, "", f"unreachable: {hr.message}"), "reached": False}
             else:
                 out[name] = _parse(name, hr.stdout, hr.message)
     for name, v in out.items():  # the program knows the hostname; gpufix plans inventory names

@@ -140,6 +140,8 @@ def _multinode(v: Mapping[str, Any]) -> str:
 def summarize(verdict: Mapping[str, Any]) -> str:
     """One line: what happened, where, and the likely cause."""
     kind = str(verdict.get("verdict"))
+    if verdict.get("reached") is False:
+        return f"no verdict: {verdict.get('error')}"
     if kind == "not-applicable":
         notes = verdict.get("notes") or []
         return "not applicable: " + (notes[0] if notes else "no GPU")

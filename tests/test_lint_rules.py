@@ -1527,3 +1527,28 @@ def test_gpf006_a_pinning_dataloader_uses_the_current_device(pin: str, reported:
     assert bool(found) == reported, found
     if found:
         assert "pins memory in a DataLoader" in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("args", "reported"),
+    [("TrainingArguments(output_dir='o')", False), ("TrainingArguments(use_cpu=True)", True)],
+)
+def test_gpf006_training_arguments_select_each_ranks_gpu(args: str, reported: bool) -> None:
+    # TrainingArguments builds accelerate's PartialState (transformers training_args.py,
+    # _setup_devices), which sets each rank's device before the Trainer builds its DataLoader.
+    # Made on sudy-super/coencoder_utils finetune_mn_pp.py (judged FP).
+    src = textwrap.dedent(
+        f"""\
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+        from transformers import Trainer, TrainingArguments
+        dist.init_process_group(backend="nccl")
+        class MyTrainer(Trainer):
+            def get_train_dataloader(self):
+                return DataLoader(self.train_dataset, pin_memory=True)
+        args = {args}
+        MyTrainer(model=None, args=args).train()
+        """
+    )
+    found = [f for f in lint_source(src, "t.py") if f.rule == "GPF006"]
+    assert bool(found) == reported, found

@@ -60,7 +60,7 @@ CALL_WORDS = (
     "DataParallel", "data_parallel", "init_process_group", "init_distributed", "Accelerator",
     "PartialState", "deepspeed", "initialize", "spawn", "load", "set_device", "cuda", "device",
     "barrier", "detect_anomaly", "Trainer", "Fabric", "nvidia", "GPUtil", "gpustat", "nvml",
-    "nvitop", "eval", "backward", "train", "DataLoader",
+    "nvitop", "eval", "backward", "train", "DataLoader", "TrainingArguments",
 )  # fmt: skip
 
 

@@ -35,6 +35,18 @@ _ACCELERATE_STATES = frozenset(
 )
 
 
+# transformers' TrainingArguments builds that same state when the Trainer first asks for its
+# device (src/transformers/training_args.py, `_setup_devices`: `PartialState(...)`).
+_TRAINING_ARGUMENTS = frozenset(
+    {
+        "transformers.TrainingArguments",
+        "transformers.training_args.TrainingArguments",
+        "transformers.Seq2SeqTrainingArguments",
+        "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
+    }
+)
+
+
 def _backend_may_be_nccl(sf: SourceFile, call: ast.Call) -> bool:
     backend = keyword(call, "backend") or (call.args[0] if call.args else None)
     value = sf.names.const_str(backend) if backend is not None else None
@@ -48,17 +60,20 @@ def _selects_device(sf: SourceFile) -> bool:
         c.name in SELECT_DEVICE
         or (c.name in PROCESS_GROUP and keyword(c.node, "device_id"))
         or (c.name in _ACCELERATE_STATES and not _on_cpu(sf, c.node))
+        or (c.name in _TRAINING_ARGUMENTS and not _on_cpu(sf, c.node, ("use_cpu", "no_cuda")))
         for c in call_sites(sf)
     )
 
 
-def _on_cpu(sf: SourceFile, call: ast.Call) -> bool:
+def _on_cpu(sf: SourceFile, call: ast.Call, names: tuple[str, ...] = ("cpu",)) -> bool:
     """`Accelerator(cpu=True)`, a value not known, or `**kwargs` that may hold it: no GPU is
     known to be selected."""
     if any(k.arg is None for k in call.keywords):
         return True
-    value = keyword(call, "cpu")
-    return value is not None and not (isinstance(value, ast.Constant) and value.value is False)
+    values = [keyword(call, n) for n in names]
+    return any(
+        v is not None and not (isinstance(v, ast.Constant) and v.value is False) for v in values
+    )
 
 
 def _selects_anywhere(ctx: CheckContext) -> bool:

@@ -139,3 +139,26 @@ def test_probing_an_unreachable_host_is_exit_4_and_no_verdict(
     snap = Path(__file__).parent / "fixtures" / "hosts" / "bionic-single-gpu.json"
     r = run("plan", "gone-host", "--facts", str(snap), "--probe-verdict", str(verdict))
     assert r.returncode == 3 and "the probe never reached gone-host" in r.stderr, r.stderr
+
+
+def test_probe_takes_the_hosts_gpufix_probe_python_from_the_inventory(
+    container: tuple[str, Path], tmp_path: Path
+) -> None:
+    """A review (2026-12-03): docs/operations.md names the inventory's gpufix_probe_python, and
+    `gpufix probe` ran python3 whatever it said. A value that is not an absolute path is data
+    gpufix refuses, not a command line."""
+    name, _ = container
+    inv = tmp_path / "inv.yml"
+    host = (
+        f"    {name}:\n      ansible_connection: containers.podman.podman\n"
+        "      ansible_python_interpreter: /usr/bin/python3\n"
+    )
+    inv.write_text(
+        f"all:\n  hosts:\n{host}      gpufix_probe_python: /opt/no-such-venv/bin/python\n"
+    )
+    r = run("probe", name, "-i", str(inv), "--json")
+    assert r.returncode == 5, (r.stdout, r.stderr)
+    assert "/opt/no-such-venv/bin/python" in json.loads(r.stdout)[name]["error"]
+    inv.write_text(f"all:\n  hosts:\n{host}      gpufix_probe_python: 'python3; id'\n")
+    r = run("probe", name, "-i", str(inv))
+    assert r.returncode == 3 and "is not an absolute path" in r.stderr, r.stderr

@@ -144,7 +144,8 @@ def failure_message(res: dict[str, Any]) -> str:
     """A failed task in one line; a module that died (MODULE FAILURE) says why from its stderr
     (a broken interpreter, a missing library) instead of "See stdout/stderr"."""
     msg = _one_line(res.get("msg") or res.get("module_stderr") or res.get("stderr"))
-    if "MODULE FAILURE" in msg or not msg:
+    if "MODULE FAILURE" in msg or not msg or msg == "non-zero return code":
+        # "non-zero return code" (script, command) says nothing: the stderr says why
         raw = str(res.get("module_stderr") or res.get("stderr") or res.get("module_stdout") or "")
         tail = _one_line(raw[-_TAIL:], _TAIL)
         if tail:

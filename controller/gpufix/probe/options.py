@@ -10,6 +10,7 @@ from gpufix.errors import InvalidInput
 
 # As the probe program accepts them (IFNAME_RE, HOST_RE, parse_size in gpufix_probe.py).
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+PYTHON = re.compile(r"[A-Za-z0-9_./+-]{1,4096}")  # the interpreter: one word, no shell
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 _SIZE = re.compile(r"^[0-9]+[KMGkmg]?$")
 
@@ -47,6 +48,10 @@ class ProbeOptions:
             raise InvalidInput(f"--ifname {self.ifname!r} is not an interface name")
         if self.master_addr is not None and not _HOST.match(self.master_addr):
             raise InvalidInput(f"--master-addr {self.master_addr!r} is not an address")
+        if self.python is not None and not PYTHON.fullmatch(self.python):
+            raise InvalidInput(
+                f"--python {self.python[:80]!r}: a path or command name (letters, digits, _ . / + -)"
+            )
         if self.master_addr and not self.multi_node:
             raise InvalidInput("--master-addr is for --multi-node")
         s = self.soak

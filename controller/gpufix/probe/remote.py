@@ -10,7 +10,7 @@ from typing import Any
 from gpufix import runner
 from gpufix.errors import InvalidInput
 from gpufix.inventory import resolve
-from gpufix.probe.options import ProbeOptions
+from gpufix.probe.options import PYTHON, ProbeOptions
 
 _LOCAL = ("localhost", "127.0.0.1")
 
@@ -34,6 +34,17 @@ def _parse(host: str, stdout: str, error: str) -> dict[str, Any]:
         "verdict": "failed",
         "error": error or "the probe printed no verdict",
     }
+
+
+def _inventory_python(host: str, value: object) -> str:
+    """The inventory's interpreter for the probe: an absolute path, checked like --python (a
+    value from a file is data, never a command line)."""
+    if value in (None, ""):
+        return "python3"
+    text = str(value)
+    if not text.startswith("/") or not PYTHON.fullmatch(text):
+        raise InvalidInput(f"{host}: gpufix_probe_python {text[:80]!r} is not an absolute path")
+    return text
 
 
 def probe_hosts(
@@ -65,14 +76,19 @@ def probe_hosts(
         # Here the default interpreter is this one (it has torch: the test install).
         python = opts.python or sys.executable
         out[t.name] = run_local(python=python, args=args, timeout=limit)
-    remote = [t.name for t in targets if t not in local]
-    if remote:
+    # --python, else the host's gpufix_probe_python (the probe role's variable), else python3
+    by_python: dict[str, list[str]] = {}
+    for t in targets:
+        if t not in local:
+            python = opts.python or _inventory_python(t.name, t.vars.get("gpufix_probe_python"))
+            by_python.setdefault(python, []).append(t.name)
+    for python, remote in by_python.items():
         res = runner.run_script(
             ",".join(remote),
             inventory,
             program_path(),
             args,
-            executable=opts.python or "python3",
+            executable=python,
             timeout=limit + 90,
             forks=forks,
             progress=progress,

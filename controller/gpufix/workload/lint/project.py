@@ -53,7 +53,8 @@ class SourceFile:
         """The lines as Python counts them (`\\r\\n`, `\\r`, `\\n`; not str.splitlines's form feed
         or U+2028), so line numbers match ast's."""
         if self._lines is None:
-            lines = LINE_BREAK.split(self.text)
+            text = self.text
+            lines = LINE_BREAK.split(text) if "\r" in text else text.split("\n")
             if lines[-1] == "":
                 lines.pop()
             self._lines = lines

@@ -39,6 +39,7 @@ from ..prune import segment
 from ..rankcode import STARTS_PROCESSES, entries, names_in, rank_calls
 from ..rayworkers import ray_gpu_workers
 from ..report import append_argument
+from ..stmts import statements
 from ..unused import in_unused_def
 from ..visible import writes_visible_devices
 from . import Check, CheckContext
@@ -92,24 +93,24 @@ def _rank_zero_only(site: CallSite) -> bool:
     return False
 
 
-def _after_group_failed(sf: SourceFile) -> frozenset[int]:
-    """Calls in the `except` of a `try` that starts the process group: they run only when no
-    group started, in a process of its own (a single-GPU fallback), not on every rank."""
+def _after_group_failed(sf: SourceFile) -> tuple[tuple[int, int], ...]:
+    """Line ranges of the `except` of each `try` that starts the process group: a call there
+    runs only when no group started, in a process of its own (a single-GPU fallback), not on
+    every rank. Lines, not a walk per call: the statements are walked once."""
     cached = sf.cache.get("after-group-failed")
     if cached is None:
-        found: set[int] = set()
-        for site in call_sites(sf):
-            if site.name not in PROCESS_GROUP or sf.tree is None:
-                continue
-            for node in ast.walk(sf.tree):
-                if isinstance(node, ast.Try) and any(
-                    site.node in ast.walk(stmt) for stmt in node.body
-                ):
-                    for handler in node.handlers:
-                        found.update(id(n) for n in ast.walk(handler) if isinstance(n, ast.Call))
-        cached = frozenset(found)
+        lines = [s.node.lineno for s in call_sites(sf) if s.name in PROCESS_GROUP]
+        found: list[tuple[int, int]] = []
+        if lines and sf.tree is not None:
+            for stmt, _ in statements(sf.tree.body):
+                if not isinstance(stmt, ast.Try) or not stmt.body or not stmt.handlers:
+                    continue
+                first, last = stmt.body[0].lineno, stmt.body[-1].end_lineno or stmt.lineno
+                if any(first <= n <= last for n in lines):
+                    found += [(h.lineno, h.end_lineno or h.lineno) for h in stmt.handlers]
+        cached = tuple(found)
         sf.cache["after-group-failed"] = cached
-    return cast(frozenset[int], cached)
+    return cast(tuple[tuple[int, int], ...], cached)
 
 
 def _int_zero(node: ast.expr | None) -> bool:
@@ -240,7 +241,7 @@ def _same_gpu(
         arg = _gpu0(sf, site)
         if arg is None or _apart(sf, site) or single_process_branch(sf, site.node):
             continue
-        if id(site.node) in _after_group_failed(sf):
+        if any(a <= site.node.lineno <= b for a, b in _after_group_failed(sf)):
             continue
         if skip is None:
             skip = _not_every_rank(sf)

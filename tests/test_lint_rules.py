@@ -1552,3 +1552,23 @@ def test_gpf006_training_arguments_select_each_ranks_gpu(args: str, reported: bo
     )
     found = [f for f in lint_source(src, "t.py") if f.rule == "GPF006"]
     assert bool(found) == reported, found
+
+
+@pytest.mark.parametrize(
+    ("data", "col"),
+    [
+        (b'# -*- coding: latin-1 -*-\nimport os\nimport torch\n'
+         b'x = "\xe9\xe9\xe9"; os.environ["CUDA_VISIBLE_DEVICES"] = "1"\n', 12),
+        (b'\xef\xbb\xbfimport os; import torch; os.environ["CUDA_VISIBLE_DEVICES"] = "1"\n', 26),
+    ],
+    ids=["latin-1-cookie", "utf-8-bom"],
+)  # fmt: skip
+def test_columns_count_characters_in_the_files_own_encoding(
+    data: bytes, col: int, tmp_path: Path
+) -> None:
+    # A review's shapes (2026-12-03): the text was decoded as UTF-8 whatever the file declared,
+    # and a BOM counted as a character, so columns were off (4:9 for 4:12, 1:24 for 1:26).
+    target = tmp_path / "t.py"
+    target.write_bytes(data)
+    (finding,) = lint_paths([str(target)]).findings
+    assert finding.rule == "GPF001" and finding.col == col

@@ -45,7 +45,13 @@ class SourceFile:
     @property
     def text(self) -> str:
         if self._text is None:
-            self._text = self.data.decode("utf-8", "replace")
+            # the file's own encoding (a coding cookie, a BOM) as Python reads it, so columns
+            # computed from ast's UTF-8 offsets land on the right characters
+            try:
+                encoding, _ = tokenize.detect_encoding(io.BytesIO(self.data).readline)
+            except (SyntaxError, LookupError):
+                encoding = "utf-8"
+            self._text = self.data.decode(encoding, "replace")
         return self._text
 
     @property

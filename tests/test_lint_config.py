@@ -291,3 +291,14 @@ def test_without_pyproject_the_checkout_is_the_root(tmp_path: Path) -> None:
     alone = lint_paths([str(tmp_path / "tests" / "t.py")])
     assert whole.findings == alone.findings == ()
     assert whole.unchecked == alone.unchecked == 1
+
+
+def test_an_empty_path_or_a_link_loop_is_named_as_such(tmp_path: Path) -> None:
+    # A review's shapes (2026-12-03): "" read as "." ("source file . is not a regular file")
+    # and a link loop as "no such file or directory".
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    for given, needle in (("", "an empty path"), (str(tmp_path / "a"), "leads nowhere")):
+        out, err = io.StringIO(), io.StringIO()
+        assert main_lint([given], out=out, err=err) == 3
+        assert needle in err.getvalue() and err.getvalue().count("\n") == 1

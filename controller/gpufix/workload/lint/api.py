@@ -95,8 +95,14 @@ def lint_paths(
 ) -> LintResult:
     """Lint files and directories; raises InvalidInput for a path that does not exist."""
     paths = list(paths) or ["."]
+    if "" in paths:
+        raise InvalidInput("an empty path (an unset shell variable?)")
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
+        if os.path.lexists(missing[0]):
+            raise InvalidInput(
+                f"{missing[0]}: a symbolic link that leads nowhere (dangling or a loop)"
+            )
         raise InvalidInput(f"no such file or directory: {missing[0]}")
     config = config if config is not None else load_config(paths, config_file)
     named = {p for p in paths if not os.path.isdir(p)}

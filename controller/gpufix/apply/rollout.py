@@ -67,8 +67,15 @@ def validate(plans: list[Plan], inventory: Path) -> None:
         # each plan's host is one inventory host of that name, not a group or pattern that
         # would widen the run (freshness would gather every host of a group named like a host)
         if not any(t.name == n for t in found):
+            try:
+                resolve(n, inventory)
+            except InvalidInput:
+                raise InvalidInput(
+                    f"{n!r} is not in {inventory}: apply with the inventory the plan was made "
+                    "for (-i)"
+                ) from None
             raise InvalidInput(
-                f"{n!r} is not a host of {inventory} (a group or pattern?): a plan is for one "
+                f"{n!r} is not a host of {inventory} but a group or pattern: a plan is for one "
                 "host; plan each host (`gpufix plan GROUP -o PLANFILE` plans every host of it)"
             )
     if len(found) != len(names):

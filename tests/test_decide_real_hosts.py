@@ -588,3 +588,23 @@ def test_host04_secure_boot_is_a_plan_risk_with_and_without_dkms(dkms: list[Any]
     assert not any(
         "Secure Boot" in r for r in decide(off, constraints=Constraints(plan_date=TODAY)).risks
     )
+
+
+@pytest.mark.parametrize("installable", [True, False, None])
+def test_a_stopped_fabric_manager_at_the_drivers_version_is_started_not_moved(
+    installable: bool | None,
+) -> None:
+    """A review (2026-12-03): fabric manager installed at exactly the driver's version but not
+    running got a driver move and a reboot. Nothing needs downloading: start it (Fabric Manager
+    user guide, "Starting Fabric Manager"), no reboot, the driver kept."""
+    f = fm_host(installable)
+    f["fabricmanager"] = {"installed": "535.154.05", "running": False}
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert plan.strategy == "driver-pin"
+    (step,) = plan.steps
+    assert not step.reboot and not plan.reboot_required
+    assert step.vars["gpufix_driver_version"] == "535.154.05"
+    assert step.vars["gpufix_driver_fabricmanager"] is True
+    assert "not running: enable and start it" in step.description
+    said = any("refuses before changing anything: then start it by hand" in r for r in plan.risks)
+    assert said == (installable is not True)

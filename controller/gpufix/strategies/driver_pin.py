@@ -84,6 +84,28 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
             moves=False,
             missing=["driver"],
         )
+    installed = h.fabricmanager is not None and versions.parse(h.fabricmanager) == (
+        versions.parse(version)
+    )
+    if installed:
+        # already at the driver's exact version, only stopped: nothing to download, no reboot
+        # (Fabric Manager user guide, "Starting Fabric Manager": systemctl enable --now)
+        kept = _keep(
+            ctx,
+            version,
+            f"fabric manager {h.fabricmanager} is installed at the driver's version but not "
+            "running: enable and start it, and hold both",
+            False,
+        )
+        if h.driver_reinstallable is True:
+            return kept
+        # the role pins the exact version, which it resolves from the apt indexes
+        risk = (
+            f"if no apt index still offers {version} (a superseded upload), the driver role "
+            "refuses before changing anything: then start it by hand (systemctl enable --now "
+            "nvidia-fabricmanager) and re-plan"
+        )
+        return replace(kept, risks=[*kept.risks, risk])
     if h.driver_reinstallable is True:
         kept = _keep(
             ctx,

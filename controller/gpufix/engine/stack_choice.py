@@ -98,6 +98,40 @@ def _newest_lib(rows: tuple[LibRelease, ...], py: str | None, torch: str) -> Lib
     return max(ok, key=lambda r: versions.key(r.version), default=None)
 
 
+def lib_choice(
+    name: str, rows: tuple[LibRelease, ...], py: str | None, torch: str, installed: str | None
+) -> tuple[str | None, str | None]:
+    """(version, risk line or None): the newest release that fits, but never a silent move of
+    the training code's library backwards or across a major version (transformers 5 breaks 4
+    code and the reverse): within the installed major line, at or above the installed version;
+    an installed release the table does not know yet is kept, and said so."""
+    newest = _newest_lib(rows, py, torch)
+    have = versions.parse(installed) if installed else None
+    if installed is None or have is None:
+        return (newest.version if newest else None), None
+    major = have.major
+    line = [r for r in rows if versions.key(r.version).major == major]
+    fits = _newest_lib(tuple(line), py, torch)
+    if fits is not None and versions.key(fits.version) >= have:
+        return fits.version, None
+    known = line or list(rows)  # the installed line, else the table's newest of any line
+    if max((versions.key(r.version) for r in known), default=have) < have:
+        return installed, (
+            f"{name} {installed} is newer than gpufix's release table knows: kept at {installed}; "
+            f"its Python and torch floors are not checked (torch {torch})"
+        )
+    if fits is not None:
+        return fits.version, (
+            f"{name} moves down from {installed} to {fits.version}, the newest {major}.x release "
+            f"that supports torch {torch}: code written for {installed} may need changes"
+        )
+    got = newest.version if newest else None
+    return got, (
+        f"no {name} {major}.x release supports torch {torch}: "
+        + (f"{got} instead of {installed}, another major version" if got else "none fits")
+    )
+
+
 def _moves(t: TorchRelease, b: Basis, want: Want) -> bool:
     """The release goes the way asked (the NCCL fix, when one is named, is per build: _has_nccl)."""
     if b.current and want.direction in ("up", "down"):
@@ -186,8 +220,13 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
     pick = clear[0] if clear else fits[0]
     passed = fits[: fits.index(pick)]
     t, py, cu = pick.release, pick.python, pick.cuda
-    tr = _newest_lib(kb.transformers_releases, py, t.version)
-    ac = _newest_lib(kb.accelerate_releases, py, t.version)
+    env = h.env
+    tr, tr_note = lib_choice(
+        "transformers", kb.transformers_releases, py, t.version, env.transformers if env else None
+    )
+    ac, ac_note = lib_choice(
+        "accelerate", kb.accelerate_releases, py, t.version, env.accelerate if env else None
+    )
     build = kb.torch_build(t.version, cu)
     nccl = kb.torch_nccl_version(t.version, cu)
     return {
@@ -197,8 +236,9 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
         "archs": list(build.archs) if build else None,
         "tag": versions.cuda_tag(versions.major_minor(cu) or (0, 0)),
         "minor_compat": not pick.native,
-        "transformers": tr.version if tr else None,
-        "accelerate": ac.version if ac else None,
+        "transformers": tr,
+        "accelerate": ac,
+        "lib_notes": [n for n in (tr_note, ac_note) if n],
         "nccl": nccl.nccl
         if nccl and versions.parse(nccl.torch) == versions.parse(t.version)
         else None,

@@ -152,7 +152,7 @@ def evaluate(ctx: Ctx) -> Candidate:
         outcome += (
             f" (driver {h.driver} runs CUDA {best['cuda']} through minor-version compatibility)"
         )
-    risks = [*best["assumed"], *setup_risks]
+    risks = [*best["assumed"], *setup_risks, *best.get("lib_notes", [])]
     if current:
         risks.append(f"code written for torch {current} may need changes for {best['torch']}")
     if h.kernel and versions.at_least(h.kernel, ctx.kb.accelerate_kernel_check.threshold) is False:

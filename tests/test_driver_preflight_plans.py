@@ -51,13 +51,15 @@ def host_kernel(snapshot: str) -> str:
 
 @pytest.mark.slow
 def test_host08_plan_passes_the_driver_roles_preflight(tmp_path: Path) -> None:
-    """HGX A100 on jammy, desktop-flavour nvidia-driver-535, fabric manager behind: the plan keeps
-    the flavour and turns fabric manager on; the archive's nvidia-fabricmanager-535 depends on no
-    driver flavour, so preflight must accept it."""
+    """HGX A100 on jammy, desktop-flavour nvidia-driver-535, fabric manager behind, the driver's
+    exact version not known to be installable: the driver moves with fabric manager. R535 ended
+    in June 2026, so (planned today) to R580 on the -server flavour, which the archive builds
+    fabric manager beside; preflight must accept it."""
     vars_ = plan_vars("host08")
     assert vars_["gpufix_driver_fabricmanager"] is True
-    assert vars_["gpufix_driver_flavour"] == ""
-    # No exact superseded version from the Ubuntu archive: the role picks the pocket's current one.
+    assert vars_["gpufix_driver_branch"] == "580"
+    assert vars_["gpufix_driver_flavour"] == "server"
+    # No exact version: the role picks the pocket's current one.
     assert "gpufix_driver_version" not in vars_
     r = preflight(tmp_path, vars_, host_kernel("a100-fm-mismatch.json"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

@@ -339,7 +339,10 @@ def _choose(
         )
         return replace(cands["none"], missing=["gpus"])
     if chosen.strategy == "none" and "none" not in order:
-        path.append("nothing the evidence calls for is feasible -> none (see needs)")
+        path.append(
+            "nothing the evidence calls for is feasible -> none (each line above says why; the "
+            "needs, when there are any, say what would decide)"
+        )
     return chosen
 
 

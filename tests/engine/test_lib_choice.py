@@ -34,3 +34,24 @@ def test_the_library_moves_only_forward_within_its_major_line_unless_said(
     got, note = lib_choice("transformers", ROWS, "3.10", torch, installed)
     assert got == want
     assert (note is None) if said is None else (note is not None and said in note)
+
+
+def test_a_build_that_dropped_the_gpus_moves_to_the_same_release_in_another_build() -> None:
+    """An expert review (2026-12-03): torch 2.8.0+cu128 on P100s (cu128 dropped Pascal: the
+    2.8.0 release notes) was moved to 2.14.1+cu126, six releases on; 2.8.0+cu126 is the smallest
+    move, and no code changes with it."""
+    import json
+    from pathlib import Path
+
+    from gpufix.engine import decide as engine
+    from gpufix.engine.kb import load
+    from gpufix.engine.rules import load as load_rules
+
+    hosts = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+    facts = json.loads((hosts / "jammy-4xp100-torch28.json").read_text())["facts"]
+    plan = engine.decide(facts, kb=load(), rules=load_rules())
+    assert plan.strategy == "cuda-downgrade"
+    (step,) = plan.steps
+    assert step.vars["gpufix_ml_stack_torch_version"] == "2.8.0"
+    assert step.vars["gpufix_ml_stack_torch_variant"] == "cu126"
+    assert not any("may need changes" in r for r in plan.risks)

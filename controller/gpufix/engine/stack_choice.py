@@ -36,6 +36,9 @@ class Want:
     # was not read); a release with an issue there is passed over too, and the risk is named.
     setup: frozenset[str] = frozenset()
     unread: frozenset[str] = frozenset()
+    # The installed build does not run here (a GPU architecture it dropped, a CUDA the driver
+    # cannot run): the smallest move is the same release in a build that does.
+    same_release: bool = False
 
 
 def setup_issues(
@@ -218,6 +221,10 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
     maybe = want.setup | want.unread
     clear = [f for f in fits if not setup_issues(kb, f.release.version, maybe, f.cuda)]
     pick = clear[0] if clear else fits[0]
+    here = versions.parse(b.current.split("+")[0]) if b.current else None
+    same = [f for f in clear if here is not None and versions.parse(f.release.version) == here]
+    if want.same_release and same:
+        pick = same[0]
     passed = fits[: fits.index(pick)]
     t, py, cu = pick.release, pick.python, pick.cuda
     env = h.env

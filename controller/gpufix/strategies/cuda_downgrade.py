@@ -21,7 +21,8 @@ def want(ctx: Ctx) -> stack_choice.Want:
     unread = setup.unread(ctx.host)
     d = ctx.decision
     if d is None or d.fix != "cuda-downgrade":
-        return stack_choice.Want(setup=where, unread=unread)
+        broken = ctx.stack.arch_problem is not None or ctx.stack.driver_ok is False
+        return stack_choice.Want(setup=where, unread=unread, same_release=broken)
     return stack_choice.Want(
         d.row.direction,
         d.issue.fixed_in if d.issue else None,
@@ -153,7 +154,7 @@ def evaluate(ctx: Ctx) -> Candidate:
             f" (driver {h.driver} runs CUDA {best['cuda']} through minor-version compatibility)"
         )
     risks = [*best["assumed"], *setup_risks, *best.get("lib_notes", [])]
-    if current:
+    if current and versions.parse(current.split("+")[0]) != versions.parse(best["torch"]):
         risks.append(f"code written for torch {current} may need changes for {best['torch']}")
     if h.kernel and versions.at_least(h.kernel, ctx.kb.accelerate_kernel_check.threshold) is False:
         risks.append("accelerate will still print the kernel warning; it is a risk factor only")

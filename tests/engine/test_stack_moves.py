@@ -1,4 +1,4 @@
-"""transformers / accelerate beside a torch move: never backwards or across a major version
+"""How far a stack moves: transformers / accelerate never backwards or across a major version
 without saying so (an expert review, 2026-12-03: a P100 host on transformers 5.20 was moved to
 4.57.1, the newest row the table had, with no word of it)."""
 

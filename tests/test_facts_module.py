@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -48,6 +49,28 @@ def test_command_timeout_is_enforced() -> None:
     with pytest.raises(g.Unknown, match="timeout after 1s"):
         ctx.run(["sleep", "5"])
     assert time.monotonic() - start < 4
+
+
+def test_a_tool_that_outlives_sigkill_is_not_waited_for(tmp_path: Path) -> None:
+    # A process in the kernel's D state (nvidia-smi on a wedged GPU) survives SIGKILL and keeps
+    # the pipes open. Stand-in: a child in a session of its own, which the group kill misses.
+    pidfile = tmp_path / "pid"
+    tool = tmp_path / "wedged"
+    tool.write_text(f"#!/bin/sh\nsetsid sh -c 'echo $$ > {pidfile}; exec sleep 30' &\nsleep 30\n")
+    tool.chmod(0o755)
+    ctx = g.Context(timeout=1)
+    start = time.monotonic()
+    try:
+        with pytest.raises(g.Unknown, match="timeout after 1s, still running after SIGKILL"):
+            ctx.run([str(tool)])
+        assert time.monotonic() - start < 1 + g.KILL_GRACE + 2
+        # Asked again, it is not waited for a second time.
+        with pytest.raises(g.Unknown, match="still running after SIGKILL"):
+            ctx.run([str(tool), "again"])
+        assert time.monotonic() - start < 1 + g.KILL_GRACE + 2
+    finally:
+        if pidfile.exists():
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
 
 
 def test_missing_tool_and_failing_tool_are_unknown() -> None:

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import csv
 import glob
 import json
@@ -70,6 +71,8 @@ ansible_facts:
 
 MODULE_VERSION = "1.2.0"
 DEFAULT_TIMEOUT = 10
+# Seconds to wait for a killed tool to go; one stuck in the kernel never does.
+KILL_GRACE = 2
 
 # HWE metapackage per Ubuntu release. Duplicated from the knowledge base on purpose: the
 # module runs on the target with the standard library only and cannot read it.
@@ -732,8 +735,17 @@ class Context:
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
                 proc.kill()
-            proc.communicate()
-            self._timed_out[argv[0]] = Unknown("%s: timeout after %ss" % (argv[0], limit))
+            note = ""
+            try:
+                proc.communicate(timeout=KILL_GRACE)
+            except subprocess.TimeoutExpired:
+                # Still there after SIGKILL: stuck in the kernel (nvidia-smi on a wedged GPU sits
+                # in D state) or a child outside the group holds the pipes. Don't wait for it.
+                for pipe in (proc.stdout, proc.stderr):
+                    with contextlib.suppress(OSError):
+                        pipe.close()
+                note = ", still running after SIGKILL"
+            self._timed_out[argv[0]] = Unknown("%s: timeout after %ss%s" % (argv[0], limit, note))
             return self._timed_out[argv[0]]
         return (proc.returncode, out, err)
 

@@ -1,0 +1,25 @@
+"""After playbooks/rollback.yml: the driver is back at 535.183.01, unpinned and not held."""
+
+PACKAGES = (
+    "nvidia-driver-535",
+    "nvidia-utils-535",
+    "libnvidia-compute-535",
+    "nvidia-kernel-common-535",
+    "nvidia-dkms-535",
+)
+
+
+def test_every_driver_package_is_back_at_the_old_version(host):
+    for name in PACKAGES:
+        assert host.package(name).version == "535.183.01-0ubuntu0.18.04.1", name
+
+
+def test_the_pin_is_gone_and_nothing_is_held(host):
+    assert not host.file("/etc/apt/preferences.d/gpufix-nvidia-driver.pref").exists
+    held = host.check_output("apt-mark showhold").split()
+    assert not set(PACKAGES) & set(held), held
+
+
+def test_the_old_versions_files_are_in_place(host):
+    marker = host.file("/usr/share/gpufix-fixture/libnvidia-compute-535.version")
+    assert marker.content_string.strip() == "535.183.01"

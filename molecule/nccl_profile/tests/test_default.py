@@ -1,5 +1,7 @@
 """nccl_profile on Debian 12: the KB's profile names composed, backup once, no debug knobs."""
 
+import os
+
 
 def _settings(host):
     text = host.file("/etc/nccl.conf").content_string
@@ -14,7 +16,17 @@ def test_profiles_compose_in_order(host):
         "NCCL_SHM_DISABLE=1",
         "NCCL_PXN_DISABLE=1",
         "NCCL_IB_TIMEOUT=22",
+        # kept from the administrator's file: keys no profile sets
+        "NCCL_IB_PCI_RELAXED_ORDERING=1",
+        "NCCL_IGNORE_CPU_AFFINITY=1",
+        "NCCL_TOPO_FILE=/opt/microsoft/ndv5/topo.xml",
     ]
+
+
+def test_host_text_is_never_templated(host):
+    # The original's NCCL_ALGO line holds a Jinja lookup: not kept, and never run here.
+    assert not host.file("/etc/nccl.conf").contains("NCCL_ALGO")
+    assert not os.path.exists("/tmp/gpufix-nccl-templated")
 
 
 def test_no_comment_line_holds_an_equals_sign(host):
@@ -44,7 +56,9 @@ def test_foreign_config_backed_up_once(host):
     backup = host.file("/etc/nccl.conf.gpufix-orig")
     assert backup.exists
     # The administrator's file, not one gpufix wrote on a later run.
-    assert backup.content_string == "NCCL_SOCKET_IFNAME=eth0\n"
+    assert backup.content_string.startswith(
+        "NCCL_SOCKET_IFNAME=eth0\nNCCL_IB_PCI_RELAXED_ORDERING=1\n"
+    )
 
 
 def test_single_gpu_workaround_removed(host):

@@ -46,7 +46,8 @@ def evaluate(ctx: Ctx) -> Candidate:
         )
     step = Step(
         PLAYBOOK,
-        f"install Docker and the NVIDIA container toolkit, pin {ref}, install gpufix-run",
+        f"install Docker (or keep the host's docker.io) and the NVIDIA container toolkit, pin {ref}, "
+        "install gpufix-run",
         {
             "gpufix_container_runtime_image": ref,
             "gpufix_container_runtime_ipc_host": True,

@@ -44,3 +44,11 @@ def test_no_decoy_installed(host):
     assert not [ln for ln in freeze if ln.startswith(("torch==2.2", "torch==2.1.2+cpu"))]
     assert "transformers==4.36.2" in freeze
     assert "accelerate==0.25.0" in freeze
+
+
+def test_index_mode_took_torchs_dependency_from_pytorchs_index(host):
+    # side_effect.yml: the "PyPI" index offers gpufix-standin-triton 9.9.9 beside PyTorch's 2.1.0.
+    freeze = host.check_output("/opt/gpufix/venv-indexes/bin/python -m pip freeze").split()
+    assert "gpufix_standin_triton==2.1.0" in freeze or "gpufix-standin-triton==2.1.0" in freeze
+    assert "torch==2.1.2+cu121" in freeze
+    assert "transformers==4.36.2" in freeze and "accelerate==0.25.0" in freeze

@@ -213,3 +213,16 @@ def test_plan_json_round_trip(tmp_path: Path) -> None:
     save_plans([plan], tmp_path / "p.json")
     (back,) = load_plans(tmp_path / "p.json")
     assert back == plan
+
+
+@pytest.mark.parametrize("auto_reboot", [True, False, None])
+def test_driver_pin_warns_when_unattended_upgrades_reboots_by_itself(auto_reboot) -> None:
+    f = facts("bionic-mismatch")
+    uu = {"installed": True, "enabled": True, "nvidia_blacklisted": False}
+    if auto_reboot is not None:  # facts before module 1.2.0's key read as "not known"
+        uu["automatic_reboot"] = auto_reboot
+    f["unattended_upgrades"] = uu
+    plan = decide(f, host_name="h")
+    assert plan.strategy == "driver-pin"
+    warned = [r for r in plan.risks if "Automatic-Reboot" in r]
+    assert bool(warned) is bool(auto_reboot)

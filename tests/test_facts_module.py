@@ -272,3 +272,29 @@ def test_gather_with_a_hanging_nvidia_smi(tmp_path: Path, monkeypatch: pytest.Mo
     assert time.monotonic() - start < 5
     assert facts["gpus"] == {"unknown": "nvidia-smi: timeout after 1s"}
     assert "timeout" in facts["driver"]["nvml_error"]
+
+
+@pytest.mark.parametrize(
+    ("dump", "reboot"),
+    [
+        (
+            'APT::Periodic::Unattended-Upgrade "1";\nUnattended-Upgrade::Automatic-Reboot "true";\n',
+            True,
+        ),
+        (
+            'APT::Periodic::Unattended-Upgrade "1";\nUnattended-Upgrade::Automatic-Reboot "false";\n',
+            False,
+        ),
+        ('APT::Periodic::Unattended-Upgrade "1";\n', False),
+        # Upgrades off: nothing reboots, whatever the setting says.
+        (
+            'APT::Periodic::Unattended-Upgrade "0";\nUnattended-Upgrade::Automatic-Reboot "yes";\n',
+            False,
+        ),
+    ],
+)
+def test_unattended_upgrades_automatic_reboot(dump: str, reboot: bool) -> None:
+    ctx = g.Context()
+    ctx._cache["dpkg"] = {"unattended-upgrades": "2.8ubuntu1"}
+    ctx.run = lambda argv, **_: dump  # type: ignore[method-assign]
+    assert g.g_unattended(ctx, {})["automatic_reboot"] is reboot

@@ -1328,7 +1328,16 @@ def g_unattended(ctx, opts):
     covered = blacklist_covers(patterns, "nvidia-driver-535") and blacklist_covers(
         patterns, "libnvidia-compute-535"
     )
-    return {"installed": installed, "enabled": installed and enabled, "nvidia_blacklisted": covered}
+    # Unattended-Upgrade::Automatic-Reboot: the host reboots by itself when an upgrade (a new
+    # kernel) asks for it, outside any check gpufix makes. apt's true words (apt-pkg StringToBool).
+    reboot = str(config.get("Unattended-Upgrade::Automatic-Reboot", "false")).strip().lower()
+    reboots = reboot in ("1", "yes", "true", "with", "on", "enable")
+    return {
+        "installed": installed,
+        "enabled": installed and enabled,
+        "nvidia_blacklisted": covered,
+        "automatic_reboot": installed and enabled and reboots,
+    }
 
 
 def _ns(pid, kind):

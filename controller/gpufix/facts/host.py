@@ -76,6 +76,8 @@ class Host:
     aer: int | None
     gpu_processes: int | None
     unattended_touches_nvidia: bool | None
+    # unattended-upgrades reboots the host by itself (Automatic-Reboot); None: not read
+    unattended_auto_reboot: bool | None
     interfaces: tuple[str, ...]
     infiniband: tuple[str, ...]
     # Fewest NVLinks between any two GPUs (NV12 -> 12); None when some pair is not on NVLink.
@@ -248,11 +250,13 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
     acs = tuple(str(b.get("bdf")) for b in acs_rows)
     procs = fget(facts, "gpu_processes")
     uu = fget(facts, "unattended_upgrades")
-    uu_touch = None
+    uu_touch = uu_reboot = None
     if isinstance(uu, dict) and isinstance(uu.get("installed"), bool):
         uu_touch = bool(
             uu.get("installed") and uu.get("enabled") and not uu.get("nvidia_blacklisted")
         )
+        if isinstance(uu.get("automatic_reboot"), bool):
+            uu_reboot = uu["automatic_reboot"]
     return Host(
         os_id=_str(fget(facts, "os.id")),
         codename=_str(fget(facts, "os.codename")),
@@ -316,6 +320,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         aer=_int(fget(facts, "kernel_log.aer")),
         gpu_processes=len(procs) if isinstance(procs, list) else None,
         unattended_touches_nvidia=uu_touch,
+        unattended_auto_reboot=uu_reboot,
         interfaces=_interfaces(facts),
         infiniband=tuple(str(x) for x in _list(fget(facts, "network.infiniband"))),
         nvlink_min=_nvlink_min(fget(facts, "topology.matrix")),

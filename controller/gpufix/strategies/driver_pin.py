@@ -298,6 +298,16 @@ def _rollback_risk(ctx: Ctx) -> str | None:
     )
 
 
+# A held driver does not move with the kernel: Canonical builds linux-modules-nvidia-* for a new
+# kernel against the archive's current driver version, and DKMS needs that kernel's headers.
+AUTO_REBOOT_RISK = (
+    "unattended-upgrades reboots this host by itself (Unattended-Upgrade::Automatic-Reboot): "
+    "after a kernel update it can boot a kernel with no module for the held driver, past "
+    "gpufix's reboot check; set Automatic-Reboot to false, or reboot with playbooks/reboot.yml, "
+    "which refuses such a kernel"
+)
+
+
 def _branch_changes(installed: str | None, vars_: dict[str, Any]) -> bool:
     """The target is another branch than the installed driver's (or the installed one is not
     known): what drives the GPUs may change."""
@@ -332,6 +342,8 @@ def evaluate(ctx: Ctx) -> Candidate:
     if rollback:
         risks.append(rollback)
     risks.append("every nvidia-*/libnvidia-* package is held; upgrades need an explicit unpin")
+    if h.unattended_auto_reboot:
+        risks.append(AUTO_REBOOT_RISK)
     what = (
         vars_.get("gpufix_driver_version")
         or (vars_.get("gpufix_driver_branch") and f"R{vars_['gpufix_driver_branch']}")

@@ -28,6 +28,37 @@ def test_dkms_builds_the_module_and_no_desktop_stack(host):
     assert not host.package("xserver-xorg-video-nvidia-535").is_installed
 
 
+# converge: the HWE kernel the host runs and its flavour's metapackage; side_effect: the GA
+# kernel, as the running one while 5.4.0-150 waits for a one-shot boot.
+HEADERS = [
+    "linux-headers-5.4.0-150-generic",
+    "linux-headers-generic-hwe-18.04",
+    "linux-headers-4.15.0-213-generic",
+]
+
+
+@pytest.mark.parametrize("name", HEADERS)
+def test_kernel_headers_installed_and_not_held(host, name):
+    assert host.package(name).is_installed
+    assert host.check_output(f"dpkg --get-selections {name}").split() == [name, "install"]
+
+
+def test_headers_are_not_pinned(host):
+    policy = host.check_output("apt-cache policy linux-headers-generic-hwe-18.04")
+    assert "1001" not in policy
+
+
+@pytest.mark.parametrize("kernel", ["5.4.0-150-generic", "4.15.0-213-generic"])
+def test_dkms_built_the_module_for_each_kernel_the_host_will_run(host, kernel):
+    assert host.check_output(f"modinfo -k {kernel} -F version nvidia") == "535.288.01"
+    assert host.check_output(f"modinfo -k {kernel} -F filename nvidia") == (
+        f"/lib/modules/{kernel}/updates/dkms/nvidia.ko"
+    )
+    assert f"nvidia/535.288.01, {kernel}, x86_64: installed" in host.check_output(
+        f"dkms status -k {kernel}"
+    )
+
+
 def test_no_helper_was_needed(host):
     # The bare image has no python3-debian; the role must not need it (nor install it).
     assert not host.package("python3-debian").is_installed

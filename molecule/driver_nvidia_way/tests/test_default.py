@@ -52,3 +52,17 @@ def test_keyring_and_toolkit_list_untouched(host):
     cuda = host.file("/etc/apt/sources.list.d/cuda-ubuntu2204-x86_64.list")
     assert cuda.contains("signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg")
     assert host.package("cuda-keyring").is_installed
+
+
+@pytest.mark.parametrize("name", ["linux-headers-5.15.0-151-generic", "linux-headers-generic"])
+def test_kernel_headers_installed_and_not_held(host, name):
+    assert host.package(name).is_installed
+    assert host.check_output(f"dpkg --get-selections {name}").split() == [name, "install"]
+
+
+def test_dkms_built_the_module_for_the_running_kernel(host):
+    kernel = "5.15.0-151-generic"
+    assert host.check_output(f"modinfo -k {kernel} -F version nvidia") == "550.54.15"
+    assert host.check_output(f"modinfo -k {kernel} -F filename nvidia") == (
+        f"/lib/modules/{kernel}/updates/dkms/nvidia.ko"
+    )

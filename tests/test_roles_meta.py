@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from gpufix.facts.local import load_module
 
 ROLES = Path(__file__).resolve().parent.parent / "roles"
 TYPES: dict[str, tuple[type, ...]] = {
@@ -224,3 +225,23 @@ def test_ml_stack_driver_floors_match_the_knowledge_base() -> None:
     kb = {str(row["major"]): str(row["floor"]) for row in _load(found[0])}
     role = _load(ROLES / "ml_stack" / "vars" / "main.yml")["_gpufix_ml_stack_cuda_driver_floor"]
     assert role == kb
+
+
+def test_hwe_metapackages_match_the_knowledge_base() -> None:
+    # The same table lives in three places: the knowledge base, the kernel role's vars and the
+    # facts module (which runs on the target with the standard library only).
+    found = sorted(ROLES.parent.glob("controller/gpufix/**/knowledge/ubuntu.yaml"))
+    assert len(found) == 1, found
+    kb = {
+        str(r["version_id"]): (str(r["codename"]), r["hwe_metapackage"])
+        for r in _load(found[0])
+        if r.get("distro", "ubuntu") == "ubuntu" and r.get("hwe_metapackage")
+    }
+    module = load_module()
+    assert {codename: meta for codename, meta in kb.values()} == module.HWE_METAPACKAGES
+    for version, (_, meta) in kb.items():
+        role = _load(ROLES / "kernel" / "vars" / f"Ubuntu-{version}.yml")
+        assert role["_gpufix_kernel_hwe_packages"][0] == meta, version
+        assert role["_gpufix_kernel_image_metapackage"] == meta.replace(
+            "linux-generic", "linux-image-generic"
+        )

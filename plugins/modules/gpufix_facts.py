@@ -80,6 +80,7 @@ HWE_METAPACKAGES = {
     "bionic": "linux-generic-hwe-18.04",
     "focal": "linux-generic-hwe-20.04",
     "jammy": "linux-generic-hwe-22.04",
+    "noble": "linux-generic-hwe-24.04",
 }
 
 GPU_QUERY_FIELDS = ["index", "name", "pci.bus_id", "memory.total", "compute_cap", "uuid"]

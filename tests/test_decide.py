@@ -226,3 +226,19 @@ def test_driver_pin_warns_when_unattended_upgrades_reboots_by_itself(auto_reboot
     assert plan.strategy == "driver-pin"
     warned = [r for r in plan.risks if "Automatic-Reboot" in r]
     assert bool(warned) is bool(auto_reboot)
+
+
+@pytest.mark.parametrize(
+    ("running", "refused"),
+    [("4.15.0-1099-aws", True), ("4.15.0-1115-azure", True), ("4.15.0-213-lowlatency", False)],
+)
+def test_kernel_upgrade_leaves_a_cloud_kernel_variant_alone(running: str, refused: bool) -> None:
+    f = facts("bionic-ga-2x3090")
+    f["kernel"]["running"] = running
+    c = Constraints(strategy="kernel-upgrade")
+    if not refused:
+        assert decide(f, constraints=c, host_name="h").strategy == "kernel-upgrade"
+        return
+    flavour = running.rsplit("-", 1)[1]
+    with pytest.raises(InvalidInput, match=f"Ubuntu's {flavour} kernel variant"):
+        decide(f, constraints=c, host_name="h")

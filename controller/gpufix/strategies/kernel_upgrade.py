@@ -11,6 +11,12 @@ from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
 
 PLAYBOOK = "kernel_upgrade.yml"
+# Ubuntu kernel releases are VERSION-ABI-FLAVOUR (5.4.0-150-generic). The HWE metapackages install
+# -generic kernels; a cloud or OEM variant (aws, azure, gcp, oracle, ...; ubuntu.com/kernel/variants)
+# moves with its own metapackage, and its ABI numbers from 1000 up sort after -generic's in GRUB's
+# newest-first order, so the variant would boot again once GRUB's own order is back.
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+-\d+-([a-z][a-z0-9-]*)$")
+_HWE_FLAVOURS = ("generic", "lowlatency")
 
 
 def evaluate(ctx: Ctx) -> Candidate:
@@ -38,6 +44,16 @@ def evaluate(ctx: Ctx) -> Candidate:
         )
     if running is None:
         return Candidate("kernel-upgrade", False, "running kernel unknown")
+    variant = _RELEASE.match(h.kernel or "")
+    if variant and variant.group(1) not in _HWE_FLAVOURS:
+        return Candidate(
+            "kernel-upgrade",
+            False,
+            f"{h.kernel} is Ubuntu's {variant.group(1)} kernel variant: {rel.hwe_metapackage} "
+            f"would add a -generic kernel that GRUB's newest-first order puts after it, so "
+            f"{variant.group(1)} boots again after the one-shot; its own metapackage "
+            f"(linux-{variant.group(1)}) moves it forward",
+        )
     if running >= target:
         return Candidate(
             "kernel-upgrade",

@@ -26,11 +26,18 @@ def run_tasks(
         f"        name: {role}\n"
         f"        tasks_from: {tasks_from}\n"
     )
+    return run_playbook(tmp_path, book, vars_, check=True)
+
+
+def run_playbook(
+    tmp_path: Path, book: Path, vars_: dict[str, Any], check: bool
+) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook on localhost (connection=local) with `vars_` as extra variables."""
     extra = tmp_path / "vars.json"
     extra.write_text(json.dumps({**vars_, "ansible_python_interpreter": sys.executable}))
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run(
-        ["ansible-playbook", "-i", "localhost,", "-c", "local", "--check",
+        ["ansible-playbook", "-i", "localhost,", "-c", "local", *(["--check"] if check else []),
          "-e", f"@{extra}", str(book)],
         cwd=ROOT,
         env=env,

@@ -5,14 +5,13 @@ Real ansible-playbook runs on this machine (connection=local), reading files in 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from role_check import ROOT, run_playbook
 
-ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ("4.15.0-213-generic", "5.4.0-99-generic", "5.4.0-150-generic")
 # grub-mkconfig's 00_header: the next_entry branch, then the default the config was made with.
 HEADER = (
@@ -41,25 +40,10 @@ def host(tmp_path: Path, grubenv: str | None, default: str | None) -> dict[str, 
     }
 
 
-def run(tmp_path: Path, play: str, vars_: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run(tmp_path: Path, play: str, vars_: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     book = tmp_path / "book.yml"
     book.write_text(play)
-    extra = tmp_path / "vars.json"
-    extra.write_text(json.dumps({**vars_, "ansible_python_interpreter": sys.executable}))
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    return subprocess.run(
-        ["ansible-playbook", "-i", "localhost,", "-c", "local", "-e", f"@{extra}", str(book)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_playbook(tmp_path, book, vars_, check=False)
 
 
 def next_kernel(tmp_path: Path, vars_: dict[str, str]) -> dict[str, str]:

@@ -109,3 +109,18 @@ def test_reboot_playbook_refuses_a_next_kernel_it_cannot_tell(tmp_path: Path) ->
     assert "not rebooting: GRUB boots entry 1>2" in out.stdout
     # Nothing after the refusal ran: no module check, no reboot.
     assert "check_module" not in out.stdout and "Reboot (the kernel role" not in out.stdout
+
+
+def test_grub_text_is_never_templated(tmp_path: Path) -> None:
+    # A host's grubenv and grub.cfg are data: a Jinja lookup in them must not run here.
+    marker = tmp_path / "templated"
+    payload = "{{ lookup('ansible.builtin.pipe', 'touch " + str(marker) + "') }}"
+    vars_ = host(tmp_path, f"next_entry=Ubuntu, with Linux {payload}\n", payload)
+    found = next_kernel(tmp_path, vars_)
+    assert found["kernel"] == ""
+    assert "{" not in found["problem"] and not marker.exists()
+    # And through reboot.yml's refusal message.
+    play = f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'reboot.yml'}\n"
+    out = run(tmp_path, play, {**vars_, "ansible_become": False})
+    assert out.returncode != 0 and "not rebooting: GRUB boots entry" in out.stdout
+    assert not marker.exists()

@@ -188,3 +188,10 @@ def test_from_module_result_accepts_ansible_facts() -> None:
         F.from_module_result("gpu01", {"gpufix": {"os": "x"}})
     with pytest.raises(InvalidInput, match="no gpufix facts"):
         F.from_module_result("gpu01", {"gpufix": ["x"]})
+
+
+@pytest.mark.parametrize("value", ["{{ lookup('pipe', 'id') }}", "true", 1, None])
+def test_automatic_reboot_is_a_boolean_or_refused(value: object) -> None:
+    doc = json.loads((HOSTS / "bionic-mismatch.json").read_text())
+    doc["facts"]["unattended_upgrades"]["automatic_reboot"] = value
+    assert any("automatic_reboot" in e for e in F.schema_errors(doc))

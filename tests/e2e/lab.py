@@ -43,6 +43,8 @@ class Lab:
         env = dict(os.environ)
         env.update(GPUFIX_STATE_DIR=str(self.state), GPUFIX_PROGRESS="1", NO_COLOR="1")
         env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{env.get('PATH', '')}"
+        # the pipelined test transport (tests/connection_plugins/gpufix_podman.py)
+        env["ANSIBLE_CONNECTION_PLUGINS"] = str(ROOT / "tests" / "connection_plugins")
         return env
 
     def gpufix(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -74,7 +76,7 @@ class Lab:
         inv = {
             "all": {
                 "vars": {
-                    "ansible_connection": "containers.podman.podman",
+                    "ansible_connection": "gpufix_podman",
                     "ansible_python_interpreter": "/usr/bin/python3",
                     "ansible_become": False,  # root already; the image has no sudo
                     # reboots inside a container: see ../shared/TESTING.md

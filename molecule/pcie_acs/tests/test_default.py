@@ -24,6 +24,11 @@ def test_unit_enabled_and_ran_at_boot(host):
     result = host.run("systemctl show -p ActiveState -p Result gpufix-pcie-acs")
     assert "ActiveState=active" in result.stdout
     assert "Result=success" in result.stdout
+    # systemd's own check of the unit file: no unknown keys, no ordering on a unit nothing
+    # starts (systemd-udev-settle), the start command executable
+    verify = host.run("systemd-analyze verify /etc/systemd/system/gpufix-pcie-acs.service")
+    assert verify.rc == 0 and "gpufix-pcie-acs" not in verify.stderr, verify.stderr
+    assert "udev-settle" not in host.check_output("systemctl show -p After gpufix-pcie-acs")
 
 
 def test_setpci_after_the_reboot_skips_the_bridge_without_acs(host):

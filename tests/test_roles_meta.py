@@ -245,3 +245,18 @@ def test_hwe_metapackages_match_the_knowledge_base() -> None:
         assert role["_gpufix_kernel_image_metapackage"] == meta.replace(
             "linux-generic", "linux-image-generic"
         )
+
+
+def test_ml_stack_torch_wheels_match_the_knowledge_base() -> None:
+    found = sorted(ROLES.parent.glob("controller/gpufix/**/knowledge/torch_releases.yaml"))
+    assert len(found) == 1, found
+    kb: dict[str, dict] = {}
+    for row in _load(found[0]):
+        minor = ".".join(str(row["version"]).split(".")[:2])
+        need = {"python": [row["python_min"], row["python_max"]], "glibc": row["glibc_min"]}
+        if row.get("cuda_glibc"):
+            need["cuda_glibc"] = row["cuda_glibc"]
+        # patch releases of one minor publish the same Pythons and glibc floor
+        assert kb.setdefault(minor, need) == need, minor
+    role = _load(ROLES / "ml_stack" / "vars" / "main.yml")["_gpufix_ml_stack_torch_wheels"]
+    assert role == kb

@@ -106,6 +106,7 @@ def up(directory: Path, name: str) -> None:
     hosts = {h: f"{name}-{h}" for h in HOSTS}
     inventory = directory / "lab.yml"
     lab = E2E.Lab(name, hosts, inventory, directory, directory, dict(HANG))
+    lab.connection = "containers.podman.podman"
     try:
         for host, cname in hosts.items():
             say(f"starting {host} ({cname})")

@@ -27,6 +27,9 @@ class Lab:
     state: Path
     workdir: Path
     extra_hostvars: dict[str, dict] = field(default_factory=dict)
+    # The tests' pipelined transport (tests/connection_plugins/gpufix_podman.py); the docs' lab
+    # (scripts/labctl.py) writes the collection's, which a user's ansible finds without settings.
+    connection: str = "gpufix_podman"
 
     def sh(self, host: str, script: str, check: bool = True) -> subprocess.CompletedProcess:
         r = subprocess.run(
@@ -76,7 +79,7 @@ class Lab:
         inv = {
             "all": {
                 "vars": {
-                    "ansible_connection": "gpufix_podman",
+                    "ansible_connection": self.connection,
                     "ansible_python_interpreter": "/usr/bin/python3",
                     "ansible_become": False,  # root already; the image has no sudo
                     # reboots inside a container: see ../shared/TESTING.md

@@ -260,3 +260,10 @@ def test_ml_stack_torch_wheels_match_the_knowledge_base() -> None:
         assert kb.setdefault(minor, need) == need, minor
     role = _load(ROLES / "ml_stack" / "vars" / "main.yml")["_gpufix_ml_stack_torch_wheels"]
     assert role == kb
+
+
+def test_kernel_hwe_flavours_match_the_strategy() -> None:
+    from gpufix.strategies import kernel_upgrade
+
+    role = _load(ROLES / "kernel" / "vars" / "main.yml")["_gpufix_kernel_hwe_flavours"]
+    assert tuple(role) == kernel_upgrade._HWE_FLAVOURS

@@ -42,18 +42,21 @@ else
   # The docs' lab session (about 10 min, containers of its own) evens the streams out.
   lab="tests/test_docs.py::test_lab_sessions_run_as_written"
   ids_b+=("$lab")
-  # The interim apply end-to-end test (about 2 min) goes with the shorter half.
+  # The interim apply end-to-end test (about 1.5 min) and the fleet rollback one (about 4.5 min)
+  # go with the shorter half.
   interim="tests/e2e/test_apply_interim.py"
-  ids_a+=("$interim")
+  fleet="tests/e2e/test_apply_e2e.py::test_kernel_upgrade_fleet_probe_hung_rolls_back_then_retries"
+  ids_a+=("$interim" "$fleet")
   pytest -q --durations=10 "${ids_a[@]}" >"$logs/a" 2>&1 &
   a=$!
   pytest -q --durations=10 "${ids_b[@]}" >"$logs/b" 2>&1 &
   b=$!
-  pytest -q --durations=25 -m "not molecule" --deselect "$lab" --ignore "$interim"
+  pytest -q --durations=25 -m "not molecule" --deselect "$lab" --deselect "$fleet" \
+    --ignore "$interim"
   rc=$?
   wait "$a"; rc_a=$?
   wait "$b"; rc_b=$?
-  echo "== molecule scenarios: ${half_a[*]} and the interim apply" >&2; cat "$logs/a"
+  echo "== molecule scenarios: ${half_a[*]}, the interim and fleet applies" >&2; cat "$logs/a"
   echo "== molecule scenarios: ${half_b[*]} and the docs lab" >&2; cat "$logs/b"
   rm -rf "$logs"
   for r in "$rc_a" "$rc_b"; do

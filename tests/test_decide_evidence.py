@@ -658,3 +658,22 @@ def test_a_probe_that_saw_no_gpu_is_no_verdict_on_a_gpu_host() -> None:
     assert plan.probe_verdict == "not-applicable"
     assert any("the probe saw no NVIDIA GPU" in r for r in plan.risks)
     assert "probe" in [n["id"] for n in plan.extra["needs"]]
+
+
+def test_gdr_off_clears_acs_on_the_nics_bridges_too() -> None:
+    """GDR off made the multi-node run healthy: the NIC cannot reach GPU memory. The facts list
+    the bridges above the GPUs only, so an explicit list would leave the adapter's own ports
+    with ACS on; the unit's [auto] finds the adapters beside the GPUs at boot. GPU-to-GPU
+    evidence keeps the explicit list."""
+    f = p2p_capable(facts("focal-4x4090"))
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    day = Constraints(plan_date=KB.checked())
+    v = decided("gdr-off") | {"scope": "multi-node", "hosts": ["a", "b"]}
+    plan = decide(f, v, day)
+    assert plan.strategy == "pcie-acs", plan.path
+    assert plan.steps[0].vars["gpufix_pcie_acs_bridges"] == ["auto"]
+    assert "network adapters beside them" in plan.steps[0].description
+    p2p = decide(f, decided("p2p-off"), day)
+    assert p2p.strategy == "pcie-acs"
+    bridges = p2p.steps[0].vars["gpufix_pcie_acs_bridges"]
+    assert bridges != ["auto"] and all(b.startswith("0000:") for b in bridges)

@@ -13,6 +13,22 @@ from gpufix.strategies.evidence import not_multi_gpu, p2p_evidence, profile_cost
 PLAYBOOK = "pcie_acs.yml"
 
 
+# Evidence that the NIC cannot reach GPU memory (GPUDirect RDMA), not one GPU the other: GDR off
+# made the run healthy, or an IB completion failed with a local protection error (NCCL's hint for
+# it names ACS). The NIC's own bridges matter then; the facts list only the GPUs'.
+_GPU_NIC_EXPERIMENTS = ("gdr-off",)
+_GPU_NIC_SIGNATURES = ("ib-local-protection",)
+
+
+def _gpu_nic_path(ctx: Ctx) -> bool:
+    s = ctx.signals
+    if s is None:
+        return False
+    return s.decided_by in _GPU_NIC_EXPERIMENTS or any(
+        sig in _GPU_NIC_SIGNATURES for sig in s.signatures
+    )
+
+
 def _changes(ctx: Ctx) -> tuple[dict[str, Any], list[str], bool]:
     """(role variables, what changes, reboot needed)."""
     h = ctx.host
@@ -20,7 +36,15 @@ def _changes(ctx: Ctx) -> tuple[dict[str, Any], list[str], bool]:
     what = []
     reboot = False
     bridges = acs_bridges_that_matter(h)
-    if bridges:
+    if _gpu_nic_path(ctx) and (bridges or not h.acs_known):
+        # The unit's [auto] finds, at every boot, the bridges above the GPUs and above the
+        # network adapters that share a switch with one (roles/pcie_acs/files/gpufix-acs-bridges).
+        vars_["gpufix_pcie_acs_bridges"] = ["auto"]
+        what.append(
+            "disable ACS at boot on the bridges above the GPUs and above the network adapters "
+            "beside them (found at boot: GPUDirect RDMA crosses the adapter's bridges too)"
+        )
+    elif bridges:
         vars_["gpufix_pcie_acs_bridges"] = list(bridges)
         what.append(f"disable ACS at boot on {', '.join(bridges)} (setpci unit)")
     if h.iommu_mode == "translated":

@@ -23,3 +23,8 @@ def test_the_pin_is_gone_and_nothing_is_held(host):
 def test_the_old_versions_files_are_in_place(host):
     marker = host.file("/usr/share/gpufix-fixture/libnvidia-compute-535.version")
     assert marker.content_string.strip() == "535.183.01"
+
+
+def test_the_running_kernels_headers_went_its_image_stayed(host):
+    assert not host.package("linux-headers-5.4.0-150-generic").is_installed
+    assert host.package("linux-image-5.4.0-150-generic").is_installed

@@ -36,7 +36,8 @@ def _changes(ctx: Ctx) -> tuple[dict[str, Any], list[str], bool]:
     what = []
     reboot = False
     bridges = acs_bridges_that_matter(h)
-    if _gpu_nic_path(ctx) and (bridges or not h.acs_known):
+    # ACS unread is not evidence: the plan asks for the facts (engine/needs.py) instead.
+    if _gpu_nic_path(ctx) and bridges:
         # The unit's [auto] finds, at every boot, the bridges above the GPUs and above the
         # network adapters that share a switch with one (roles/pcie_acs/files/gpufix-acs-bridges).
         vars_["gpufix_pcie_acs_bridges"] = ["auto"]

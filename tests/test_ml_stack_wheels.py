@@ -78,3 +78,18 @@ def test_unknown_releases_and_own_builds_are_not_checked(tmp_path: Path) -> None
     r = preflight(tmp_path, "3.6", "2.27", gpufix_ml_stack_torch_version="2.1.2",
                   gpufix_ml_stack_check_wheels=False)  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_odd_interpreter_output_is_data_not_a_version(tmp_path: Path) -> None:
+    # what the interpreter prints is host data: a line that is no version skips the check, and a
+    # glibc that is no version counts as unknown (a Jinja expression in it is never evaluated)
+    assert (
+        preflight(tmp_path, "{{ 7 * 7 }}", "2.27", gpufix_ml_stack_torch_version="2.1.2").returncode
+        == 0
+    )
+    r = preflight(
+        tmp_path, "3.6", "{{ lookup('env', 'HOME') }}", gpufix_ml_stack_torch_version="2.1.2"
+    )
+    assert r.returncode != 0 and "is Python 3.6 on glibc ?." in r.stdout, r.stdout[-3000:]
+    assert "/root" not in r.stdout.split("is Python 3.6")[1][:40]

@@ -13,20 +13,15 @@ from gpufix.strategies.evidence import not_multi_gpu, p2p_evidence, profile_cost
 PLAYBOOK = "pcie_acs.yml"
 
 
-# Evidence that the NIC cannot reach GPU memory (GPUDirect RDMA), not one GPU the other: GDR off
-# made the run healthy, or an IB completion failed with a local protection error (NCCL's hint for
-# it names ACS). The NIC's own bridges matter then; the facts list only the GPUs'.
-_GPU_NIC_EXPERIMENTS = ("gdr-off",)
-_GPU_NIC_SIGNATURES = ("ib-local-protection",)
+# The decision row's stopgap is GPUDirect RDMA off (evidence_fixes.yaml: the gdr-off experiment,
+# an IB local protection error): the NIC cannot reach GPU memory, so the NIC's own bridges
+# matter too, and the facts list only the GPUs'.
+GDR_OFF = "gdr-off"
 
 
 def _gpu_nic_path(ctx: Ctx) -> bool:
-    s = ctx.signals
-    if s is None:
-        return False
-    return s.decided_by in _GPU_NIC_EXPERIMENTS or any(
-        sig in _GPU_NIC_SIGNATURES for sig in s.signatures
-    )
+    d = ctx.decision
+    return d is not None and d.fix == "pcie-acs" and GDR_OFF in d.interim
 
 
 def _changes(ctx: Ctx) -> tuple[dict[str, Any], list[str], bool]:

@@ -16,18 +16,20 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # dpkg-query -W -f '${Package}\t${Version}\t${db:Status-Abbrev}\n' on a bionic host after a
 # DKMS driver install (dkms and pciutils as the driver and pcie_acs roles pull them in).
-DPKG_QUERY = """\
-bash\t4.4.18-2ubuntu1.3\tii 
-dkms\t2.3-3ubuntu9.7\tii 
-libpci3\t1:3.5.2-1ubuntu1.1\tii 
-pciutils\t1:3.5.2-1ubuntu1.1\tii 
-nvidia-dkms-535\t535.183.01-0ubuntu0.18.04.1\tii 
-nvidia-driver-535\t535.183.01-0ubuntu0.18.04.1\thi 
-linux-headers-5.4.0-150-generic\t5.4.0-150.167~18.04.1\tii 
-dkms-helper\t1.0\tii 
-xpciutils\t1.0\tii 
-old-removed\t1.0\trc 
-"""
+ROWS = [
+    ("bash", "4.4.18-2ubuntu1.3", "ii"),
+    ("dkms", "2.3-3ubuntu9.7", "ii"),
+    ("libpci3", "1:3.5.2-1ubuntu1.1", "ii"),
+    ("pciutils", "1:3.5.2-1ubuntu1.1", "ii"),
+    ("nvidia-dkms-535", "535.183.01-0ubuntu0.18.04.1", "ii"),
+    ("nvidia-driver-535", "535.183.01-0ubuntu0.18.04.1", "hi"),
+    ("linux-headers-5.4.0-150-generic", "5.4.0-150.167~18.04.1", "ii"),
+    ("dkms-helper", "1.0", "ii"),
+    ("xpciutils", "1.0", "ii"),
+    ("old-removed", "1.0", "rc"),
+]
+# ${db:Status-Abbrev} is three characters: the third (error flag) is a space when all is well.
+DPKG_QUERY = "".join(f"{name}\t{version}\t{status} \n" for name, version, status in ROWS)
 
 
 def _script() -> str:

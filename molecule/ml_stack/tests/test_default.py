@@ -26,7 +26,8 @@ def test_constraints_written_next_to_the_venv(host):
     f = host.file(f"{VENV}/gpufix-constraints.txt")
     assert f.mode == 0o644
     pins = [ln for ln in f.content_string.splitlines() if ln and not ln.startswith("#")]
-    assert pins == ["torch==2.1.2+cu121", "transformers==4.36.2", "accelerate==0.25.0"]
+    # torch 2.1 predates NumPy 2 support (torch 2.3): NumPy is capped below 2
+    assert pins == ["torch==2.1.2+cu121", "transformers==4.36.2", "accelerate==0.25.0", "numpy<2"]
 
 
 def test_imports_report_the_exact_versions(host):
@@ -52,3 +53,6 @@ def test_index_mode_took_torchs_dependency_from_pytorchs_index(host):
     assert "gpufix_standin_triton==2.1.0" in freeze or "gpufix-standin-triton==2.1.0" in freeze
     assert "torch==2.1.2+cu121" in freeze
     assert "transformers==4.36.2" in freeze and "accelerate==0.25.0" in freeze
+    # side_effect.yml: the index offers NumPy 2.0.0 and a pip run put it there by hand; the
+    # role's constraint took 1.26.4 and its next run moved 2.0.0 back down
+    assert "numpy==1.26.4" in freeze

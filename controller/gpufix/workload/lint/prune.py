@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from typing import cast
@@ -61,14 +61,16 @@ def segment(sf: SourceFile, node: ast.AST) -> str:
     return b"\n".join(parts).decode("utf-8", "replace")
 
 
-def _hits(node: ast.AST, lines: frozenset[int]) -> bool:
+def _hits(node: ast.AST, lines: list[int]) -> bool:
+    """A line of `lines` (sorted) within the node's; a long class is not read line by line."""
     start = getattr(node, "lineno", 0)
     end = getattr(node, "end_lineno", start) or start
-    return any(n in lines for n in range(start, end + 1))
+    i = bisect_left(lines, start)
+    return i < len(lines) and lines[i] <= end
 
 
 def _on(
-    body: Sequence[ast.stmt], where: Where, lines: frozenset[int], tops: AbstractSet[str] | None
+    body: Sequence[ast.stmt], where: Where, lines: list[int], tops: AbstractSet[str] | None
 ) -> Iterator[tuple[ast.AST, Where]]:
     for stmt in body:
         if not _hits(stmt, lines):
@@ -98,4 +100,4 @@ def nodes_on(
     assert sf.tree is not None
     lines = candidate_lines(sf, words)
     if lines:
-        yield from _on(sf.tree.body, Where(), lines, tops)
+        yield from _on(sf.tree.body, Where(), sorted(lines), tops)

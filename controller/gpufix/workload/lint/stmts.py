@@ -64,11 +64,18 @@ def bodies(stmt: ast.stmt, where: Where) -> Iterator[tuple[Sequence[ast.stmt], W
 def statements(
     body: Sequence[ast.stmt], where: Where = Where()
 ) -> Iterator[tuple[ast.stmt, Where]]:
-    """Every statement, at any depth, with where it sits."""
-    for stmt in body:
-        yield stmt, where
-        for inner, inner_where in bodies(stmt, where):
-            yield from statements(inner, inner_where)
+    """Every statement, at any depth, with where it sits (in source order: each statement,
+    then its blocks). A stack of blocks, not nested generators, which cost a step per level."""
+    todo: list[tuple[Iterator[ast.stmt], Where]] = [(iter(body), where)]
+    while todo:
+        block, at = todo[-1]
+        stmt = next(block, None)
+        if stmt is None:
+            todo.pop()
+            continue
+        yield stmt, at
+        inner = [(iter(b), w) for b, w in bodies(stmt, at)]
+        todo.extend(reversed(inner))
 
 
 # Fields whose nodes nobody looks at: names, flags, operators, load/store markers.

@@ -5,11 +5,12 @@ bionic's, focal's or noble's python3 prints (Python 3.6 on glibc 2.27, 3.8 on 2.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
-from role_check import run_tasks
+from role_check import run_playbook, run_tasks
 
 BASE = {
     "gpufix_ml_stack_torch_variant": "cu121",
@@ -93,3 +94,30 @@ def test_odd_interpreter_output_is_data_not_a_version(tmp_path: Path) -> None:
     )
     assert r.returncode != 0 and "is Python 3.6 on glibc ?." in r.stdout, r.stdout[-3000:]
     assert "/root" not in r.stdout.split("is Python 3.6")[1][:40]
+
+
+@pytest.mark.slow
+def test_the_venvs_answer_is_data_in_verify(tmp_path: Path) -> None:
+    # what the venv's python prints (versions, a NumPy error text) is host data: a Jinja lookup
+    # in it reaches the failure message as text and never runs on the controller
+    bindir = tmp_path / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    marks = [tmp_path / "ran-1", tmp_path / "ran-2"]
+    found = {
+        "torch": "2.1.2+cu121", "cuda": "12.1", "transformers": "4.36.2",
+        "accelerate": "0.25.0",
+        "numpy": f"{{{{ lookup('pipe', 'touch {marks[0]}') }}}}",
+        "numpy_problem": f"{{{{ lookup('pipe', 'touch {marks[1]}') }}}}",
+    }  # fmt: skip
+    (bindir / "python").write_text(f"#!/bin/sh\ncat <<'END'\n{json.dumps(found)}\nEND\n")
+    (bindir / "python").chmod(0o755)
+    book = tmp_path / "verify.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.include_role:\n        name: ml_stack\n        tasks_from: verify\n"
+    )
+    r = run_playbook(tmp_path, book, {**BASE, "gpufix_ml_stack_venv": str(tmp_path / "venv"),
+                                      "gpufix_ml_stack_torch_version": "2.1.2"}, check=False)  # fmt: skip
+    out = r.stdout
+    assert r.returncode != 0 and "torch cannot convert NumPy {{ lookup(" in out, out[-3000:]
+    assert not any(m.exists() for m in marks)

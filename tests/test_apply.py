@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gpufix.apply import batches, freshness, phases, result, rollback, rollout
+from gpufix.apply import batches, freshness, phases, result, rolevars, rollback, rollout
 from gpufix.apply import hostcheck as safety
 from gpufix.engine.decide import stable_facts
 from gpufix.engine.plan import Plan, Step, digest
@@ -242,6 +242,20 @@ def test_reboot_allowed_vars_are_gated_by_allow_reboot() -> None:
     assert phases.step_vars(step, allow_reboot=True, check=True)[key] is False
     no = Step("kernel_upgrade.yml", "", {key: False})
     assert phases.step_vars(no, allow_reboot=True, check=False)[key] is False
+
+
+def test_a_role_that_reboots_waits_the_reboot_timeout() -> None:
+    """--reboot-timeout reaches the roles that reboot by themselves (their *_reboot_timeout), as
+    it reaches playbooks/reboot.yml; a step without a reboot gets nothing added."""
+    step = Step("pcie_acs.yml", "", {"gpufix_pcie_acs_reboot_allowed": True})
+    out = phases.step_vars(step, allow_reboot=True, check=False, reboot_timeout=1800)
+    assert out == {"gpufix_pcie_acs_reboot_allowed": True, "gpufix_pcie_acs_reboot_timeout": 1800}
+    plain = Step("nccl_profile.yml", "", {"gpufix_nccl_profile_names": ["p2p-off"]})
+    assert (
+        phases.step_vars(plain, allow_reboot=True, check=False, reboot_timeout=1800) == plain.vars
+    )
+    for role in ("kernel", "pcie_acs"):  # the variable each role really reads
+        assert f"gpufix_{role}_reboot_timeout" in rolevars.role_options(role)
 
 
 def test_rollback_leaves_grub_alone_for_a_run_that_could_not_move_the_kernel() -> None:

@@ -85,8 +85,9 @@ class Lab:
                     # reboots inside a container: see ../shared/TESTING.md
                     "gpufix_kernel_boot_time_command": BOOT_TIME,
                     "gpufix_reboot_boot_time_command": BOOT_TIME,
-                    # 300 s as in the molecule scenarios (three test streams on two cores); a
-                    # rollback's reboot takes apply's own --reboot-timeout instead
+                    # 300 s as in the molecule scenarios (three test streams on two cores), for
+                    # the playbooks run by hand; apply's steps and rollback's reboot take
+                    # apply's own --reboot-timeout instead
                     "gpufix_kernel_reboot_timeout": 300,
                     "gpufix_kernel_reboot_command": REBOOT,
                     "gpufix_kernel_running_command": "gpufix-bootsim-uname",

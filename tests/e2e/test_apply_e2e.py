@@ -103,15 +103,11 @@ def test_kernel_upgrade_fleet_probe_hung_rolls_back_then_retries(make_lab) -> No
 
 def test_reboot_that_never_comes_back_is_reported_unreachable(make_lab) -> None:
     # no restart policy: the reboot powers the "host" off for good
-    lab = make_lab(
-        1,
-        setup="kernel,module",
-        hostvars={"h1": {"gpufix_kernel_reboot_timeout": 20}},
-        restart=False,
-    )
+    lab = make_lab(1, setup="kernel,module", restart=False)
     plan = lab.workdir / "plan.json"
     make_plans(lab, ["h1"], "kernel-upgrade", plan)
-    code, doc, err = _apply(lab, plan, "--allow-reboot")
+    # the kernel role's own reboot waits --reboot-timeout, as playbooks/reboot.yml does
+    code, doc, err = _apply(lab, plan, "--allow-reboot", "--reboot-timeout", "30")
     h1 = _hosts(doc)["h1"]
     assert code == 4, err
     assert h1["state"] == "unreachable" and "did not come back" in h1["message"]

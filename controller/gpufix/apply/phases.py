@@ -17,12 +17,17 @@ from gpufix.engine.plan import Step
 __all__ = ["Phases", "kernel_step", "needs_reboot", "role_reboots", "step_vars"]
 
 
-def step_vars(step: Step, *, allow_reboot: bool, check: bool) -> dict[str, Any]:
-    """The plan's variables, with every *_reboot_allowed gated by --allow-reboot."""
+def step_vars(
+    step: Step, *, allow_reboot: bool, check: bool, reboot_timeout: int | None = None
+) -> dict[str, Any]:
+    """The plan's variables, with every *_reboot_allowed gated by --allow-reboot; a role that
+    reboots by itself waits --reboot-timeout for the host, as playbooks/reboot.yml does."""
     out = dict(step.vars)
     for k, v in step.vars.items():
         if k.endswith("_reboot_allowed"):
             out[k] = bool(v) and allow_reboot and not check
+            if reboot_timeout is not None:
+                out[k.removesuffix("_allowed") + "_timeout"] = reboot_timeout
     return out
 
 
@@ -114,7 +119,10 @@ class Phases(After):
                 self.opts.inventory,
                 limit=",".join(ok),
                 extravars=step_vars(
-                    step, allow_reboot=self.opts.allow_reboot, check=self.opts.check
+                    step,
+                    allow_reboot=self.opts.allow_reboot,
+                    check=self.opts.check,
+                    reboot_timeout=self.opts.reboot_timeout,
                 ),
                 check=self.opts.check,
                 timeout=self.opts.step_timeout,

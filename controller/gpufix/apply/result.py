@@ -31,7 +31,7 @@ class Options:
     max_fail: int = 0  # stop the rollout once more than this many hosts failed
     force: frozenset[str] = frozenset()
     dpkg_wait: int = 120
-    reboot_timeout: int = 600
+    reboot_timeout: int = 1200
     verify: bool = True
     probe_vars: dict[str, Any] = field(default_factory=dict)
     step_timeout: int = PLAYBOOK_TIMEOUT_S  # one step's playbook run (--playbook-timeout)

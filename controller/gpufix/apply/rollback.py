@@ -112,7 +112,7 @@ def rollback(
     allow_reboot: bool,
     force: Iterable[str] = (),
     report: runner.Progress | None = None,
-    reboot_timeout: int = 600,
+    reboot_timeout: int = 1200,
     playbook_timeout: int = runner.PLAYBOOK_TIMEOUT_S,
 ) -> str:
     """Replay a host's journal backwards. Returns the host's new state. `playbook_timeout`

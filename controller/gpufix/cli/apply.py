@@ -182,7 +182,7 @@ def _probe_vars(probe_deadline: int, probe_cpu: bool, probe_python: str | None) 
     help="Go on despite this preflight finding.",
 )
 @click.option("--dpkg-wait", type=click.IntRange(0, 3600), default=120, show_default=True)
-@click.option("--reboot-timeout", type=click.IntRange(30, 7200), default=600, show_default=True)
+@click.option("--reboot-timeout", type=click.IntRange(30, 7200), default=1200, show_default=True)
 @click.option("--no-verify", is_flag=True, help="Do not run the probe after the change.")
 @click.option("--probe-cpu", is_flag=True, help="Probe with gloo on CPU (hosts without a GPU).")
 @click.option(
@@ -375,7 +375,7 @@ def status_cmd(run: str | None, as_json: bool) -> None:
     multiple=True,
     help="Reboot even though GPU processes run.",
 )
-@click.option("--reboot-timeout", type=click.IntRange(30, 7200), default=600, show_default=True)
+@click.option("--reboot-timeout", type=click.IntRange(30, 7200), default=1200, show_default=True)
 @playbook_timeout_option
 @detailed_exitcode_option
 @json_option

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from gpufix.apply import hostcheck
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,3 +66,46 @@ def test_the_packages_a_change_can_add_are_recorded(tmp_path: Path) -> None:
         "pciutils",
     ]
     assert report["holds"] == ["nvidia-driver-535"]
+
+
+def _run_script(tmp_path: Path, files: list[str], smi: str | None, smi_timeout: str = "30") -> dict:
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    _stub(bindir, "dpkg-query", "exit 0\n")
+    _stub(bindir, "dpkg", "exit 0\n")
+    _stub(bindir, "apt-mark", "exit 0\n")
+    if smi is not None:
+        _stub(bindir, "nvidia-smi", smi)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    out = subprocess.run(
+        [sys.executable, "-c", _script(), "0", json.dumps(files), "echo 5.4.0-150-generic", smi_timeout],
+        capture_output=True, text=True, env=env, timeout=60, check=True,
+    )  # fmt: skip
+    report: dict = json.loads(out.stdout)
+    return report
+
+
+def test_a_file_too_large_to_save_whole_is_not_saved_in_part(tmp_path: Path) -> None:
+    """Rollback writes a saved file back as the whole file: one cut at the limit would come back
+    corrupted. Over the limit the check records the size only, and the host is refused."""
+    small, large = tmp_path / "nccl.conf", tmp_path / "daemon.json"
+    small.write_text("NCCL_P2P_DISABLE=1\n")
+    large.write_bytes(b"x" * (hostcheck.SAVE_LIMIT + 1))
+    report = _run_script(tmp_path, [str(small), str(large), str(tmp_path / "absent")], smi=None)
+    files = report["files"]
+    assert files[str(small)]["content_b64"] == "TkNDTF9QMlBfRElTQUJMRT0xCg=="
+    assert files[str(large)] == {"exists": True, "mode": "644", "size": hostcheck.SAVE_LIMIT + 1}
+    assert files[str(tmp_path / "absent")] == {"exists": False}
+    pf = hostcheck.evaluate("h1", report, strategy="nccl-profile", kernel_step=False)
+    assert [b.check for b in pf.blockers] == ["file-too-large"], pf.blockers
+    assert str(large) in pf.summary() and "256 KiB" in pf.summary()
+
+
+def test_a_wedged_nvidia_smi_is_bounded(tmp_path: Path) -> None:
+    """nvidia-smi that never answers (a GPU fallen off the bus) costs the timeout, then a warning."""
+    report = _run_script(tmp_path, [], smi="exec sleep 600\n", smi_timeout="1")
+    assert report["gpu_processes"] == {"unknown": "nvidia-smi rc 124: no answer in 1 s"}
+    pf = hostcheck.evaluate("h1", report, strategy="nccl-profile", kernel_step=False)
+    assert pf.ok and "could not list GPU processes" in pf.warnings[0]
+    listed = _run_script(tmp_path, [], smi="echo '4242, python3, 1024'\n")
+    assert listed["gpu_processes"] == [{"pid": "4242", "name": "python3", "used_mib": "1024"}]

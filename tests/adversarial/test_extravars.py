@@ -111,6 +111,17 @@ def test_the_vars_file_is_private(tmp_path: Path) -> None:
             },
             "file_mode",
         ),
+        # an edited journal that drops a file's content would have rollback empty the file
+        (
+            "rollback.yml",
+            {"gpufix_rollback_files": {"/etc/x": {"exists": True, "mode": "644"}}},
+            "no content_b64",
+        ),
+        (
+            "rollback.yml",
+            {"gpufix_rollback_files": {"/etc/x": {"exists": True, "mode": "644", "size": 9}}},
+            "a saved file is",
+        ),
         ("nccl_profile.yml", {"gpufix_nccl_profile_extra": {"NCCL_X": "$(id)"}}, "nccl_value"),
         ("kernel_upgrade.yml", {"gpufix_kernel_packages": ["linux-image-5.4 ; id"]}, "package"),
         ("kernel_upgrade.yml", {"gpufix_kernel_reboot_allowed": "yes"}, "true or false"),

@@ -13,12 +13,15 @@ from gpufix import runner, strategies, versions
 
 # Checks a user may override with --force.
 FORCEABLE = ("gpu-processes", "disk")
+# The most of a file playbooks/host_check.yml saves for rollback (bytes).
+SAVE_LIMIT = 262144
 
 
 @dataclass(frozen=True)
 class Blocker:
     check: (
         str  # unreachable | python | gpu-processes | dpkg-lock | dpkg-broken | disk | nvidia-module
+        # | file-too-large
     )
     message: str
 
@@ -100,6 +103,17 @@ def evaluate(
                 "run `dpkg --configure -a` on the host first",
             )
         )
+
+    files = report.get("files") or {}
+    for path, saved in sorted(files.items()) if isinstance(files, dict) else ():
+        if isinstance(saved, dict) and saved.get("exists") and "content_b64" not in saved:
+            blockers.append(
+                Blocker(
+                    "file-too-large",
+                    f"{path} is {saved.get('size', '?')} bytes, more than the {SAVE_LIMIT // 1024}"
+                    " KiB gpufix saves for rollback: it could not be put back; shrink it first",
+                )
+            )
 
     need_boot, need_root = strategies.get(strategy).disk_need_mib
     disk = report.get("disk_mib") or {}

@@ -98,8 +98,10 @@ def _check_saved_file(name: str, value: Any, where: str) -> None:
     if not isinstance(value.get("exists"), bool):
         raise InvalidInput(f"{where}: {name}: exists must be true or false")
     if value["exists"]:
+        if "content_b64" not in value:  # restoring it would write an empty file
+            raise InvalidInput(f"{where}: {name}: a saved file that existed has no content_b64")
         _match("file_mode", str(value.get("mode", "")), name, where)
-        _match("base64", str(value.get("content_b64", "")), name, where)
+        _match("base64", str(value["content_b64"]), name, where)
 
 
 def _check_dict(name: str, value: Any, where: str) -> None:

@@ -71,6 +71,16 @@ def test_recorded_hosts(host: str, verdict: Any, strategy: str, must: set[str]) 
     assert all(f.source for f in plan.findings)
 
 
+def test_nccl_profile_on_a_docker_host_says_containers_need_the_file_mounted() -> None:
+    """/etc/nccl.conf on the host does not reach a job in a container unless mounted."""
+    plan = decide(facts("focal-4x4090"), None, host_name="h")
+    assert plan.strategy == "nccl-profile"
+    assert "-v /etc/nccl.conf:/etc/nccl.conf:ro" in plan.outcome
+    bare = facts("focal-4x4090")
+    bare["containers"]["docker"] = None
+    assert "-v /etc/nccl.conf" not in decide(bare, None, host_name="h").outcome
+
+
 def test_without_a_verdict_warnings_choose_no_reboot() -> None:
     plan = decide(facts("bionic-ga-2x3090"), host_name="h")
     assert plan.strategy == "none" and not plan.reboot_required

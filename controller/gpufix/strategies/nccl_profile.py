@@ -92,6 +92,13 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
     if missing:
         what += " (the interface is not in the facts: the role refuses until it is named)"
     outcome = "NCCL reads /etc/nccl.conf at the next job start, no reboot"
+    if ctx.host.docker and not ctx.host.from_container:
+        # A container has its own /etc: the host's file reaches a job there only when mounted.
+        outcome += (
+            "; a job in a container reads it only when it is mounted "
+            "(docker run -v /etc/nccl.conf:/etc/nccl.conf:ro, as gpufix-run does) "
+            "or its settings are passed as -e NCCL_...=..."
+        )
     if costs:
         outcome += "; cost: " + "; ".join(costs)
     return Candidate(

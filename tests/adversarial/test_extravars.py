@@ -99,6 +99,8 @@ def test_the_vars_file_is_private(tmp_path: Path) -> None:
         ("probe.yml", {"gpufix_probe_python": "/usr/bin/python3 -c 'import os'"}, "python"),
         ("probe.yml", {"gpufix_probe_python": "/tmp/evil"}, "python"),
         ("probe.yml", {"ansible_become_exe": "/tmp/evil"}, "not a gpufix variable"),
+        ("probe.yml", {"gpufix_probe_user": "root; id"}, "account"),
+        ("probe.yml", {"gpufix_probe_user": "{{ lookup('pipe', 'id') }}"}, "account"),
         ("reboot.yml", {"gpufix_reboot_command": "touch M"}, "not a variable of"),
         ("rollback.yml", {"gpufix_rollback_remove": ["libc6; touch M"]}, "package"),
         ("rollback.yml", {"gpufix_rollback_kernel": "{{ 7 * 7 }}"}, "kernel_release"),

@@ -43,3 +43,23 @@ def test_only_settings_with_an_off_value_default_are_taken(var: str) -> None:
     ns = prog.build_parser().parse_args(["--cpu", "--nccl-default", var])
     with pytest.raises(prog.ArgError, match="--nccl-default"):
         prog.check_args(ns)
+
+
+def test_the_verdict_names_the_nccl_config_files_the_ranks_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NCCL reads NCCL_CONF_FILE or $HOME/.nccl.conf, then /etc/nccl.conf: the probe, run with the
+    training account's HOME (roles/probe gpufix_probe_user), says which it found."""
+    prog = load_program()
+    monkeypatch.delenv("NCCL_CONF_FILE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    etc = Path("/etc/nccl.conf").is_file()
+    assert (prog.nccl_conf_note() is None) == (not etc)
+    (tmp_path / ".nccl.conf").write_text("NCCL_P2P_DISABLE=1\n")
+    note = prog.nccl_conf_note()
+    assert note is not None and f"HOME={tmp_path}" in note and f"{tmp_path}/.nccl.conf" in note
+    other = tmp_path / "site.conf"
+    other.write_text("NCCL_IB_DISABLE=1\n")
+    monkeypatch.setenv("NCCL_CONF_FILE", str(other))
+    note = prog.nccl_conf_note()
+    assert note is not None and str(other) in note and ".nccl.conf" not in note

@@ -36,6 +36,8 @@ PATTERNS: dict[str, str] = {
     "pci_bdf": r"^([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|auto)$",
     "kernel_param": r"^[a-z0-9_.]{1,64}(=[A-Za-z0-9_.,:-]{1,64})?$",
     "ifname": r"^[A-Za-z0-9_.:-]{1,15}$",
+    # a login name as useradd takes it (shadow-utils' default NAME_REGEX, plus digits first)
+    "account": r"^[a-z0-9_][a-z0-9_.-]{0,31}$",
     # an inventory host name, as the plan schema's "host"
     "inventory_host": r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,252}$",
     "nccl_profile": r"^[a-z0-9-]{1,32}$",
@@ -81,6 +83,7 @@ VAR_PATTERNS: dict[str, str] = {
     # shared playbooks
     "gpufix_probe_python": "python",
     "gpufix_probe_pythonpath": "abspath",
+    "gpufix_probe_user": "account",
     "gpufix_probe_nodes": "inventory_host",
     "gpufix_rollback_kernel": "kernel_release",
     "gpufix_rollback_remove": "package",
@@ -102,6 +105,7 @@ ALLOW_EMPTY = frozenset(
         "gpufix_kernel_target",
         "gpufix_ml_stack_wheelhouse",
         "gpufix_probe_pythonpath",
+        "gpufix_probe_user",
         "gpufix_rollback_kernel",
         "gpufix_container_runtime_image",
         "gpufix_container_runtime_default_shm_size",

@@ -1554,6 +1554,17 @@ def base_verdict(ns: argparse.Namespace, host: str, world: int, backend: str) ->
     }
 
 
+def nccl_conf_note() -> Optional[str]:
+    """Which NCCL config files the ranks will read (NCCL_CONF_FILE or $HOME/.nccl.conf, then
+    /etc/nccl.conf; src/misc/param.cc initEnv), or None when there is none."""
+    home = os.environ.get("HOME", "")
+    user = os.environ.get("NCCL_CONF_FILE") or (os.path.join(home, ".nccl.conf") if home else "")
+    found = [p for p in (user, "/etc/nccl.conf") if p and os.path.isfile(p)]
+    if not found:
+        return None
+    return "NCCL config files the ranks read (HOME=%s): %s" % (home or "unset", ", ".join(found))
+
+
 def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
     t0 = time.monotonic()
     ns.run_id = uuid.uuid4().hex[:12]
@@ -1570,6 +1581,9 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
             "ran with %s=%s in the environment, over any NCCL config file (--nccl-default)"
             % (var, NCCL_DEFAULTS[var])
         )
+    conf = nccl_conf_note()
+    if conf:
+        v["notes"].append(conf)
     v["facts"] = cheap_facts(not ns.cpu and ngpu > 1, min(10.0, ns.deadline / 10))
     if not ns.cpu and ngpu > 0:
         # A driver/library mismatch shows in NVML's words, not in torch's (facts module: same).

@@ -49,24 +49,48 @@ def test_deb822_sources(host, name, uri, suite):
 
 
 def test_daemon_json_merged(host):
-    daemon = json.loads(host.file("/etc/docker/daemon.json").content_string)
+    # As the role left it, before the side effect's rollback.
+    kept = "/var/lib/gpufix-fixture/daemon.json.before-rollback"
+    daemon = json.loads(host.file(kept).content_string)
     assert daemon["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
     # What the host had before stays.
     assert daemon["log-driver"] == "json-file"
     assert daemon["log-opts"] == {"max-size": "10m"}
     assert "default-runtime" not in daemon
-    # Not Docker's 64 MiB for other containers (32g: the side effect's second size).
-    assert daemon["default-shm-size"] == "32g"
+    # Not Docker's 64 MiB for other containers (48g: the side effect's last size).
+    assert daemon["default-shm-size"] == "48g"
 
 
-def test_dockerd_reloaded_then_restarted_only_with_consent(host):
+def test_rollback_restored_daemon_json(host):
+    daemon = json.loads(host.file("/etc/docker/daemon.json").content_string)
+    assert daemon == {"log-driver": "json-file", "log-opts": {"max-size": "10m"}}
+
+
+def test_dockerd_reloaded_restarted_only_with_consent_and_read_back(host):
     starts = host.file("/var/lib/gpufix-fixture/dockerd-starts").content_string.splitlines()
     assert starts == [
         "start default-shm-size=64M",  # the package started it with the host's old daemon.json
         "reload default-shm-size=16g",  # converge: SIGHUP, no container stopped
         "start default-shm-size=32g",  # side effect: no reload, consent, nothing running
+        # (a --default-shm-size flag in a drop-in: refused before daemon.json changed, no reload)
+        "start default-shm-size=64M",  # test setup: dockerd --config-file=/etc/docker/other.json
+        "reload default-shm-size=64M",  # it re-read other.json: read back, reported, kept pending
+        "start default-shm-size=48g",  # test setup: the operator removed the flag and restarted
+        "reload default-shm-size=48g",  # the pending change: reloaded and read back
+        "reload default-shm-size=64M",  # rollback: the host's own daemon.json, by SIGHUP
     ]
     assert not host.file("/var/lib/gpufix/docker-daemon-json-pending").exists
+
+
+def test_the_running_dockerd_took_the_rolled_back_file(host):
+    info = json.loads(host.check_output("docker info --format '{{json .}}'"))
+    assert info["DefaultRuntime"] == "runc"
+    # A reload replaces the runtimes (moby daemon/reload_unix.go): nvidia is gone with the file.
+    assert "nvidia" not in info["Runtimes"]
+
+
+def test_no_snap_stand_in_left(host):
+    assert not host.file("/snap").exists
 
 
 def test_wrapper_runs_the_pinned_image_with_nccl_settings(host):

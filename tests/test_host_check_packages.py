@@ -109,3 +109,16 @@ def test_a_wedged_nvidia_smi_is_bounded(tmp_path: Path) -> None:
     assert pf.ok and "could not list GPU processes" in pf.warnings[0]
     listed = _run_script(tmp_path, [], smi="echo '4242, python3, 1024'\n")
     assert listed["gpu_processes"] == [{"pid": "4242", "name": "python3", "used_mib": "1024"}]
+
+
+def test_the_script_runs_on_every_python_the_host_check_accepts(tmp_path: Path) -> None:
+    """ansible-core 2.16 manages Python 2.7 and 3.6+ targets (gpufix.apply.hostcheck), and this
+    script runs on the target's own interpreter: vermin checks it against both."""
+    script = tmp_path / "host_check.py"
+    script.write_text(_script())
+    vermin = Path(sys.executable).parent / "vermin"
+    out = subprocess.run(
+        [str(vermin), "-t=2.7-", "-t=3.6-", "--no-tips", "--violations", str(script)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr

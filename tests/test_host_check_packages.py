@@ -107,6 +107,10 @@ def test_a_wedged_nvidia_smi_is_bounded(tmp_path: Path) -> None:
     assert report["gpu_processes"] == {"unknown": "nvidia-smi rc 124: no answer in 1 s"}
     pf = hostcheck.evaluate("h1", report, strategy="nccl-profile", kernel_step=False)
     assert pf.ok and "could not list GPU processes" in pf.warnings[0]
+    # Killed but its output still open (as a process stuck in the driver, which SIGKILL ends only
+    # when it leaves the driver: here a child holds the pipes for 90 s): no wait for the pipes.
+    held = _run_script(tmp_path, [], smi="sleep 90 &\nexec sleep 600\n", smi_timeout="1")
+    assert held["gpu_processes"] == {"unknown": "nvidia-smi rc 124: no answer in 1 s"}
     listed = _run_script(tmp_path, [], smi="echo '4242, python3, 1024'\n")
     assert listed["gpu_processes"] == [{"pid": "4242", "name": "python3", "used_mib": "1024"}]
 

@@ -34,7 +34,7 @@ Progress = Callable[[str, str], None]  # (host, message)
 # ansible-core 2.16 manages Python 2.7 and 3.6+ targets; older ones fail in ways we name.
 _PYTHON_TOO_OLD = ("SyntaxError", "requires Python", "No module named 'json'", "not supported")
 # An interpreter or script argument handed to an ad-hoc module: one word, no template syntax.
-_WORD = re.compile(r"^[A-Za-z0-9._+/=:,-]{1,4096}$")
+_WORD = re.compile(r"^[A-Za-z0-9._+/=:,^-]{1,4096}$")
 _TAIL = 300  # characters of a failing module's stderr shown with its message
 
 # Defaults of the --forks, --timeout and --playbook-timeout flags (gpufix.cli.common).
@@ -298,7 +298,9 @@ def run_script(
 
 def _check_word(value: str, what: str) -> None:
     if not _WORD.fullmatch(value):
-        raise InvalidInput(f"{what} {value[:80]!r}: not one plain word (letters, digits, ./_+-=:,)")
+        raise InvalidInput(
+            f"{what} {value[:80]!r}: not one plain word (letters, digits, ./_+-=:,^)"
+        )
 
 
 def run_playbook(

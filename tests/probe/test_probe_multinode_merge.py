@@ -222,3 +222,23 @@ def test_the_soak_is_the_worst_hosts(prog: types.ModuleType) -> None:
     v = validate(multiverdict.build(r, prog))
     assert v["soak"]["verdict"] == "hung" and v["soak"]["stalled_at_bytes"] == 4096
     assert "soak hung at 4096 bytes" in summarize(v)
+
+
+def test_multi_node_experiments_take_the_job_settings_off_first() -> None:
+    from gpufix.probe.multinode import plan
+
+    init = MergedOutcome("hung", "pg_init", ["h2"], [1])
+    assert plan(init, ["eth1"], False, job_env=True) == ["job-env-off", "ifname-eth1"]
+    assert plan(init, ["eth1"], False) == ["ifname-eth1"]
+    store = MergedOutcome("hung", "rendezvous", ["h2"], [1])
+    assert plan(store, ["eth1"], False, job_env=True) == []  # the store reads no job setting
+
+
+def test_a_multi_node_verdict_keeps_the_job_settings(prog: types.ModuleType) -> None:
+    out = MergedOutcome("hung", "pg_init", ["h1", "h2"], [0, 1], "h1: x; h2: y")
+    exp = healthy_experiment("job-env-off", {})
+    r = run(out, "bootstrap", experiments=[exp], decided_by="job-env-off",
+            job_env={"NCCL_SOCKET_IFNAME": "=eth9"})  # fmt: skip
+    v = validate(multiverdict.build(r, prog))
+    assert v["job_env"] == {"NCCL_SOCKET_IFNAME": "=eth9"}
+    assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("job-setting", "none")]

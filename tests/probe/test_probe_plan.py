@@ -32,6 +32,7 @@ def ns(**kw: Any) -> argparse.Namespace:
         "experiments": None,
         "no_p2p_rerun": False,
         "nnodes": 1,
+        "job_env": {},
     }
     base.update(kw)
     return argparse.Namespace(**base)

@@ -55,12 +55,15 @@ def test_the_probe_runs_with_the_training_environments_python(host: tuple[Hosts,
         **CPU,
         "gpufix_probe_python": TRAIN,
         "gpufix_probe_nccl_defaults": ["NCCL_P2P_DISABLE"],
+        # the job's own settings, as `gpufix probe --job-env` hands them on
+        "gpufix_probe_job_env": ["NCCL_SOCKET_IFNAME=^docker0,lo", "NCCL_ALGO=Ring"],
     }
     res = runner.run_playbook("probe.yml", inv, limit="h1", extravars=extra, timeout=600)
     verdict = res.hosts["h1"].data["gpufix_probe_verdict"]
     assert res.rc == 0 and verdict["verdict"] == "healthy", res.hosts["h1"].message
     assert verdict["facts"]["python_executable"] == TRAIN
     assert any("NCCL_P2P_DISABLE=0" in n for n in verdict["notes"]), verdict["notes"]
+    assert verdict["job_env"] == {"NCCL_SOCKET_IFNAME": "^docker0,lo", "NCCL_ALGO": "Ring"}
 
 
 def test_an_interpreter_without_torch_fails_with_a_message_not_a_verdict(

@@ -43,6 +43,9 @@ PATTERNS: dict[str, str] = {
     "nccl_profile": r"^[a-z0-9-]{1,32}$",
     "nccl_key": r"^NCCL_[A-Z0-9_]{1,64}$",
     "nccl_value": r"^[A-Za-z0-9_.,:/=+-]{0,256}$",
+    # a training job's setting for the probe (gpufix_probe.py JOB_ENV_NAME_RE, JOB_ENV_VALUE_RE)
+    "job_env": r"^(NCCL|TORCH_NCCL|TORCH_DISTRIBUTED|GLOO|CUDA|UCX|FI)_[A-Z0-9_]{1,60}"
+    r"=[A-Za-z0-9_.,:/=+^-]{0,200}$",
     "pip_pin": r"^[A-Za-z0-9._-]{1,100}==[0-9][A-Za-z0-9.+!-]{0,63}$",
     "file_mode": r"^[0-7]{3,4}$",
     "base64": r"^[A-Za-z0-9+/=]{0,400000}$",
@@ -84,6 +87,7 @@ VAR_PATTERNS: dict[str, str] = {
     "gpufix_probe_python": "python",
     "gpufix_probe_pythonpath": "abspath",
     "gpufix_probe_user": "account",
+    "gpufix_probe_job_env": "job_env",
     "gpufix_probe_nodes": "inventory_host",
     "gpufix_rollback_kernel": "kernel_release",
     "gpufix_rollback_remove": "package",

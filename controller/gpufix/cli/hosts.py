@@ -326,6 +326,12 @@ def _soak_option(name: str, flag: str, **kw: Any) -> Any:
 @_soak_option("--soak-factor", "-f", type=click.IntRange(1, 1024), default=4)
 @_soak_option("--soak-iters", "-n", type=click.IntRange(1, 100000), default=20)
 @click.option("--ifname", help="NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME for the ranks.")
+@click.option(
+    "--job-env",
+    multiple=True,
+    metavar="VAR=VALUE",
+    help="A setting the training job runs with (NCCL_*, GLOO_*, CUDA_*, ...; repeatable).",
+)
 @click.option("--multi-node", is_flag=True, help="Probe TARGET's hosts as one multi-node job.")
 @click.option("--master-addr", help="The first host's address (default: inventory, facts).")
 @click.option("--master-port", type=click.IntRange(1, 65535), default=29500, show_default=True)
@@ -344,6 +350,7 @@ def probe(target: str, inventory: str | None, forks: int, as_json: bool, **kw: A
         soak=Soak(*soak) if kw.pop("soak") else None,
         experiments=not kw.pop("no_experiments"),
         multi_node=kw.pop("multi_node"),
+        job_env=tuple(kw.pop("job_env")),
         **kw,
     )
     path = inventory_path(inventory)

@@ -50,6 +50,8 @@ def explain(ctx: Ctx, chosen: Candidate, passed: tuple[str, ...] = ()) -> dict[s
             "why": d.row.why,
             "source": d.row.source,
         }
+        if d.job_env:
+            out["decision"]["job_env"] = list(d.job_env)
         if d.issue is not None:
             out["decision"]["nccl_issue"] = {
                 "id": d.issue.id,

@@ -38,6 +38,7 @@ EXPERIMENTS = (
     "algo-ring",
     "nvls-off",
     "gdr-off",
+    "job-env-off",
     "ifname",
     "gpus",
 )

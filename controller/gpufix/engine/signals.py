@@ -60,6 +60,7 @@ class Signals:
     tried: tuple[str, ...] = ()  # experiments that ran and still hung or failed
     kind: str | None = None  # hang | error: how the run (or else the soak) went wrong (_kind)
     cpu_run: bool = False  # gloo on CPU tensors (`--cpu`): the GPUs took no part
+    job_env: tuple[str, ...] = ()  # VAR=VALUE: the job's settings the runs had (--job-env)
 
     @property
     def unhealthy(self) -> bool:
@@ -204,7 +205,15 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         tried=tuple(str(e.get("id")) for e in exps if e.get("verdict") in ("hung", "failed")),
         kind=_kind(v, phase, soak, kb),
         cpu_run=v.get("backend") == "gloo",
+        job_env=_job_env(v),
     )
+
+
+def _job_env(v: dict[str, Any]) -> tuple[str, ...]:
+    env = v.get("job_env")
+    if not isinstance(env, dict):
+        return ()
+    return tuple(f"{k}={val}" for k, val in sorted(env.items()) if isinstance(val, str))
 
 
 def _kind(v: dict[str, Any], phase: object, soak: dict[str, Any], kb: KnowledgeBase) -> str | None:

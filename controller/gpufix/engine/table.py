@@ -25,6 +25,7 @@ class Decision:
     needs: tuple[str, ...]  # what would still decide or complete the fix
     # the release-note driver problem behind a driver-known-issue row
     driver_issue: DriverIssue | None = None
+    job_env: tuple[str, ...] = ()  # the job's settings (VAR=VALUE) a job-env-off row names
 
     @property
     def fix(self) -> str:
@@ -43,6 +44,9 @@ class Decision:
         return tuple(dict.fromkeys(out))
 
     def line(self) -> str:
+        if self.evidence == "experiment:job-env-off":
+            what = " ".join(self.job_env) or "the job's settings"
+            return f"probe healthy without {what} (experiment job-env-off): {self.row.why} [{self.row.id}]"
         return f"{_phrase(self.evidence, self.ifname)}: {self.row.why} [{self.row.id}]"
 
 
@@ -225,5 +229,7 @@ def choose(ctx: Ctx, signals: Signals) -> Decision | None:
         if tried_in_vain(row, signals, ifname):
             continue
         drv = driver_issue(subject) if "driver-known-issue" in row.when else None
-        return Decision(row, row.evidence, ifname, issue, _needs(ctx, signals, row), drv)
+        return Decision(
+            row, row.evidence, ifname, issue, _needs(ctx, signals, row), drv, signals.job_env
+        )
     return None

@@ -6,6 +6,7 @@ real network path. When the run is not healthy, experiments rerun it with one me
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,17 @@ _ANSIBLE_S = 120
 _COLLECTIVE_KNOBS = ["proto-simple", "algo-ring", "p2p-off", "shm-off", "cumem-off"]
 
 
-def plan(outcome: MergedOutcome, candidates: list[str], infiniband: bool) -> list[str]:
-    """Experiments for a run that is not healthy: the network path first, then NCCL's knobs."""
+def plan(
+    outcome: MergedOutcome, candidates: list[str], infiniband: bool, job_env: bool = False
+) -> list[str]:
+    """Experiments for a run that is not healthy: the job's own settings off (when it has any),
+    the network path, then NCCL's knobs."""
+    if outcome.phase not in ("pg_init", "barrier", "allreduce", "soak"):
+        return []  # rendezvous: only the address and port matter; inside a host: its own probe
+    return (["job-env-off"] if job_env else []) + _plan(outcome, candidates, infiniband)
+
+
+def _plan(outcome: MergedOutcome, candidates: list[str], infiniband: bool) -> list[str]:
     ifs = [f"ifname-{name}" for name in candidates]
     ib = ["ib-off"] if infiniband else []
     # GPU Direct RDMA off keeps InfiniBand, staged through host memory: narrower than IB off,
@@ -49,6 +59,7 @@ def _extravars(
         "gpufix_probe_import_deadline": opts.import_deadline,
         "gpufix_probe_experiment": experiment or "",
         "gpufix_probe_ifname": opts.ifname or "",
+        "gpufix_probe_job_env": list(opts.job_env),
     }
     if opts.soak:
         ev.update(
@@ -157,9 +168,11 @@ def probe_group(
         phase_deadline_s=opts.phase_deadline,
         ifname=opts.ifname,
         candidates=candidates,
+        job_env=dict(item.partition("=")[::2] for item in opts.job_env),
     )
     if run.outcome.verdict in ("hung", "failed") and opts.experiments:
-        todo = plan(run.outcome, candidates, nodes.has_infiniband(list(facts.values())))
+        ib = nodes.has_infiniband(list(facts.values()))
+        todo = plan(run.outcome, candidates, ib, bool(opts.job_env))
         _experiments(run, todo, inventory, opts, addr, progress)
     private = nodes.private_container_network(list(facts.values()))
     run.layer = merge.layer(run.outcome, run.decided_by, private)
@@ -185,7 +198,18 @@ def _experiments(
             run.experiments += [_skipped(x, why) for x in todo[i:]]
             return
         t = time.monotonic()
-        parts = run_once(run.hosts, inventory, opts, addr, exp_id, min(left, own), progress)
+        if exp_id == "job-env-off":  # the same run without the job's settings
+            parts = run_once(
+                run.hosts,
+                inventory,
+                replace(opts, job_env=()),
+                addr,
+                None,
+                min(left, own),
+                progress,
+            )
+        else:
+            parts = run_once(run.hosts, inventory, opts, addr, exp_id, min(left, own), progress)
         out = merge.combine(parts)
         run.experiments.append(_record(exp_id, out, time.monotonic() - t))
         if out.verdict == "healthy":

@@ -13,6 +13,12 @@ _IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 PYTHON = re.compile(r"[A-Za-z0-9_./+-]{1,4096}")  # the interpreter: one word, no shell
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 _SIZE = re.compile(r"^[0-9]+[KMGkmg]?$")
+# A training job's setting (JOB_ENV_* in gpufix_probe.py; the program checks again).
+_JOB_ENV = re.compile(
+    r"^(NCCL|TORCH_NCCL|TORCH_DISTRIBUTED|GLOO|CUDA|UCX|FI)_[A-Z0-9_]{1,60}=[A-Za-z0-9_.,:/=+^-]{0,200}$"
+)
+_JOB_ENV_OWNED = ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS")
+JOB_ENV_MAX = 32
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,7 @@ class ProbeOptions:
     experiment_budget: int = 180
     soak: Soak | None = None
     ifname: str | None = None
+    job_env: tuple[str, ...] = ()  # VAR=VALUE settings the training job runs with
     # the hosts as one multi-node job (gpufix.probe.multinode)
     multi_node: bool = False
     master_addr: str | None = None
@@ -52,12 +59,29 @@ class ProbeOptions:
             raise InvalidInput(
                 f"--python {self.python[:80]!r}: a path or command name (letters, digits, _ . / + -)"
             )
+        self._check_job_env()
         if self.master_addr and not self.multi_node:
             raise InvalidInput("--master-addr is for --multi-node")
         s = self.soak
         if s and not (_SIZE.match(s.min_bytes) and _SIZE.match(s.max_bytes)):
             raise InvalidInput("--soak-min-bytes/--soak-max-bytes take sizes like 8, 64K, 128M")
         return self
+
+    def _check_job_env(self) -> None:
+        if len(self.job_env) > JOB_ENV_MAX:
+            raise InvalidInput(f"--job-env: at most {JOB_ENV_MAX} settings")
+        names = [item.partition("=")[0] for item in self.job_env]
+        for item, name in zip(self.job_env, names, strict=True):
+            if not _JOB_ENV.match(item):
+                raise InvalidInput(
+                    f"--job-env {item[:80]!r}: want VAR=VALUE, VAR one of NCCL_*, TORCH_NCCL_*, "
+                    "TORCH_DISTRIBUTED_*, GLOO_*, CUDA_*, UCX_*, FI_*, VALUE without blanks, "
+                    "quotes or braces"
+                )
+            if name in _JOB_ENV_OWNED:
+                raise InvalidInput(f"--job-env {name}: the probe sets it (its NCCL log)")
+            if names.count(name) > 1:
+                raise InvalidInput(f"--job-env {name} given twice")
 
     def total_s(self) -> int:
         """The longest the program may take by its own deadlines."""
@@ -78,6 +102,7 @@ class ProbeOptions:
             args.append("--no-experiments")
         if self.ifname:
             args += ["--ifname", self.ifname]
+        args += [f"--job-env={item}" for item in self.job_env]
         if self.soak:
             args += ["--soak", "--soak-min-bytes", self.soak.min_bytes]
             args += ["--soak-max-bytes", self.soak.max_bytes]

@@ -99,6 +99,15 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
             "(docker run -v /etc/nccl.conf:/etc/nccl.conf:ro, as gpufix-run does) "
             "or its settings are passed as -e NCCL_...=..."
         )
+    shadowed = _set_by_job(ctx, names)
+    if shadowed:
+        # NCCL reads its config files only for variables not in the environment (param.cc,
+        # setEnvFile: setenv(var, value, 0)).
+        outcome += (
+            f"; the job sets {', '.join(shadowed)} itself (gpufix probe --job-env), and NCCL "
+            "reads /etc/nccl.conf only for variables not in the environment: take them out of "
+            "the job, or the profile's value does not reach it"
+        )
     if costs:
         outcome += "; cost: " + "; ".join(costs)
     return Candidate(
@@ -110,6 +119,13 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
         costs,
         missing=missing,
     )
+
+
+def _set_by_job(ctx: Ctx, names: Sequence[str]) -> list[str]:
+    """The profiles' variables that the job's own settings (the verdict's job_env) also set."""
+    job = {item.partition("=")[0] for item in (ctx.signals.job_env if ctx.signals else ())}
+    keys = [k for n in names for k in getattr(ctx.kb.nccl_profile(n), "settings", {})]
+    return sorted(job.intersection(keys))
 
 
 def evaluate(ctx: Ctx) -> Candidate:

@@ -212,6 +212,12 @@ CAUSES.update(
             "the hosts are containers on private networks and the ranks could not connect "
             "across them: run the containers with host networking (--network=host)",
         ),
+        "job-setting": (
+            "none",
+            "the run was healthy without the job's own settings (--job-env) and not with them: "
+            "one of those settings causes the failure on this host; take it out of the job, or "
+            "probe again with fewer of them to find which",
+        ),
     }
 )
 # The causes an experiment that turned the run healthy points at ("ifname" for any ifname-*).
@@ -226,6 +232,7 @@ DECIDED_CAUSES = {
     "algo-ring": ("nccl-algorithm",),
     "nvls-off": ("nvls",),
     "ifname": ("socket-interface",),
+    "job-env-off": ("job-setting",),
 }
 # Text signatures in worker errors, stderr and the NCCL log -> cause id.
 TEXT_SIGNS = (
@@ -283,7 +290,7 @@ def phases_for(kind: str, cpu: bool, soak: bool = False, multinode: bool = False
 
 FAULT_GRAMMAR = (
     "<stall|crash|slow>:<phase>:<rank|*>[:<seconds>]"
-    "[;unless=VAR=VALUE]...[;gpus=I+J...][;at-bytes=N]"
+    "[;unless=VAR=VALUE]...[;if=VAR=VALUE]...[;gpus=I+J...][;at-bytes=N]"
 )
 
 
@@ -294,15 +301,15 @@ def parse_fault(spec: str) -> Dict[str, Any]:
     parts = head.split(":")
     if len(parts) not in (3, 4) or parts[0] not in FAULT_ACTIONS or parts[1] not in PHASES:
         raise bad
-    fault: Dict[str, Any] = {"action": parts[0], "phase": parts[1], "unless": []}
+    fault: Dict[str, Any] = {"action": parts[0], "phase": parts[1], "unless": [], "if": []}
     fault.update({"gpus": [], "at_bytes": None})
     try:
         fault["rank"] = None if parts[2] == "*" else _at_least(int(parts[2]), 0)
         fault["seconds"] = _seconds(parts[3]) if len(parts) == 4 else None
         for clause in clauses:
             key, _, value = clause.partition("=")
-            if key == "unless" and "=" in value:
-                fault["unless"].append(tuple(value.split("=", 1)))
+            if key in ("unless", "if") and "=" in value:
+                fault[key].append(tuple(value.split("=", 1)))
             elif key == "gpus":
                 fault["gpus"] = [_at_least(int(x), 0) for x in value.split("+")]
             elif key == "at-bytes":
@@ -331,10 +338,13 @@ def _seconds(text: str) -> float:
 def fault_fires(
     fault: Dict[str, Any], phase: str, rank: int, gpus: List[int], nbytes: Optional[int]
 ) -> bool:
-    """Whether a parsed fault hits this rank now; it clears under any of its `unless` knobs."""
+    """Whether a parsed fault hits this rank now: only while all of its `if` settings hold,
+    and it clears under any of its `unless` knobs."""
     if fault["phase"] != phase or fault["rank"] not in (None, rank):
         return False
     if not set(fault["gpus"]) <= set(gpus) or fault["at_bytes"] != nbytes:
+        return False
+    if not all(os.environ.get(var) == value for var, value in fault["if"]):
         return False
     return not any(os.environ.get(var) == value for var, value in fault["unless"])
 
@@ -722,10 +732,17 @@ class Supervisor(object):
         self.live: List[RankState] = []
 
     def worker_env(
-        self, name: str, kind: str, extra: Dict[str, str], gpus: List[int]
+        self, name: str, kind: str, extra: Dict[str, str], gpus: List[int], job: bool = True
     ) -> Dict[str, str]:
         ns = self.ns
         env = dict(os.environ)
+        if not job:
+            # The job-env-off experiment: the host's own values, as before --job-env.
+            for var, old in ns.job_env_saved.items():
+                if old is None:
+                    env.pop(var, None)
+                else:
+                    env[var] = old
         env["NCCL_DEBUG"] = "INFO"
         env["NCCL_DEBUG_FILE"] = os.path.join(self.nccl_dir, name + ".%h.%p.log")
         if (ns.nnodes or 1) == 1:
@@ -781,7 +798,7 @@ class Supervisor(object):
         res = RunResult(spec.kind, phases, spec.deadline_at)
         res.world = spec.world
         res.deadline_label = spec.deadline_label
-        env = self.worker_env(spec.name, spec.kind, spec.env, spec.gpus)
+        env = self.worker_env(spec.name, spec.kind, spec.env, spec.gpus, spec.job_env)
         for r in spec.ranks:
             with open(os.path.join(run_dir, "rank%d.out" % r), "wb") as out:
                 proc = subprocess.Popen(
@@ -924,6 +941,7 @@ class RunSpec(object):
         self.gpus: List[int] = kw.get("gpus") or list(range(world))
         self.env: Dict[str, str] = kw.get("env") or {}
         self.soak: bool = bool(kw.get("soak"))
+        self.job_env: bool = kw.get("job_env", True)  # False: without the --job-env settings
         self.quick: Optional[bool] = kw.get("quick")  # None: --quick, and always for experiments
         self.deadline_label = "experiment deadline" if kind in ("exp", "pair") else "probe deadline"
 
@@ -1374,6 +1392,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--nccl-log", metavar="DIR", help="keep NCCL debug logs in DIR")
     p.add_argument("--ifname", help="NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME for the ranks")
+    p.add_argument(
+        "--job-env",
+        metavar="VAR=VALUE",
+        action="append",
+        default=[],
+        help="a setting the training job runs with, for every run (repeatable; %s)" % JOB_ENV_HELP,
+    )
     add_experiment_args(p)
     add_soak_args(p)
     add_multinode_args(p)
@@ -1472,6 +1497,11 @@ def check_experiment_args(ns: argparse.Namespace) -> None:
     for var in ns.nccl_default:
         if var not in NCCL_DEFAULTS:
             raise ArgError("--nccl-default %r: one of %s" % (var, ", ".join(sorted(NCCL_DEFAULTS))))
+    ns.job_env = parse_job_env(ns.job_env)
+    if ns.experiment == "job-env-off":
+        raise ArgError("--experiment job-env-off: the main run is the one with the job's settings")
+    if ns.experiments and "job-env-off" in ns.experiments.split(",") and not ns.job_env:
+        raise ArgError("--experiments job-env-off needs the job's settings (--job-env)")
     if ns.experiment is not None and ns.experiments:
         raise ArgError(
             "--experiment (the main run's change) and --experiments (runs after it) "
@@ -1581,6 +1611,7 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
             "ran with %s=%s in the environment, over any NCCL config file (--nccl-default)"
             % (var, NCCL_DEFAULTS[var])
         )
+    apply_job_env(v, ns)
     conf = nccl_conf_note()
     if conf:
         v["notes"].append(conf)
@@ -1865,6 +1896,50 @@ NCCL_DEFAULTS = {
     "NCCL_PXN_DISABLE": "0",
 }
 PAIR_RE = re.compile(r"^gpus-(\d{1,3})-(\d{1,3})$")
+# --job-env: the settings a training job runs with, so the probe sees what the job sees (an
+# account's shell exports, a launcher's environment). Names of the libraries a start-up reads;
+# values without blanks, quotes or template characters (data, never code). The probe owns its
+# NCCL log (NCCL_DEBUG*) and the rendezvous (MASTER_*, RANK, WORLD_SIZE are not in the names).
+JOB_ENV_NAME_RE = re.compile(
+    r"^(NCCL|TORCH_NCCL|TORCH_DISTRIBUTED|GLOO|CUDA|UCX|FI)_[A-Z0-9_]{1,60}$"
+)
+JOB_ENV_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/=+^-]{0,200}$")
+JOB_ENV_OWNED = ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS")
+JOB_ENV_MAX = 32
+JOB_ENV_HELP = "NCCL_*, TORCH_NCCL_*, TORCH_DISTRIBUTED_*, GLOO_*, CUDA_*, UCX_*, FI_*"
+
+
+def parse_job_env(items: List[str]) -> Dict[str, str]:
+    """--job-env VAR=VALUE items as a dict; ArgError for anything else."""
+    if len(items) > JOB_ENV_MAX:
+        raise ArgError("--job-env: at most %d settings" % JOB_ENV_MAX)
+    out: Dict[str, str] = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not JOB_ENV_NAME_RE.match(name):
+            raise ArgError("--job-env %r: want VAR=VALUE with VAR one of %s" % (item, JOB_ENV_HELP))
+        if name in JOB_ENV_OWNED:
+            raise ArgError("--job-env %s: the probe sets it (its NCCL log)" % name)
+        if not JOB_ENV_VALUE_RE.match(value):
+            raise ArgError("--job-env %s: the value has characters no setting needs" % name)
+        if name in out:
+            raise ArgError("--job-env %s given twice" % name)
+        out[name] = value
+    return out
+
+
+def apply_job_env(v: Dict[str, Any], ns: argparse.Namespace) -> None:
+    """Put the job's settings in the environment every rank inherits; keep the host's own values
+    for the job-env-off experiment; say so in the verdict."""
+    ns.job_env_saved = {var: os.environ.get(var) for var in ns.job_env}
+    if not ns.job_env:
+        return
+    os.environ.update(ns.job_env)
+    v["job_env"] = dict(ns.job_env)
+    v["notes"].append(
+        "every run ran with the job's settings %s (--job-env), except the job-env-off experiment"
+        % " ".join("%s=%s" % kv for kv in sorted(ns.job_env.items()))
+    )
 
 
 def experiment_env(exp_id: str) -> Tuple[Dict[str, str], Optional[List[int]]]:
@@ -1872,6 +1947,8 @@ def experiment_env(exp_id: str) -> Tuple[Dict[str, str], Optional[List[int]]]:
     for kid, env in KNOBS:
         if kid == exp_id:
             return dict(env), None
+    if exp_id == "job-env-off":
+        return {}, None  # what it leaves out is the verdict's job_env
     m = PAIR_RE.match(exp_id)
     if m and int(m.group(1)) < int(m.group(2)):
         return {}, [int(m.group(1)), int(m.group(2))]
@@ -1910,7 +1987,8 @@ def plan_experiments(
         return []  # multi-node experiments are the controller's, one run per host group
     if ns.experiments:
         return ns.experiments.split(",")
-    plan = []
+    # The job's own settings first: the most direct suspect when the job has any.
+    plan = ["job-env-off"] if ns.job_env else []
     for exp_id, env in KNOBS:
         if exp_id == "p2p-off" and ns.no_p2p_rerun:
             continue
@@ -1972,6 +2050,7 @@ def run_experiment(
         env=env,
         gpus=gpus,
         soak=trouble == "soak",
+        job_env=exp_id != "job-env-off",
     )
     spec.quick = trouble != "bandwidth"  # judging bandwidth needs the full sizes
     res = sup.run(spec)

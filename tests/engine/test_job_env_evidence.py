@@ -1,0 +1,65 @@
+"""A verdict probed with the job's own settings (`gpufix probe HOST --job-env VAR=VALUE`): healthy
+without them decides `none` (the job changes, not the host), and a profile whose variable the job
+sets itself says that /etc/nccl.conf does not reach it (NCCL reads its config files only for
+variables not in the environment)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from gpufix.engine import decide as engine
+from gpufix.engine import signals
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
+
+KB = load()
+decide = partial(engine.decide, kb=KB, rules=load_rules())
+HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+
+
+def _facts(name: str) -> dict[str, Any]:
+    facts: dict[str, Any] = json.loads((HOSTS / f"{name}.json").read_text())["facts"]
+    return copy.deepcopy(facts)
+
+
+def _verdict(decided: str, job_env: dict[str, str], **more: Any) -> dict[str, Any]:
+    exp = {"id": decided, "env": {}, "gpus": None, "verdict": "healthy", "stalled": None,
+           "error": None, "elapsed_s": 1.0}  # fmt: skip
+    v = {"format": "gpufix-probe", "version": 1, "verdict": "hung", "causes": [],
+         "stalled": {"phase": "pg_init", "ranks": [0, 1]}, "experiments": [exp],
+         "decided_by": decided, "job_env": job_env}  # fmt: skip
+    return v | more
+
+
+def test_healthy_without_the_job_settings_changes_nothing_on_the_host() -> None:
+    plan = decide(_facts("bionic-ga-2x3090"), _verdict("job-env-off", {"NCCL_ALGO": "Tree"}))
+    assert plan.strategy == "none" and not plan.steps
+    assert plan.extra["decision"]["row"] == "job-setting"
+    assert plan.extra["decision"]["job_env"] == ["NCCL_ALGO=Tree"]
+    assert any("without NCCL_ALGO=Tree (experiment job-env-off)" in p for p in plan.path)
+
+
+def test_it_outranks_the_layer_of_a_multi_node_run() -> None:
+    v = _verdict("job-env-off", {"NCCL_SOCKET_IFNAME": "=eth9"}, scope="multi-node",
+                 failed_layer="bootstrap", hosts=["a", "b"], failed_hosts=["b"])  # fmt: skip
+    plan = decide(_facts("bionic-ga-2x3090"), v)
+    assert plan.extra["decision"]["row"] == "job-setting"
+
+
+def test_a_gloo_run_keeps_it() -> None:
+    """Not an NCCL-only experiment: the job's GLOO_* settings are what gloo reads."""
+    v = _verdict("job-env-off", {"GLOO_SOCKET_IFNAME": "eth9"}, backend="gloo")
+    assert signals.read(v, KB).family == "job-env-off"
+
+
+def test_a_profile_the_job_overrides_says_so() -> None:
+    f = _facts("focal-4x4090")  # no P2P on these GPUs: turning it off is the fix
+    plan = decide(f, _verdict("p2p-off", {"NCCL_P2P_DISABLE": "0"}))
+    assert plan.strategy == "nccl-profile"
+    assert "the job sets NCCL_P2P_DISABLE itself" in plan.outcome
+    quiet = decide(f, _verdict("p2p-off", {"NCCL_ALGO": "Ring"}))
+    assert "itself" not in quiet.outcome

@@ -1,0 +1,132 @@
+"""The job's own settings (--job-env): every run has them, one experiment runs without them.
+
+The fault switch stands in for a setting that breaks the job: `if=VAR=VALUE` makes a stall that
+fires only while the worker's environment has that setting, `unless=VAR=VALUE` one that clears
+only under it. Real worker processes, real torch on CPU with gloo, as test_probe_experiments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import leftovers, probe_env
+from gpufix.errors import InvalidInput
+from gpufix.probe import run_local
+from gpufix.probe.options import ProbeOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+PHASE = 6.0
+BASE = ["--cpu", "--no-single-gpu", "--phase-deadline", str(PHASE), "--import-deadline", "60"]
+
+
+def _ns(**kw: Any) -> argparse.Namespace:
+    base = {"no_experiments": False, "experiment": None, "experiments": None}
+    base.update({"no_p2p_rerun": False, "nnodes": 1, "job_env": {}})
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_the_job_settings_come_off_first(prog: types.ModuleType) -> None:
+    plan = prog.plan_experiments(_ns(job_env={"NCCL_ALGO": "Tree"}), {}, 2, 2)
+    assert plan[0] == "job-env-off"
+    assert "job-env-off" not in prog.plan_experiments(_ns(), {}, 2, 2)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--job-env", "NCCL_DEBUG=INFO"], "the probe sets it"),
+        (["--job-env", "LD_PRELOAD=/tmp/x.so"], "want VAR=VALUE"),
+        (["--job-env", "NCCL_ALGO"], "want VAR=VALUE"),
+        (["--job-env", "NCCL_ALGO={{ lookup('pipe', 'id') }}"], "characters no setting needs"),
+        (["--job-env", "NCCL_ALGO=Ring;id"], "characters no setting needs"),
+        (["--job-env", "NCCL_ALGO=Ring", "--job-env", "NCCL_ALGO=Tree"], "given twice"),
+        (["--job-env", "NCCL_ALGO=Ring", "--experiment", "job-env-off"], "main run is the one"),
+        (["--experiments", "job-env-off"], "needs the job's settings"),
+    ],
+)
+def test_bad_job_settings_are_refused(
+    prog: types.ModuleType, capsys: pytest.CaptureFixture[str], args: list[str], words: str
+) -> None:
+    assert prog.main(["--cpu", *args]) == prog.EXIT_INVALID
+    err = capsys.readouterr().err
+    assert words in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "item",
+    ["NCCL_DEBUG_FILE=/tmp/x", "PATH=/tmp", "NCCL_X=a b", "NCCL_X='a'", "NCCL_X={{1}}", "nccl_x=1"],
+)
+def test_the_controller_refuses_them_too(item: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        ProbeOptions(job_env=(item,)).check()
+    assert "\n" not in str(err.value)
+
+
+def test_the_controller_hands_them_on_as_single_words() -> None:
+    opts = ProbeOptions(job_env=("NCCL_SOCKET_IFNAME=^docker0,lo", "CUDA_VISIBLE_DEVICES=0,1"))
+    args = opts.check().program_args()
+    assert "--job-env=NCCL_SOCKET_IFNAME=^docker0,lo" in args
+    assert "--job-env=CUDA_VISIBLE_DEVICES=0,1" in args
+
+
+@pytest.fixture(scope="module")
+def job_verdict(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The host's own environment has NCCL_ALGO=Ring; the job sets Tree, and the stall clears
+    only under Ring: the job-env-off run is healthy only if it gets the host's value back (not
+    merely the job's value removed), and p2p-off, which keeps the job's settings, hangs."""
+    pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
+    tmp = tmp_path_factory.mktemp("job-env")
+    env = probe_env(tmp, "stall:pg_init:*;unless=NCCL_ALGO=Ring;if=GLOO_TEST_JOB=1")
+    env["NCCL_ALGO"] = "Ring"
+    args = [*BASE, "--world-size", "2", "--deadline", "90", "--experiment-budget", "200"]
+    args += ["--job-env", "NCCL_ALGO=Tree", "--job-env", "GLOO_TEST_JOB=1"]
+    v = run_local(args=[*args, "--experiments", "p2p-off,job-env-off"], env=env)
+    assert leftovers(str(tmp)) == [], "worker processes left behind"
+    return v
+
+
+@pytest.mark.slow
+def test_a_job_setting_that_hangs_is_named(job_verdict: dict[str, Any]) -> None:
+    v = job_verdict  # run_local validated it against the probe schema
+    assert v["verdict"] == "hung" and v["stalled"]["phase"] == "pg_init"
+    assert v["job_env"] == {"NCCL_ALGO": "Tree", "GLOO_TEST_JOB": "1"}
+    assert [(e["id"], e["verdict"]) for e in v["experiments"]] == [
+        ("p2p-off", "hung"),
+        ("job-env-off", "healthy"),
+    ]
+    assert v["decided_by"] == "job-env-off"
+    assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("job-setting", "none")]
+    assert any("--job-env" in n and "NCCL_ALGO=Tree" in n for n in v["notes"])
+
+
+@pytest.mark.slow
+def test_plan_changes_nothing_on_the_host_and_names_the_settings(
+    job_verdict: dict[str, Any], tmp_path: Path
+) -> None:
+    verdict = tmp_path / "v.json"
+    verdict.write_text(json.dumps(job_verdict))
+    facts = ROOT / "tests" / "fixtures" / "hosts" / "bionic-ga-2x3090.json"
+    cmd = [sys.executable, "-m", "gpufix", "plan", "x", "--facts", str(facts)]
+    r = subprocess.run(
+        [*cmd, "--probe-verdict", str(verdict), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    (plan,) = json.loads(r.stdout)["plans"]
+    assert plan["strategy"] == "none", plan["strategy"]
+    decision = plan["extra"]["decision"]
+    assert decision["row"] == "job-setting"
+    assert decision["job_env"] == ["GLOO_TEST_JOB=1", "NCCL_ALGO=Tree"]
+    assert "env.html" in decision["source"]
+    assert not plan["steps"] and not plan["reboot_required"]

@@ -15,6 +15,7 @@ from gpufix import inputs
 from gpufix.apply.varspec import (
     ALLOW_EMPTY,
     DICT_PATTERNS,
+    INT_RANGES,
     NEVER_IN_PLAN,
     PATTERNS,
     ROLE_EXTRAS,
@@ -132,8 +133,9 @@ def check_value(name: str, spec: dict[str, Any], value: Any, where: str) -> None
         if not isinstance(value, bool):
             raise InvalidInput(f"{where}: {name}: expected true or false")
     elif kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int) or abs(value) > 10**9:
-            raise InvalidInput(f"{where}: {name}: expected an integer")
+        low, high = INT_RANGES.get(name, (-(10**9), 10**9))
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InvalidInput(f"{where}: {name}: expected an integer from {low} to {high}")
     elif kind in ("str", "path"):
         _check_str(name, value, pattern or ("abspath" if kind == "path" else None), where)
     elif kind == "list":

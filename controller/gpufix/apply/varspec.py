@@ -92,6 +92,12 @@ VAR_PATTERNS: dict[str, str] = {
     "gpufix_preflight_files": "abspath",
     "gpufix_uninstall_paths": "abspath",
 }
+# Inclusive bounds of integer variables (others: |n| <= 10**9).
+INT_RANGES: dict[str, tuple[int, int]] = {
+    # bytes of a file the host check saves: at most what the journal's content_b64 holds
+    # (the `base64` pattern's 400000 characters are 300000 bytes)
+    "gpufix_preflight_save_limit": (1, 300000),
+}
 # (key pattern, value pattern) of dict variables
 DICT_PATTERNS: dict[str, tuple[str, str]] = {
     "gpufix_nccl_profile_extra": ("nccl_key", "nccl_value"),
@@ -148,6 +154,7 @@ SHARED: dict[str, dict[str, dict[str, Any]]] = {
     "host_check.yml": {
         "gpufix_preflight_dpkg_wait": {"type": "int"},
         "gpufix_preflight_files": {"type": "list", "elements": "str"},
+        "gpufix_preflight_save_limit": {"type": "int"},
     },
     "rollback.yml": {
         "gpufix_rollback_install": {"type": "dict"},

@@ -35,6 +35,8 @@ ROWS = [
     ("xpciutils", "1.0", "ii"),
     ("old-removed", "1.0", "rc"),
 ]
+# How the check records a file root owns (the tests run as root, as the check does).
+ROOTS = {"uid": 0, "gid": 0, "owner": "root", "group": "root"}
 # ${db:Status-Abbrev} is three characters: the third (error flag) is a space when all is well.
 DPKG_QUERY = "".join(f"{name}\t{version}\t{status} \n" for name, version, status in ROWS)
 
@@ -108,7 +110,9 @@ def test_a_file_too_large_to_save_whole_is_not_saved_in_part(tmp_path: Path) -> 
     report = _run_script(tmp_path, [str(small), str(large), str(tmp_path / "absent")], smi=None)
     files = report["files"]
     assert files[str(small)]["content_b64"] == "TkNDTF9QMlBfRElTQUJMRT0xCg=="
-    assert files[str(large)] == {"exists": True, "mode": "644", "size": hostcheck.SAVE_LIMIT + 1}
+    assert files[str(large)] == {
+        "exists": True, "mode": "644", "size": hostcheck.SAVE_LIMIT + 1, **ROOTS
+    }  # fmt: skip
     assert files[str(tmp_path / "absent")] == {"exists": False}
     pf = hostcheck.evaluate("h1", report, strategy="nccl-profile", kernel_step=False)
     assert [b.check for b in pf.blockers] == ["file-too-large"], pf.blockers
@@ -141,7 +145,7 @@ def test_the_save_limit_is_the_controllers(tmp_path: Path, monkeypatch: pytest.M
     over.write_bytes(b"0123456789a")
     files = _run_script(tmp_path, [str(at), str(over)], smi=None, save_limit=10)["files"]
     assert files[str(at)]["content_b64"] == "MDEyMzQ1Njc4OQ=="
-    assert files[str(over)] == {"exists": True, "mode": "644", "size": 11}
+    assert files[str(over)] == {"exists": True, "mode": "644", "size": 11, **ROOTS}
 
 
 @pytest.mark.parametrize("value", [0, 300001, -1, "262144", "{{ 7 * 7 }}", True, 1.5])
@@ -193,7 +197,23 @@ def test_a_run_by_hand_passes_the_limit_to_the_script(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     saved = json.loads(result.read_text())["files"][str(small)]
-    assert saved == {"exists": True, "mode": "644", "size": 11}
+    assert saved == {"exists": True, "mode": "644", "size": 11, **ROOTS}
+
+
+def test_owner_and_group_are_recorded(tmp_path: Path) -> None:
+    """By number (what rollback puts back) and, where the host knows them, by name; an id with
+    no name (a user since removed) is recorded by number alone."""
+    mine, orphan = tmp_path / "daemon.json", tmp_path / "grub"
+    mine.write_text("{}\n")
+    orphan.write_text("GRUB_DEFAULT=0\n")
+    os.chown(orphan, 4242, 4343)
+    orphan.chmod(0o640)
+    files = _run_script(tmp_path, [str(mine), str(orphan)], smi=None)["files"]
+    assert files[str(mine)] == {"exists": True, "mode": "644", "content_b64": "e30K", **ROOTS}
+    assert files[str(orphan)] == {
+        "exists": True, "mode": "640", "content_b64": "R1JVQl9ERUZBVUxUPTAK",
+        "uid": 4242, "gid": 4343,
+    }  # fmt: skip
 
 
 def test_a_wedged_nvidia_smi_is_bounded(tmp_path: Path) -> None:

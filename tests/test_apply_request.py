@@ -125,6 +125,7 @@ def test_every_pattern_names_a_declared_variable() -> None:
     assert set(varspec.VAR_PATTERNS) <= declared
     assert set(varspec.DICT_PATTERNS) <= declared
     assert set(varspec.ALLOW_EMPTY) <= declared
+    assert set(varspec.INT_RANGES) <= declared
     assert {p for p in varspec.VAR_PATTERNS.values()} <= set(varspec.PATTERNS)
 
 

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+from gpufix import runner
 from gpufix.apply import hostcheck
+from gpufix.apply.rolevars import check_vars
+from gpufix.errors import InvalidInput
+from role_check import run_playbook
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,6 +35,8 @@ ROWS = [
     ("xpciutils", "1.0", "ii"),
     ("old-removed", "1.0", "rc"),
 ]
+# How the check records a file root owns (the tests run as root, as the check does).
+ROOTS = {"uid": 0, "gid": 0, "owner": "root", "group": "root"}
 # ${db:Status-Abbrev} is three characters: the third (error flag) is a space when all is well.
 DPKG_QUERY = "".join(f"{name}\t{version}\t{status} \n" for name, version, status in ROWS)
 
@@ -54,7 +62,8 @@ def test_the_packages_a_change_can_add_are_recorded(tmp_path: Path) -> None:
     _stub(bindir, "apt-mark", "echo nvidia-driver-535\n")
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
     out = subprocess.run(
-        [sys.executable, "-c", _script(), "0", "[]", "echo 5.4.0-150-generic"],
+        [sys.executable, "-c", _script(), "0", "[]", "echo 5.4.0-150-generic", "30",
+         str(hostcheck.SAVE_LIMIT)],
         capture_output=True, text=True, env=env, timeout=60, check=True,
     )  # fmt: skip
     report = json.loads(out.stdout)
@@ -68,7 +77,13 @@ def test_the_packages_a_change_can_add_are_recorded(tmp_path: Path) -> None:
     assert report["holds"] == ["nvidia-driver-535"]
 
 
-def _run_script(tmp_path: Path, files: list[str], smi: str | None, smi_timeout: str = "30") -> dict:
+def _run_script(
+    tmp_path: Path,
+    files: list[str],
+    smi: str | None,
+    smi_timeout: str = "30",
+    save_limit: int = hostcheck.SAVE_LIMIT,
+) -> dict:
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
     _stub(bindir, "dpkg-query", "exit 0\n")
@@ -78,7 +93,8 @@ def _run_script(tmp_path: Path, files: list[str], smi: str | None, smi_timeout: 
         _stub(bindir, "nvidia-smi", smi)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
     out = subprocess.run(
-        [sys.executable, "-c", _script(), "0", json.dumps(files), "echo 5.4.0-150-generic", smi_timeout],
+        [sys.executable, "-c", _script(), "0", json.dumps(files), "echo 5.4.0-150-generic", smi_timeout,
+         str(save_limit)],
         capture_output=True, text=True, env=env, timeout=60, check=True,
     )  # fmt: skip
     report: dict = json.loads(out.stdout)
@@ -94,11 +110,110 @@ def test_a_file_too_large_to_save_whole_is_not_saved_in_part(tmp_path: Path) -> 
     report = _run_script(tmp_path, [str(small), str(large), str(tmp_path / "absent")], smi=None)
     files = report["files"]
     assert files[str(small)]["content_b64"] == "TkNDTF9QMlBfRElTQUJMRT0xCg=="
-    assert files[str(large)] == {"exists": True, "mode": "644", "size": hostcheck.SAVE_LIMIT + 1}
+    assert files[str(large)] == {
+        "exists": True, "mode": "644", "size": hostcheck.SAVE_LIMIT + 1, **ROOTS
+    }  # fmt: skip
     assert files[str(tmp_path / "absent")] == {"exists": False}
     pf = hostcheck.evaluate("h1", report, strategy="nccl-profile", kernel_step=False)
     assert [b.check for b in pf.blockers] == ["file-too-large"], pf.blockers
     assert str(large) in pf.summary() and "256 KiB" in pf.summary()
+
+
+def test_the_save_limit_is_the_controllers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One limit: gpufix passes hostcheck.SAVE_LIMIT to the play, the play's default (for runs
+    by hand) is the same number, and the script saves up to the limit it is given, no more."""
+    play = yaml.safe_load((ROOT / "playbooks" / "host_check.yml").read_text())[0]
+    default = re.fullmatch(
+        r"\{\{ gpufix_preflight_save_limit \| default\(([0-9]+)\) \}\}",
+        play["vars"]["__gpufix_preflight_save_limit"],
+    )
+    assert default and int(default.group(1)) == hostcheck.SAVE_LIMIT
+    seen: dict = {}
+
+    def fake_run_playbook(playbook: str, inventory: Path, **kwargs: object) -> runner.RunResult:
+        seen.update(playbook=playbook, extravars=kwargs["extravars"])
+        return runner.RunResult(ident="x", rc=0, status="successful", hosts={})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run_playbook)
+    hostcheck.run_preflight({"h1": {"strategy": "nccl-profile", "files": []}}, tmp_path / "inv")
+    assert seen["playbook"] == "host_check.yml"
+    assert seen["extravars"]["gpufix_preflight_save_limit"] == hostcheck.SAVE_LIMIT
+    check_vars("host_check.yml", seen["extravars"], "test")
+
+    at, over = tmp_path / "at", tmp_path / "over"
+    at.write_bytes(b"0123456789")
+    over.write_bytes(b"0123456789a")
+    files = _run_script(tmp_path, [str(at), str(over)], smi=None, save_limit=10)["files"]
+    assert files[str(at)]["content_b64"] == "MDEyMzQ1Njc4OQ=="
+    assert files[str(over)] == {"exists": True, "mode": "644", "size": 11, **ROOTS}
+
+
+@pytest.mark.parametrize("value", [0, 300001, -1, "262144", "{{ 7 * 7 }}", True, 1.5])
+def test_the_save_limit_is_a_number_in_range(value: object) -> None:
+    """What a journal can hold (content_b64 of at most 400000 characters: 300000 bytes)."""
+    with pytest.raises(InvalidInput, match="gpufix_preflight_save_limit"):
+        check_vars("host_check.yml", {"gpufix_preflight_save_limit": value}, "test")
+    check_vars("host_check.yml", {"gpufix_preflight_save_limit": 300000}, "test")
+
+
+@pytest.mark.parametrize("value", ["10; touch X", "0", "300001", "1.5"])
+def test_a_run_by_hand_checks_the_save_limit_before_the_script(tmp_path: Path, value: str) -> None:
+    """Real ansible-playbook on this machine (read-only): a bad limit stops the play at its
+    assert, before the script runs."""
+    out = run_playbook(
+        tmp_path,
+        ROOT / "playbooks" / "host_check.yml",
+        {"gpufix_preflight_save_limit": value, "ansible_become": False},
+        check=False,
+    )
+    assert out.returncode != 0
+    assert "must be an integer from 1 to 300000" in out.stdout, out.stdout[-2000:]
+    assert "Check locks, dpkg state" not in out.stdout
+
+
+def test_a_run_by_hand_passes_the_limit_to_the_script(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.write_bytes(b"x" * 11)
+    result = tmp_path / "report.json"
+    book = tmp_path / "book.yml"
+    book.write_text(
+        f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'host_check.yml'}\n"
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.copy:\n"
+        "        content: '{{ gpufix_preflight | to_json }}'\n"
+        f"        dest: {result}\n"
+        "        mode: '0600'\n"
+    )
+    out = run_playbook(
+        tmp_path,
+        book,
+        {
+            "gpufix_preflight_save_limit": 10,
+            "gpufix_preflight_files": [str(small)],
+            "gpufix_preflight_dpkg_wait": 0,
+            "ansible_become": False,
+        },
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    saved = json.loads(result.read_text())["files"][str(small)]
+    assert saved == {"exists": True, "mode": "644", "size": 11, **ROOTS}
+
+
+def test_owner_and_group_are_recorded(tmp_path: Path) -> None:
+    """By number (what rollback puts back) and, where the host knows them, by name; an id with
+    no name (a user since removed) is recorded by number alone."""
+    mine, orphan = tmp_path / "daemon.json", tmp_path / "grub"
+    mine.write_text("{}\n")
+    orphan.write_text("GRUB_DEFAULT=0\n")
+    os.chown(orphan, 4242, 4343)
+    orphan.chmod(0o640)
+    files = _run_script(tmp_path, [str(mine), str(orphan)], smi=None)["files"]
+    assert files[str(mine)] == {"exists": True, "mode": "644", "content_b64": "e30K", **ROOTS}
+    assert files[str(orphan)] == {
+        "exists": True, "mode": "640", "content_b64": "R1JVQl9ERUZBVUxUPTAK",
+        "uid": 4242, "gid": 4343,
+    }  # fmt: skip
 
 
 def test_a_wedged_nvidia_smi_is_bounded(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from gpufix import runner, strategies, versions
 
 # Checks a user may override with --force.
 FORCEABLE = ("gpu-processes", "disk")
-# The most of a file playbooks/host_check.yml saves for rollback (bytes).
+# The most of a file playbooks/host_check.yml saves for rollback (bytes); passed to the play as
+# gpufix_preflight_save_limit (the playbook's default, for runs by hand, is the same number).
 SAVE_LIMIT = 262144
 
 
@@ -167,7 +168,11 @@ def run_preflight(
         "host_check.yml",
         inventory,
         limit=",".join(hosts),
-        extravars={"gpufix_preflight_dpkg_wait": dpkg_wait, "gpufix_preflight_files": files},
+        extravars={
+            "gpufix_preflight_dpkg_wait": dpkg_wait,
+            "gpufix_preflight_files": files,
+            "gpufix_preflight_save_limit": SAVE_LIMIT,
+        },
         timeout=dpkg_wait + 300,
         forks=forks,
         progress=progress,

@@ -15,9 +15,12 @@ from gpufix import inputs
 from gpufix.apply.varspec import (
     ALLOW_EMPTY,
     DICT_PATTERNS,
+    FILE_ID_MAX,
+    INT_RANGES,
     NEVER_IN_PLAN,
     PATTERNS,
     ROLE_EXTRAS,
+    SAVED_FILE_KEYS,
     SHARED,
     VAR_PATTERNS,
 )
@@ -93,8 +96,8 @@ def _check_str(name: str, value: Any, pattern: str | None, where: str) -> None:
 
 
 def _check_saved_file(name: str, value: Any, where: str) -> None:
-    if not isinstance(value, dict) or set(value) - {"exists", "mode", "content_b64"}:
-        raise InvalidInput(f"{where}: {name}: a saved file is {{exists, mode, content_b64}}")
+    if not isinstance(value, dict) or set(value) - set(SAVED_FILE_KEYS):
+        raise InvalidInput(f"{where}: {name}: a saved file is {{{', '.join(SAVED_FILE_KEYS)}}}")
     if not isinstance(value.get("exists"), bool):
         raise InvalidInput(f"{where}: {name}: exists must be true or false")
     if value["exists"]:
@@ -102,6 +105,13 @@ def _check_saved_file(name: str, value: Any, where: str) -> None:
             raise InvalidInput(f"{where}: {name}: a saved file that existed has no content_b64")
         _match("file_mode", str(value.get("mode", "")), name, where)
         _match("base64", str(value["content_b64"]), name, where)
+    for key in ("uid", "gid"):  # absent in journals from before they were recorded
+        if key in value:
+            n = value[key]
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= FILE_ID_MAX:
+                raise InvalidInput(
+                    f"{where}: {name}: {key} must be an integer from 0 to {FILE_ID_MAX}"
+                )
 
 
 def _check_dict(name: str, value: Any, where: str) -> None:
@@ -132,8 +142,9 @@ def check_value(name: str, spec: dict[str, Any], value: Any, where: str) -> None
         if not isinstance(value, bool):
             raise InvalidInput(f"{where}: {name}: expected true or false")
     elif kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int) or abs(value) > 10**9:
-            raise InvalidInput(f"{where}: {name}: expected an integer")
+        low, high = INT_RANGES.get(name, (-(10**9), 10**9))
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InvalidInput(f"{where}: {name}: expected an integer from {low} to {high}")
     elif kind in ("str", "path"):
         _check_str(name, value, pattern or ("abspath" if kind == "path" else None), where)
     elif kind == "list":

@@ -12,6 +12,7 @@ from typing import Any
 from gpufix import runner, strategies
 from gpufix.apply import hostcheck
 from gpufix.apply.journal import Journal, now
+from gpufix.apply.varspec import SAVED_FILE_KEYS
 from gpufix.errors import GpufixError, InvalidInput
 
 
@@ -35,7 +36,8 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
             continue
         after_saved = (after.get("files") or {}).get(path)
         if path in written or (after_saved is not None and after_saved != saved):
-            files[path] = saved
+            # the owner's and group's names are for people; rollback puts back the numbers
+            files[path] = {k: saved[k] for k in SAVED_FILE_KEYS if k in saved}
     kernel_before = (before.get("kernel") or {}).get("running") if _kernel_may_move(rec) else None
     return {
         "gpufix_rollback_install": install,

@@ -96,6 +96,18 @@ VAR_PATTERNS: dict[str, str] = {
     "gpufix_preflight_files": "abspath",
     "gpufix_uninstall_paths": "abspath",
 }
+# Inclusive bounds of integer variables (others: |n| <= 10**9).
+INT_RANGES: dict[str, tuple[int, int]] = {
+    # bytes of a file the host check saves: at most what the journal's content_b64 holds
+    # (the `base64` pattern's 400000 characters are 300000 bytes)
+    "gpufix_preflight_save_limit": (1, 300000),
+}
+# What rollback.yml takes of a saved file (gpufix.apply.rollback passes no more; the host check
+# also records the owner's and group's names, for people reading the journal).
+SAVED_FILE_KEYS = ("exists", "mode", "content_b64", "uid", "gid")
+# The largest owner or group id a saved file may be given back: ids are 32-bit, and
+# 4294967295 ((uid_t)-1) tells chown "leave it as it is".
+FILE_ID_MAX = 4294967294
 # (key pattern, value pattern) of dict variables
 DICT_PATTERNS: dict[str, tuple[str, str]] = {
     "gpufix_nccl_profile_extra": ("nccl_key", "nccl_value"),
@@ -152,6 +164,7 @@ SHARED: dict[str, dict[str, dict[str, Any]]] = {
     "host_check.yml": {
         "gpufix_preflight_dpkg_wait": {"type": "int"},
         "gpufix_preflight_files": {"type": "list", "elements": "str"},
+        "gpufix_preflight_save_limit": {"type": "int"},
     },
     "rollback.yml": {
         "gpufix_rollback_install": {"type": "dict"},

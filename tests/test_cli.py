@@ -152,6 +152,14 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
         (("facts", "nosuchhost"), "nosuchhost"),
         (("diff", "host01", "nosuchhost"), "nosuchhost"),
         (("plan",), "Missing argument"),
+        # the job's settings: only where a probe runs, and only as data (docs/probe.md)
+        (("plan", "host01", "--job-env", "NCCL_ALGO=Tree"), "only with --probe"),
+        (("plan", "host01", "--probe", "--job-env", "LD_PRELOAD=/tmp/x.so"), "want VAR=VALUE"),
+        (("probe", "host01", "--job-env", "NCCL_DEBUG=INFO"), "the probe sets it"),
+        (
+            ("apply", "--strategy", "nccl-profile", "host01", "--probe-job-env", "NCCL_X={{1}}"),
+            "want VAR=VALUE",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_3(args: tuple[str, ...], needle: str) -> None:

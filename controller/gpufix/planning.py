@@ -230,6 +230,7 @@ def make_plans(
     facts_file: Path | None = None,
     verdict: dict[str, Any] | None = None,
     run_probe: bool = False,
+    job_env: tuple[str, ...] = (),
     python_envs: list[str] | None = None,
     progress: runner.Progress | None = None,
     forks: int = FORKS,
@@ -276,9 +277,12 @@ def make_plans(
     # every host targeted, answered or not: a verdict from one that failed goes to no other
     verdicts = bind_verdict([s.host for s in snaps], verdict, [f.host for f in out.failures])
     if run_probe and facts_file is None:
+        from gpufix.probe.options import ProbeOptions
         from gpufix.probe.remote import probe_hosts
 
-        probed = probe_hosts([s.host for s in snaps], inventory, progress=progress, forks=forks)
+        opts = ProbeOptions(job_env=job_env)
+        hosts = [s.host for s in snaps]
+        probed = probe_hosts(hosts, inventory, options=opts, progress=progress, forks=forks)
         # a host the probe never reached has no verdict (and no plan: it answered nothing now)
         lost = {h: v for h, v in probed.items() if v.get("reached") is False}
         out.failures += [Failure(h, str(v.get("error")), True) for h, v in lost.items()]

@@ -229,12 +229,15 @@ def test_ctrl_c_leaves_a_consistent_journal_and_apply_resumes(make_lab) -> None:
 
 def test_verify_uses_the_training_environment_the_plan_names(make_lab) -> None:
     """The probe after the change runs with the interpreter the facts found torch in
-    (--python-env at plan time), not with python3: here only the training venv has torch."""
+    (--python-env at plan time), not with python3: here only the training venv has torch; and
+    with the job's own settings when given (--probe-job-env)."""
     lab = make_lab(1, setup="driver,train", hostvars={"h1": {"gpufix_probe_pythonpath": ""}})
     plan = lab.workdir / "plan.json"
     train = "/opt/venvs/train/bin/python"
     (p,) = make_plans(lab, ["h1"], "single-gpu", plan, "--python-env", train)
     assert p["verify"]["python"] == train, p["verify"]
-    code, doc, err = _apply(lab, plan)
+    code, doc, err = _apply(lab, plan, "--probe-job-env", "NCCL_SOCKET_IFNAME=^docker0,lo")
     h1 = _hosts(doc)["h1"]
     assert code == 2 and h1["state"] == "healthy" and h1["verdict"] == "healthy", err
+    verdict = _journal(lab, doc["run"], "h1")["verdicts"][-1]
+    assert verdict["job_env"] == {"NCCL_SOCKET_IFNAME": "^docker0,lo"}, verdict

@@ -44,7 +44,17 @@ def role_reboots(plan: Plan) -> bool:
 def verdict_summary(verdict: Any, hr: runner.HostResult | None) -> dict[str, Any]:
     if not isinstance(verdict, dict) or not verdict:
         return {"verdict": None, "error": hr.message if hr else "no result"}
-    keep = ("verdict", "backend", "world_size", "stalled", "error", "causes", "deadline_s")
+    # job_env: the job's settings the verification ran with (--probe-job-env)
+    keep = (
+        "verdict",
+        "backend",
+        "world_size",
+        "stalled",
+        "error",
+        "causes",
+        "deadline_s",
+        "job_env",
+    )
     return {k: verdict.get(k) for k in keep if k in verdict}
 
 

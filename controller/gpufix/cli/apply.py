@@ -129,8 +129,15 @@ def _print_result(res: applymod.Result, as_json: bool) -> None:
                 c.print(line, markup=False, highlight=False)
 
 
-def _probe_vars(probe_deadline: int, probe_cpu: bool, probe_python: str | None) -> dict[str, Any]:
+def _probe_vars(
+    probe_deadline: int, probe_cpu: bool, probe_python: str | None, job_env: tuple[str, ...] = ()
+) -> dict[str, Any]:
     out: dict[str, Any] = {"gpufix_probe_deadline": probe_deadline}
+    if job_env:
+        from gpufix.probe.options import ProbeOptions
+
+        ProbeOptions(job_env=job_env).check()  # one-line errors before anything runs
+        out["gpufix_probe_job_env"] = list(job_env)
     if probe_cpu:
         out["gpufix_probe_cpu"] = True
     if probe_python:
@@ -191,6 +198,12 @@ def _probe_vars(probe_deadline: int, probe_cpu: bool, probe_python: str | None) 
     help="Interpreter with torch on the hosts (default: the plan's).",
 )
 @click.option("--probe-deadline", type=click.IntRange(10, 3600), default=120, show_default=True)
+@click.option(
+    "--probe-job-env",
+    multiple=True,
+    metavar="VAR=VALUE",
+    help="A setting the training job runs with, for the probe after the change (repeatable).",
+)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (required off a TTY with --strategy).")
 @forks_option
 @timeout_option
@@ -216,6 +229,7 @@ def apply_cmd(
     probe_cpu: bool,
     probe_python: str | None,
     probe_deadline: int,
+    probe_job_env: tuple[str, ...],
     yes: bool,
     forks: int,
     facts_timeout: int,
@@ -247,7 +261,7 @@ def apply_cmd(
         dpkg_wait=dpkg_wait,
         reboot_timeout=reboot_timeout,
         verify=not no_verify,
-        probe_vars=_probe_vars(probe_deadline, probe_cpu, probe_python),
+        probe_vars=_probe_vars(probe_deadline, probe_cpu, probe_python, probe_job_env),
         interim=interim,
         step_timeout=playbook_timeout,
         forks=forks,

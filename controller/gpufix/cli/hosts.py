@@ -104,6 +104,12 @@ def _only_with(flag: str, names: tuple[str, ...]) -> None:
 )
 @file_option("--probe-verdict", help="Use a saved probe verdict (JSON).")
 @click.option(
+    "--job-env",
+    multiple=True,
+    metavar="VAR=VALUE",
+    help="With --probe: a setting the training job runs with (repeatable; as gpufix probe).",
+)
+@click.option(
     "--allow-reboot/--no-reboot",
     "allow_reboot",
     default=True,
@@ -140,6 +146,7 @@ def plan(
     strategy: str | None,
     run_probe: bool,
     probe_verdict: str | None,
+    job_env: tuple[str, ...],
     allow_reboot: bool,
     single_gpu_ok: bool,
     no_containers: bool,
@@ -163,6 +170,12 @@ def plan(
 
     _conflicts(facts=facts_file, probe=run_probe)  # a snapshot cannot be probed
     _conflicts(probe=run_probe, probe_verdict=probe_verdict)
+    if job_env and not run_probe:
+        raise InvalidInput("--job-env: only with --probe (a saved verdict records its own)")
+    if job_env:
+        from gpufix.probe.options import ProbeOptions
+
+        ProbeOptions(job_env=job_env).check()  # before facts are gathered
     if image and "@sha256:" not in image:
         raise InvalidInput(f"--image {image!r} is not pinned by digest (REF@sha256:DIGEST)")
     constraints = Constraints(
@@ -179,6 +192,7 @@ def plan(
         facts_file=Path(facts_file) if facts_file else None,
         verdict=_load_verdict(probe_verdict),
         run_probe=run_probe,
+        job_env=job_env,
         python_envs=list(python_envs) or None,
         progress=progress,
         forks=forks,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from conftest import leftovers, probe_env
 from gpufix.errors import InvalidInput
-from gpufix.probe import run_local
+from gpufix.probe import run_local, summarize
 from gpufix.probe.options import ProbeOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,6 +105,11 @@ def test_a_job_setting_that_hangs_is_named(job_verdict: dict[str, Any]) -> None:
     assert v["decided_by"] == "job-env-off"
     assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("job-setting", "none")]
     assert any("--job-env" in n and "NCCL_ALGO=Tree" in n for n in v["notes"])
+    line = summarize(v)
+    assert "with the job's GLOO_TEST_JOB=1 NCCL_ALGO=Tree" in line
+    assert line.endswith(
+        "healthy with job-env-off (2 experiments) → likely one of the job's own settings (--job-env)"
+    )
 
 
 @pytest.mark.slow

@@ -29,6 +29,7 @@ _CAUSE_LABELS = {
     "rendezvous-unreachable": "the rendezvous port blocked between the hosts",
     "bootstrap-blocked": "the ranks' connections between the hosts blocked",
     "container-network": "the containers' private networks",
+    "job-setting": "one of the job's own settings (--job-env)",
 }
 
 
@@ -81,6 +82,9 @@ def _evidence(v: Mapping[str, Any]) -> list[str]:
             parts.append(f"single GPU fine ({single.get('init_s')} s)")
         else:
             parts.append(f"single GPU {single.get('verdict')} too")
+    job = v.get("job_env") or {}
+    if job:
+        parts.append("with the job's " + " ".join(f"{k}={val}" for k, val in sorted(job.items())))
     every = list(v.get("experiments") or [])
     exps = [e for e in every if e.get("verdict") != "skipped"]
     skipped = len(every) - len(exps)

@@ -63,3 +63,17 @@ def test_a_profile_the_job_overrides_says_so() -> None:
     assert "the job sets NCCL_P2P_DISABLE itself" in plan.outcome
     quiet = decide(f, _verdict("p2p-off", {"NCCL_ALGO": "Ring"}))
     assert "itself" not in quiet.outcome
+
+
+def test_the_h200_verdict_of_a_broken_job_setting_decides_it() -> None:
+    """Recorded on a real H200 (bench/device/probe_job_env.sh, docs/probe.md): NCCL's bootstrap
+    found no interface named by the job's NCCL_SOCKET_IFNAME; without it the run was healthy."""
+    from gpufix.inputs import load_probe_verdict
+
+    root = Path(__file__).resolve().parents[2]
+    v = load_probe_verdict(root / "docs" / "device" / "h200-probe-job-env-broken.json")
+    assert v["job_env"] == {"NCCL_SOCKET_IFNAME": "=gpufix-none0"}
+    assert "no socket interface" in v["error"]
+    # on a host with two GPUs; the H200's own readings (torch, NCCL, driver) are not this host's
+    plan = decide(_facts("bionic-ga-2x3090"), {**v, "facts": {}})
+    assert plan.strategy == "none" and plan.extra["decision"]["row"] == "job-setting"

@@ -37,6 +37,9 @@ def test_the_job_settings_come_off_first(prog: types.ModuleType) -> None:
     plan = prog.plan_experiments(_ns(job_env={"NCCL_ALGO": "Tree"}), {}, 2, 2)
     assert plan[0] == "job-env-off"
     assert "job-env-off" not in prog.plan_experiments(_ns(), {}, 2, 2)
+    # one rank (a one-GPU host): no knob has a transport to change, the job's settings still do
+    assert prog.plan_experiments(_ns(job_env={"NCCL_ALGO": "Tree"}), {}, 1, 1) == ["job-env-off"]
+    assert prog.plan_experiments(_ns(), {}, 1, 1) == []
 
 
 @pytest.mark.parametrize(

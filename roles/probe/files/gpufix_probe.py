@@ -1741,7 +1741,8 @@ def fill_verdict(
     if ns.soak:
         v["soak"] = soak_record(ns, main)
     trouble = trouble_of(v, ev)
-    if trouble and world > 1:
+    # One rank has no transport between GPUs to change; the job's settings still matter.
+    if trouble and (world > 1 or ns.job_env):
         plan = plan_experiments(ns, v["facts"], world, ngpu)
         run_experiments(v, sup, ns, ev, plan, trouble)
     v["causes"] = find_causes(ev)
@@ -1989,6 +1990,8 @@ def plan_experiments(
         return ns.experiments.split(",")
     # The job's own settings first: the most direct suspect when the job has any.
     plan = ["job-env-off"] if ns.job_env else []
+    if world < 2:
+        return plan  # one rank: no transport between GPUs for a knob to change
     for exp_id, env in KNOBS:
         if exp_id == "p2p-off" and ns.no_p2p_rerun:
             continue

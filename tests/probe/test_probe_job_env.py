@@ -138,3 +138,25 @@ def test_plan_changes_nothing_on_the_host_and_names_the_settings(
     assert decision["job_env"] == ["GLOO_TEST_JOB=1", "NCCL_ALGO=Tree"]
     assert "env.html" in decision["source"]
     assert not plan["steps"] and not plan["reboot_required"]
+
+
+@pytest.mark.slow
+def test_the_settings_reach_a_remote_probe_as_written(tmp_path: Path) -> None:
+    """The one-host remote probe runs through ansible.builtin.script (gpufix.runner.run_script):
+    a real ansible-runner run hands `^`, `,` and `==` values over unchanged, one argv item each."""
+    from gpufix import runner
+
+    script = tmp_path / "argv.py"
+    script.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(
+        "all:\n  hosts:\n    h1:\n      ansible_connection: local\n"
+        f"      ansible_python_interpreter: {sys.executable}\n"
+    )
+    opts = ProbeOptions(job_env=("NCCL_SOCKET_IFNAME=^docker0,lo", "NCCL_IB_HCA==mlx5_0:1"))
+    args = opts.check().program_args()
+    res = runner.run_script("h1", inv, script, args, executable=sys.executable, timeout=120)
+    host = res.hosts["h1"]
+    assert host.status == "ok", host.message
+    assert json.loads(host.stdout) == args
+    assert "--job-env=NCCL_IB_HCA==mlx5_0:1" in args

@@ -5,7 +5,8 @@ debug messages and assert messages is shown as text, never evaluated as Jinja.
 Real ansible-playbook runs of the role's task files on this machine (connection=local), with
 stand-in `docker`, `nvidia-ctk` and `systemctl` first on PATH printing the payloads. Whether
 dockerd runs comes from service_facts on a real host; here it is given as a variable. The
-pending-change marker lives in tmp_path."""
+pending-change marker lives in tmp_path. The host's identity (os_family, distribution) comes from
+a stand-in module that returns it as facts, as the setup module does."""
 
 from __future__ import annotations
 
@@ -146,3 +147,91 @@ def test_the_same_payload_runs_where_ansible_trusts_it(tmp_path: Path) -> None:
     out = run_playbook(tmp_path, book, {}, check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert ran.exists()
+
+
+# A module on the "host" that reports the host's identity facts from a file, as the setup module
+# reports what /etc/os-release says: facts come back from the host, never from the play's text.
+IDENTITY_MODULE = """\
+#!/usr/bin/python
+import json
+from ansible.module_utils.basic import AnsibleModule
+
+module = AnsibleModule(argument_spec={"src": {"type": "path", "required": True}},
+                       supports_check_mode=True)
+with open(module.params["src"]) as f:
+    module.exit_json(changed=False, ansible_facts=json.load(f))
+"""
+
+
+def _role_as_host(tmp_path: Path, identity: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """Run the whole role in check mode on a host whose identity facts are `identity`; when it
+    fails, report the task, its message and what the role read (facts, the repository URI)."""
+    (tmp_path / "identity.json").write_text(json.dumps(identity))
+    (tmp_path / "library").mkdir()
+    (tmp_path / "library" / "host_identity.py").write_text(IDENTITY_MODULE)
+    report = tmp_path / "report.json"
+    book = tmp_path / "book.yml"
+    book.write_text(
+        "- hosts: localhost\n"
+        "  gather_facts: true\n"
+        "  tasks:\n"
+        "    - name: Report the host's identity\n"
+        f"      host_identity: {{src: {tmp_path / 'identity.json'}}}\n"
+        "    - name: The whole role, as a playbook runs it\n"
+        "      block:\n"
+        "        - ansible.builtin.include_role:\n"
+        "            name: container_runtime\n"
+        "            public: true\n"  # its defaults stay visible to the rescue
+        "      rescue:\n"
+        "        - ansible.builtin.copy:\n"
+        "            content: >-\n"
+        "              {{ {'task': ansible_failed_task.name, 'msg': ansible_failed_result.msg,\n"
+        "                  'os_family': ansible_facts['os_family'],\n"
+        "                  'repo': gpufix_container_runtime_docker_repo_uri} | to_json }}\n"
+        f"            dest: {report}\n"
+        "            mode: '0600'\n"
+        "          check_mode: false\n"
+    )
+    out = run_playbook(tmp_path, book, {}, check=True)
+    assert report.is_file(), out.stdout[-3000:] + out.stderr[-2000:]
+    return out.stdout, json.loads(report.read_text())
+
+
+def test_a_hosts_distribution_and_os_family_are_text(tmp_path: Path, marker: Path) -> None:
+    """The host says it is a Jinja expression: os_family reaches the platform check's message
+    and distribution the vars-file lookup and the default Docker repository URI (lowercased),
+    each as the text the host sent; nothing runs."""
+    lowered = tmp_path / "lowered"  # the distribution payload's target after `| lower`
+    identity = {
+        "os_family": payloads(marker)[0],
+        "distribution": payloads(lowered)[1],
+        "distribution_version": payloads(marker)[0],
+    }
+    _, seen = _role_as_host(tmp_path, identity)
+    assert seen["os_family"] == identity["os_family"]  # the facts did reach the role
+    assert seen["task"] == "Check the platform", seen
+    assert seen["msg"] == (
+        "container_runtime supports Debian-family hosts (Ubuntu, Debian), "
+        f"not {identity['os_family']}."
+    )
+    assert seen["repo"] == "https://download.docker.com/linux/" + identity["distribution"].lower()
+    assert not lowered.exists() and not lowered.with_name("LOWERED").exists()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: main.yml's first_found builds vars-file names from the host's distribution "
+    "unfiltered, so '../' in it loads a YAML file from anywhere on the controller",
+)
+def test_a_hosts_distribution_names_no_file_outside_the_role(tmp_path: Path) -> None:
+    """Not evaluation but the same host text as a path: a distribution of ../../tmp/x/evil must
+    not make include_vars read tmp/x/evil.yml on the controller. Here evil.yml sets a relative
+    wrapper path, which the settings check refuses before the platform check would."""
+    (tmp_path / "evil.yml").write_text("gpufix_container_runtime_wrapper_path: from-evil-yml\n")
+    identity = {
+        "os_family": "NotDebian",
+        "distribution": "../" * 16 + str(tmp_path / "evil").lstrip("/"),
+        "distribution_version": "1",
+    }
+    _, seen = _role_as_host(tmp_path, identity)
+    assert seen["task"] == "Check the platform", seen

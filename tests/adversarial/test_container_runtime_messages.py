@@ -218,11 +218,6 @@ def test_a_hosts_distribution_and_os_family_are_text(tmp_path: Path, marker: Pat
     assert not lowered.exists() and not lowered.with_name("LOWERED").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: main.yml's first_found builds vars-file names from the host's distribution "
-    "unfiltered, so '../' in it loads a YAML file from anywhere on the controller",
-)
 def test_a_hosts_distribution_names_no_file_outside_the_role(tmp_path: Path) -> None:
     """Not evaluation but the same host text as a path: a distribution of ../../tmp/x/evil must
     not make include_vars read tmp/x/evil.yml on the controller. Here evil.yml sets a relative

@@ -42,3 +42,13 @@ def test_the_module_that_allowed_the_reboot_is_the_signed_prebuilt_one(host):
 def test_fallback_kernel_still_installed_and_manual(host):
     assert host.package("linux-image-4.15.0-213-generic").is_installed
     assert "linux-image-4.15.0-213-generic" in host.check_output("apt-mark showmanual").split()
+
+
+def test_role_installed_canonicals_module_for_the_new_kernel_without_moving_the_driver(host):
+    # The host used Canonical's prebuilt modules for its GA kernel (refuse.yml's last step); the
+    # role added the HWE kernel's module and the flavour metapackage that follows the HWE kernel.
+    assert host.package("linux-modules-nvidia-535-4.15.0-213-generic").is_installed
+    assert host.package("linux-modules-nvidia-535-5.4.0-150-generic").is_installed
+    assert host.package("linux-modules-nvidia-535-generic-hwe-18.04").is_installed
+    for name in ("nvidia-driver-535", "nvidia-kernel-common-535", "libnvidia-compute-535"):
+        assert host.package(name).version == "535.183.01-0ubuntu0.18.04.1", name

@@ -5,6 +5,9 @@ the same filter, and evaluates the filter itself with Ansible's Jinja environmen
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,14 +50,28 @@ def test_every_vars_file_list_from_facts_is_filtered() -> None:
     ],
 )
 def test_the_filter_keeps_plain_names_only(distribution: str, kept: list[str]) -> None:
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
-
+    # In a child process: importing ansible here would fix ansible.constants for every later
+    # test in this process before gpufix.inventory sets its quiet settings.
     facts = {"distribution": distribution, "distribution_version": "18.04", "os_family": "Debian"}
     expr = (
         "{{ [ansible_facts['distribution'] ~ '-' ~ ansible_facts['distribution_version'] ~ '.yml',"
         " ansible_facts['distribution'] ~ '.yml', ansible_facts['os_family'] ~ '.yml', 'main.yml']"
         f" | {FILTER} | list }}}}"
     )
-    templar = Templar(loader=DataLoader(), variables={"ansible_facts": facts})
-    assert templar.template(expr) == kept
+    code = (
+        "import json, sys\n"
+        "from ansible.parsing.dataloader import DataLoader\n"
+        "from ansible.template import Templar\n"
+        "facts, expr = json.loads(sys.argv[1]), sys.argv[2]\n"
+        "t = Templar(loader=DataLoader(), variables={'ansible_facts': facts})\n"
+        "print(json.dumps(t.template(expr)))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(facts), expr],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == kept

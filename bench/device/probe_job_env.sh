@@ -8,13 +8,7 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 probe="$root/roles/probe/files/gpufix_probe.py"
-py=${PYTHON:-}
-if [ -z "$py" ]; then
-  for c in python3 python /opt/torch/.venv/bin/python3 /usr/bin/python3; do
-    if command -v "$c" >/dev/null 2>&1 && "$c" -c "import torch" >/dev/null 2>&1; then py=$c; break; fi
-  done
-fi
-[ -n "$py" ] || { echo "no python with torch found; set PYTHON" >&2; exit 3; }
+. "$root/bench/device/torch_python.sh"
 out=${OUT:-$(mktemp -d)}
 echo "python: $py ($("$py" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'))"
 command -v nvidia-smi >/dev/null && timeout 20 nvidia-smi -L

@@ -160,3 +160,55 @@ def test_the_settings_reach_a_remote_probe_as_written(tmp_path: Path) -> None:
     assert host.status == "ok", host.message
     assert json.loads(host.stdout) == args
     assert "--job-env=NCCL_IB_HCA==mlx5_0:1" in args
+
+
+SAMPLES = [
+    "NCCL_ALGO=Ring",
+    "NCCL_SOCKET_IFNAME=^docker0,lo",
+    "NCCL_IB_HCA==mlx5_0:1",
+    "CUDA_VISIBLE_DEVICES=0,1",
+    "TORCH_NCCL_BLOCKING_WAIT=1",
+    "NCCL_X=",
+    "LD_PRELOAD=/tmp/x.so",
+    "NCCL_X={{1}}",
+    "NCCL_X=a b",
+    "NCCL_X=50%",
+    "nccl_x=1",
+    "NCCL_ALGO",
+    "NCCL_" + "A" * 61 + "=1",
+    "NCCL_X=" + "1" * 201,
+]
+
+
+def test_every_copy_of_the_rule_agrees(prog: types.ModuleType) -> None:
+    """The program, the CLI, varspec, the role and the verdict schema each check a setting
+    (the program runs alone on hosts and imports nothing of gpufix): one answer per sample."""
+    import re
+
+    import yaml
+    from gpufix.apply.varspec import PATTERNS
+    from gpufix.probe.local import schema
+
+    role = yaml.safe_load((ROOT / "roles/probe/vars/main.yml").read_text())
+    props = schema()["properties"]["job_env"]
+    name_re = re.compile(props["propertyNames"]["pattern"])
+    value_re = re.compile(props["additionalProperties"]["pattern"])
+    for item in SAMPLES:
+        name, _, value = item.partition("=")
+        try:
+            prog.parse_job_env([item])
+            want = True
+        except prog.ArgError:
+            want = False
+        try:
+            ProbeOptions(job_env=(item,)).check()
+            cli = True
+        except InvalidInput:
+            cli = False
+        answers = {
+            "cli": cli,
+            "varspec": bool(re.match(PATTERNS["job_env"], item)),
+            "role": bool(re.match(role["_gpufix_probe_job_env_re"], item)),
+            "schema": "=" in item and bool(name_re.match(name) and value_re.match(value)),
+        }
+        assert answers == dict.fromkeys(answers, want), item

@@ -3,7 +3,10 @@
 #  1. a harmless setting (NCCL_ALGO=Ring): healthy, the setting recorded in the verdict;
 #  2. a broken one: NCCL_SOCKET_IFNAME==gpufix-none0 names no interface ('=' is an exact match),
 #     so NCCL's bootstrap finds no socket interface; expect not healthy, job-env-off healthy,
-#     decided_by job-env-off, cause job-setting.
+#     decided_by job-env-off, cause job-setting;
+#  3. both at once: expect job-env-off healthy, job-env-without-NCCL_ALGO not healthy (the
+#     interface is still wrong), job-env-without-NCCL_SOCKET_IFNAME healthy, and
+#     job_env_culprit NCCL_SOCKET_IFNAME.
 # Usage: bench/device/probe_job_env.sh   (PYTHON=... to choose the interpreter; verdicts in $OUT)
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,8 +32,8 @@ except Exception as exc:
 where = v.get("stalled") or v.get("failed_in") or {}
 print("%s: verdict=%s rc=%s wall=%ss world=%s where=%s error=%s" % (
     label, v["verdict"], rc, secs, v["world_size"], where, (v.get("error") or "")[:300]))
-print("  job_env=%s decided_by=%s causes=%s" % (
-    v.get("job_env"), v.get("decided_by"), [c["id"] for c in v["causes"]]))
+print("  job_env=%s decided_by=%s culprit=%s causes=%s" % (
+    v.get("job_env"), v.get("decided_by"), v.get("job_env_culprit"), [c["id"] for c in v["causes"]]))
 print("  experiments=%s" % [(e["id"], e["verdict"], e["elapsed_s"]) for e in v.get("experiments", [])])
 print("  nccl_tail=%s" % [l[:160] for l in v.get("nccl_log_tail", [])[-4:]])
 PY
@@ -40,4 +43,6 @@ PY
 run job-env-harmless --deadline 120 --phase-deadline 60 --no-single-gpu --job-env NCCL_ALGO=Ring
 run job-env-broken --deadline 90 --phase-deadline 30 --no-single-gpu --experiment-budget 150 \
   --job-env NCCL_SOCKET_IFNAME==gpufix-none0
+run job-env-culprit --deadline 90 --phase-deadline 30 --no-single-gpu --experiment-budget 200 \
+  --job-env NCCL_SOCKET_IFNAME==gpufix-none0 --job-env NCCL_ALGO=Ring
 exit 0

@@ -77,3 +77,52 @@ def test_the_h200_verdict_of_a_broken_job_setting_decides_it() -> None:
     # on a host with two GPUs; the H200's own readings (torch, NCCL, driver) are not this host's
     plan = decide(_facts("bionic-ga-2x3090"), {**v, "facts": {}})
     assert plan.strategy == "none" and plan.extra["decision"]["row"] == "job-setting"
+
+
+def test_the_one_setting_that_breaks_it_is_named() -> None:
+    job = {"NCCL_ALGO": "Tree", "NCCL_SOCKET_IFNAME": "=eth9"}
+    plan = decide(
+        _facts("bionic-ga-2x3090"),
+        _verdict("job-env-off", job, job_env_culprit="NCCL_SOCKET_IFNAME"),
+    )
+    assert plan.strategy == "none"
+    assert plan.extra["decision"]["job_env_culprit"] == "NCCL_SOCKET_IFNAME==eth9"
+    assert any(
+        "without NCCL_SOCKET_IFNAME==eth9 alone, of the job's NCCL_ALGO=Tree NCCL_SOCKET_IFNAME==eth9"
+        " (experiments job-env-off, job-env-without-NCCL_SOCKET_IFNAME)" in p
+        for p in plan.path
+    ), plan.path
+
+
+def test_a_culprit_that_is_not_a_job_setting_is_not_read() -> None:
+    v = _verdict("job-env-off", {"NCCL_ALGO": "Tree"}, job_env_culprit="NCCL_PROTO")
+    assert signals.read(v, KB).job_env_culprit is None
+    plan = decide(_facts("bionic-ga-2x3090"), v)
+    assert "job_env_culprit" not in plan.extra["decision"]
+
+
+def test_a_listed_run_without_one_setting_decides_like_job_env_off() -> None:
+    """`--experiments job-env-without-VAR` alone: healthy there is the job's setting too."""
+    v = _verdict("job-env-without-NCCL_ALGO", {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"},
+                 job_env_culprit="NCCL_ALGO")  # fmt: skip
+    assert signals.read(v, KB).family == "job-env-off"
+    plan = decide(_facts("bionic-ga-2x3090"), v)
+    assert plan.extra["decision"]["row"] == "job-setting"
+    assert plan.extra["decision"]["job_env_culprit"] == "NCCL_ALGO=Tree"
+
+
+def test_the_h200_verdict_names_the_one_broken_setting() -> None:
+    """Recorded on a real H200 (bench/device/probe_job_env.sh, third case): the job had a wrong
+    interface and a harmless algorithm; only the run without the interface was healthy."""
+    from gpufix.inputs import load_probe_verdict
+
+    root = Path(__file__).resolve().parents[2]
+    v = load_probe_verdict(root / "docs" / "device" / "h200-probe-job-env-culprit.json")
+    assert [(e["id"], e["verdict"]) for e in v["experiments"]] == [
+        ("job-env-off", "healthy"),
+        ("job-env-without-NCCL_ALGO", "failed"),
+        ("job-env-without-NCCL_SOCKET_IFNAME", "healthy"),
+    ]
+    plan = decide(_facts("bionic-ga-2x3090"), {**v, "facts": {}})
+    assert plan.strategy == "none"
+    assert plan.extra["decision"]["job_env_culprit"] == "NCCL_SOCKET_IFNAME==gpufix-none0"

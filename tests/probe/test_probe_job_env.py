@@ -53,6 +53,18 @@ def test_the_job_settings_come_off_first(prog: types.ModuleType) -> None:
         (["--job-env", "NCCL_ALGO=Ring", "--job-env", "NCCL_ALGO=Tree"], "given twice"),
         (["--job-env", "NCCL_ALGO=Ring", "--experiment", "job-env-off"], "main run is the one"),
         (["--experiments", "job-env-off"], "needs the job's settings"),
+        (
+            ["--job-env", "NCCL_ALGO=Ring", "--experiment", "job-env-without-NCCL_ALGO"],
+            "main run is the one",
+        ),
+        (
+            ["--job-env", "NCCL_ALGO=Ring", "--experiments", "job-env-without-NCCL_PROTO"],
+            "not one of the job's settings",
+        ),
+        (
+            ["--job-env", "NCCL_ALGO=Ring", "--experiments", "job-env-without-LD_PRELOAD"],
+            "not one of the job's settings",
+        ),
     ],
 )
 def test_bad_job_settings_are_refused(
@@ -212,3 +224,62 @@ def test_every_copy_of_the_rule_agrees(prog: types.ModuleType) -> None:
             "schema": "=" in item and bool(name_re.match(name) and value_re.match(value)),
         }
         assert answers == dict.fromkeys(answers, want), item
+    # the experiment that takes one setting off names it in its id (job-env-without-VAR)
+    id_re = re.compile(schema()["$defs"]["experiment_id"]["pattern"])
+    for item in SAMPLES:
+        name = item.partition("=")[0]
+        named = bool(prog.JOB_ENV_NAME_RE.match(name))
+        assert bool(id_re.match("job-env-without-" + name)) == named, name
+
+
+@pytest.fixture(scope="module")
+def culprit_verdict(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The job sets two things; only GLOO_TEST_B breaks the run (the stall clears only under the
+    host's own value). After job-env-off is healthy, each setting comes off alone, in name
+    order: without GLOO_TEST_A the run still hangs, without GLOO_TEST_B it is healthy."""
+    pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
+    tmp = tmp_path_factory.mktemp("job-env-culprit")
+    env = probe_env(tmp, "stall:pg_init:*;unless=GLOO_TEST_B=host")
+    env["GLOO_TEST_B"] = "host"
+    args = [*BASE, "--world-size", "2", "--deadline", "90", "--experiment-budget", "200"]
+    args += ["--job-env", "GLOO_TEST_B=job", "--job-env", "GLOO_TEST_A=1"]
+    v = run_local(args=args, env=env)
+    assert leftovers(str(tmp)) == [], "worker processes left behind"
+    return v
+
+
+@pytest.mark.slow
+def test_the_one_setting_that_breaks_the_run_is_found(culprit_verdict: dict[str, Any]) -> None:
+    v = culprit_verdict  # run_local validated it against the probe schema
+    assert v["verdict"] == "hung"
+    assert [(e["id"], e["verdict"]) for e in v["experiments"]] == [
+        ("job-env-off", "healthy"),
+        ("job-env-without-GLOO_TEST_A", "hung"),
+        ("job-env-without-GLOO_TEST_B", "healthy"),
+    ]
+    assert v["decided_by"] == "job-env-off" and v["job_env_culprit"] == "GLOO_TEST_B"
+    assert any("GLOO_TEST_B=job is the one that breaks the run" in n for n in v["notes"])
+    assert summarize(v).endswith("→ likely the job's GLOO_TEST_B=job (--job-env)")
+
+
+@pytest.mark.slow
+def test_plan_names_the_culprit(culprit_verdict: dict[str, Any], tmp_path: Path) -> None:
+    verdict = tmp_path / "v.json"
+    verdict.write_text(json.dumps(culprit_verdict))
+    facts = ROOT / "tests" / "fixtures" / "hosts" / "bionic-ga-2x3090.json"
+    cmd = [sys.executable, "-m", "gpufix", "plan", "x", "--facts", str(facts)]
+    r = subprocess.run(
+        [*cmd, "--probe-verdict", str(verdict), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    (plan,) = json.loads(r.stdout)["plans"]
+    assert plan["strategy"] == "none" and not plan["steps"]
+    assert plan["extra"]["decision"]["job_env_culprit"] == "GLOO_TEST_B=job"
+    assert any(
+        "without GLOO_TEST_B=job alone" in p and "job-env-without-GLOO_TEST_B" in p
+        for p in plan["path"]
+    ), plan["path"]

@@ -52,6 +52,8 @@ def explain(ctx: Ctx, chosen: Candidate, passed: tuple[str, ...] = ()) -> dict[s
         }
         if d.job_env:
             out["decision"]["job_env"] = list(d.job_env)
+        if d.culprit:
+            out["decision"]["job_env_culprit"] = d.culprit
         if d.issue is not None:
             out["decision"]["nccl_issue"] = {
                 "id": d.issue.id,

@@ -15,6 +15,7 @@ from gpufix.engine.kb import KnowledgeBase
 
 NOT_HEALTHY = ("hung", "failed", "degraded")
 INIT_PHASES = ("cuda_init", "alloc")
+JOB_ENV_WITHOUT = "job-env-without-"  # the job's settings but one (docs/probe.md)
 # Probe cause ids that carry a text signature the verdict's own error may not repeat.
 CAUSE_SIGNATURES = {
     "shm": "shm-exhausted",
@@ -61,6 +62,7 @@ class Signals:
     kind: str | None = None  # hang | error: how the run (or else the soak) went wrong (_kind)
     cpu_run: bool = False  # gloo on CPU tensors (`--cpu`): the GPUs took no part
     job_env: tuple[str, ...] = ()  # VAR=VALUE: the job's settings the runs had (--job-env)
+    job_env_culprit: str | None = None  # VAR=VALUE: the one of them that alone breaks the run
 
     @property
     def unhealthy(self) -> bool:
@@ -68,10 +70,13 @@ class Signals:
 
     @property
     def family(self) -> str | None:
-        """The deciding experiment's family: ifname-eth0 -> ifname, gpus-0-1 -> gpus."""
+        """The deciding experiment's family: ifname-eth0 -> ifname, gpus-0-1 -> gpus,
+        job-env-without-VAR -> job-env-off (the job's settings, all or one, came off)."""
         d = self.decided_by
         if d is None:
             return None
+        if d.startswith(JOB_ENV_WITHOUT):
+            return "job-env-off"
         return d.split("-", 1)[0] if d.startswith(("ifname-", "gpus-")) else d
 
     @property
@@ -206,6 +211,7 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         kind=_kind(v, phase, soak, kb),
         cpu_run=v.get("backend") == "gloo",
         job_env=_job_env(v),
+        job_env_culprit=_job_env_culprit(v),
     )
 
 
@@ -214,6 +220,14 @@ def _job_env(v: dict[str, Any]) -> tuple[str, ...]:
     if not isinstance(env, dict):
         return ()
     return tuple(f"{k}={val}" for k, val in sorted(env.items()) if isinstance(val, str))
+
+
+def _job_env_culprit(v: dict[str, Any]) -> str | None:
+    """The culprit as VAR=VALUE, when it is one of the verdict's job settings."""
+    env, var = v.get("job_env"), v.get("job_env_culprit")
+    if not isinstance(env, dict) or not isinstance(var, str) or not isinstance(env.get(var), str):
+        return None
+    return f"{var}={env[var]}"
 
 
 def _kind(v: dict[str, Any], phase: object, soak: dict[str, Any], kb: KnowledgeBase) -> str | None:

@@ -12,7 +12,7 @@ from gpufix.engine.conditions import Subject, driver_issue, holds, nccl_issue, n
 from gpufix.engine.context import Ctx
 from gpufix.engine.kb import DriverIssue
 from gpufix.engine.kb_evidence import ISSUE_WORKAROUND, EvidenceFix, NcclIssue
-from gpufix.engine.signals import NCCL_ONLY, Signals
+from gpufix.engine.signals import JOB_ENV_WITHOUT, NCCL_ONLY, Signals
 from gpufix.strategies.evidence import physical_interface
 
 
@@ -26,6 +26,7 @@ class Decision:
     # the release-note driver problem behind a driver-known-issue row
     driver_issue: DriverIssue | None = None
     job_env: tuple[str, ...] = ()  # the job's settings (VAR=VALUE) a job-env-off row names
+    culprit: str | None = None  # the one of them (VAR=VALUE) that alone breaks the run
 
     @property
     def fix(self) -> str:
@@ -45,9 +46,20 @@ class Decision:
 
     def line(self) -> str:
         if self.evidence == "experiment:job-env-off":
-            what = " ".join(self.job_env) or "the job's settings"
-            return f"probe healthy without {what} (experiment job-env-off): {self.row.why} [{self.row.id}]"
+            return f"{self._job_phrase()}: {self.row.why} [{self.row.id}]"
         return f"{_phrase(self.evidence, self.ifname)}: {self.row.why} [{self.row.id}]"
+
+    def _job_phrase(self) -> str:
+        what = " ".join(self.job_env) or "the job's settings"
+        if self.culprit is None:
+            return f"probe healthy without {what} (experiment job-env-off)"
+        var = self.culprit.partition("=")[0]
+        return (
+            f"probe healthy without {self.culprit} alone, of the job's {what} "
+            f"(experiments job-env-off, {JOB_ENV_WITHOUT}{var})"
+            if len(self.job_env) > 1
+            else f"probe healthy without {self.culprit} (experiment job-env-off)"
+        )
 
 
 # What each contract experiment changes (the probe's vocabulary; docs/probe.md).
@@ -230,6 +242,13 @@ def choose(ctx: Ctx, signals: Signals) -> Decision | None:
             continue
         drv = driver_issue(subject) if "driver-known-issue" in row.when else None
         return Decision(
-            row, row.evidence, ifname, issue, _needs(ctx, signals, row), drv, signals.job_env
+            row,
+            row.evidence,
+            ifname,
+            issue,
+            _needs(ctx, signals, row),
+            drv,
+            signals.job_env,
+            signals.job_env_culprit,
         )
     return None

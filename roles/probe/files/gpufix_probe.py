@@ -215,8 +215,8 @@ CAUSES.update(
         "job-setting": (
             "none",
             "the run was healthy without the job's own settings (--job-env) and not with them: "
-            "one of those settings causes the failure on this host; take it out of the job, or "
-            "probe again with fewer of them to find which",
+            "one of those settings causes the failure on this host (job_env_culprit names it "
+            "when one alone does); take it out of the job",
         ),
     }
 )
@@ -732,17 +732,18 @@ class Supervisor(object):
         self.live: List[RankState] = []
 
     def worker_env(
-        self, name: str, kind: str, extra: Dict[str, str], gpus: List[int], job: bool = True
+        self, name: str, kind: str, extra: Dict[str, str], gpus: List[int], host: Tuple[str, ...]
     ) -> Dict[str, str]:
         ns = self.ns
         env = dict(os.environ)
-        if not job:
-            # The job-env-off experiment: the host's own values, as before --job-env.
-            for var, old in ns.job_env_saved.items():
-                if old is None:
-                    env.pop(var, None)
-                else:
-                    env[var] = old
+        # job-env-off and job-env-without-VAR: these of the job's settings get the host's own
+        # values back, as before --job-env (unset where the host had none).
+        for var in host:
+            old = ns.job_env_saved.get(var)
+            if old is None:
+                env.pop(var, None)
+            else:
+                env[var] = old
         env["NCCL_DEBUG"] = "INFO"
         env["NCCL_DEBUG_FILE"] = os.path.join(self.nccl_dir, name + ".%h.%p.log")
         if (ns.nnodes or 1) == 1:
@@ -798,7 +799,7 @@ class Supervisor(object):
         res = RunResult(spec.kind, phases, spec.deadline_at)
         res.world = spec.world
         res.deadline_label = spec.deadline_label
-        env = self.worker_env(spec.name, spec.kind, spec.env, spec.gpus, spec.job_env)
+        env = self.worker_env(spec.name, spec.kind, spec.env, spec.gpus, spec.host_vars)
         for r in spec.ranks:
             with open(os.path.join(run_dir, "rank%d.out" % r), "wb") as out:
                 proc = subprocess.Popen(
@@ -941,7 +942,8 @@ class RunSpec(object):
         self.gpus: List[int] = kw.get("gpus") or list(range(world))
         self.env: Dict[str, str] = kw.get("env") or {}
         self.soak: bool = bool(kw.get("soak"))
-        self.job_env: bool = kw.get("job_env", True)  # False: without the --job-env settings
+        # the --job-env settings this run has without (their host values back)
+        self.host_vars: Tuple[str, ...] = tuple(kw.get("host_vars") or ())
         self.quick: Optional[bool] = kw.get("quick")  # None: --quick, and always for experiments
         self.deadline_label = "experiment deadline" if kind in ("exp", "pair") else "probe deadline"
 
@@ -1123,6 +1125,7 @@ def path_causes(ev: Dict[str, Any], where: Optional[str]) -> List[str]:
     decided = decided_experiment(ev, where)
     if decided:
         key = "ifname" if decided.startswith("ifname-") else decided
+        key = "job-env-off" if key.startswith(WITHOUT) else key
         return list(DECIDED_CAUSES.get(key, ()))
     suspects = ev.get("suspects") or {}
     ids = ["gpu-path"] if suspects.get("gpus") else ["link-path"] if suspects.get("links") else []
@@ -1498,10 +1501,15 @@ def check_experiment_args(ns: argparse.Namespace) -> None:
         if var not in NCCL_DEFAULTS:
             raise ArgError("--nccl-default %r: one of %s" % (var, ", ".join(sorted(NCCL_DEFAULTS))))
     ns.job_env = parse_job_env(ns.job_env)
-    if ns.experiment == "job-env-off":
-        raise ArgError("--experiment job-env-off: the main run is the one with the job's settings")
-    if ns.experiments and "job-env-off" in ns.experiments.split(",") and not ns.job_env:
-        raise ArgError("--experiments job-env-off needs the job's settings (--job-env)")
+    if ns.experiment == "job-env-off" or (ns.experiment or "").startswith(WITHOUT):
+        raise ArgError(
+            "--experiment %s: the main run is the one with the job's settings" % ns.experiment
+        )
+    for exp_id in ns.experiments.split(",") if ns.experiments else []:
+        if exp_id == "job-env-off" and not ns.job_env:
+            raise ArgError("--experiments job-env-off needs the job's settings (--job-env)")
+        if exp_id.startswith(WITHOUT) and exp_id[len(WITHOUT) :] not in ns.job_env:
+            raise ArgError("--experiments %s: not one of the job's settings (--job-env)" % exp_id)
     if ns.experiment is not None and ns.experiments:
         raise ArgError(
             "--experiment (the main run's change) and --experiments (runs after it) "
@@ -1929,6 +1937,18 @@ def parse_job_env(items: List[str]) -> Dict[str, str]:
     return out
 
 
+WITHOUT = "job-env-without-"  # an experiment id: the job's settings but VAR (job-env-without-VAR)
+
+
+def host_vars(ns: argparse.Namespace, exp_id: str) -> Tuple[str, ...]:
+    """The job's settings an experiment runs without (their host values back)."""
+    if exp_id == "job-env-off":
+        return tuple(sorted(ns.job_env))
+    if exp_id.startswith(WITHOUT):
+        return (exp_id[len(WITHOUT) :],)
+    return ()
+
+
 def apply_job_env(v: Dict[str, Any], ns: argparse.Namespace) -> None:
     """Put the job's settings in the environment every rank inherits; keep the host's own values
     for the job-env-off experiment; say so in the verdict."""
@@ -1937,8 +1957,10 @@ def apply_job_env(v: Dict[str, Any], ns: argparse.Namespace) -> None:
         return
     os.environ.update(ns.job_env)
     v["job_env"] = dict(ns.job_env)
+    v["job_env_culprit"] = None
     v["notes"].append(
-        "every run ran with the job's settings %s (--job-env), except the job-env-off experiment"
+        "every run ran with the job's settings %s (--job-env), except the job-env-off "
+        "experiment (without all of them) and any job-env-without-VAR (without that one)"
         % " ".join("%s=%s" % kv for kv in sorted(ns.job_env.items()))
     )
 
@@ -1950,6 +1972,8 @@ def experiment_env(exp_id: str) -> Tuple[Dict[str, str], Optional[List[int]]]:
             return dict(env), None
     if exp_id == "job-env-off":
         return {}, None  # what it leaves out is the verdict's job_env
+    if exp_id.startswith(WITHOUT) and JOB_ENV_NAME_RE.match(exp_id[len(WITHOUT) :]):
+        return {}, None  # the job's settings but this one
     m = PAIR_RE.match(exp_id)
     if m and int(m.group(1)) < int(m.group(2)):
         return {}, [int(m.group(1)), int(m.group(2))]
@@ -2027,10 +2051,59 @@ def run_experiments(
             v["no_p2p_rerun"] = ev["rerun"] = legacy_rerun(res)
         if rec["verdict"] == "healthy" and not exp_id.startswith("gpus-"):
             v["decided_by"] = ev["decided"] = exp_id
+            if exp_id.startswith(WITHOUT):  # listed by --experiments
+                name_culprit(v, ns, exp_id[len(WITHOUT) :])
             break
+    if v["decided_by"] == "job-env-off":
+        find_culprit(v, sup, ns, ev, end, trouble)
     if "p2p-off" in plan and v["no_p2p_rerun"] is None:
         v["no_p2p_rerun"] = {"verdict": "skipped", "why": "experiment budget spent"}
     v["suspects"] = ev["suspects"] = pair_suspects(v["experiments"])
+
+
+def find_culprit(
+    v: Dict[str, Any],
+    sup: Supervisor,
+    ns: argparse.Namespace,
+    ev: Dict[str, Any],
+    end: float,
+    trouble: str,
+) -> None:
+    """After job-env-off turned the run healthy: which one of the job's settings does it. One
+    setting is that one; with several, each in turn comes off alone (job-env-without-VAR, the
+    others kept) until a run is healthy. None when no single setting does it or the budget ran
+    out (the runs say which)."""
+    names = sorted(ns.job_env)
+    if len(names) == 1:
+        v["job_env_culprit"] = names[0]
+        return
+    if ns.experiments:
+        return  # the user's list, not the plan
+    floor_s = min(ns.phase_deadline, 5.0)
+    for i, var in enumerate(names):
+        left = end - time.monotonic()
+        if left < floor_s:
+            why = "experiment budget of %.0f s spent" % ns.experiment_budget
+            v["experiments"] += [skipped(WITHOUT + x, why) for x in names[i:]]
+            return
+        rec, res = run_experiment(sup, ns, v, WITHOUT + var, left, trouble)
+        ev["texts"] += res.texts
+        v["experiments"].append(rec)
+        if rec["verdict"] == "healthy":
+            name_culprit(v, ns, var)
+            return
+    v["notes"].append(
+        "no one of the job's settings alone: each run without one still failed, so it takes "
+        "several of them together"
+    )
+
+
+def name_culprit(v: Dict[str, Any], ns: argparse.Namespace, var: str) -> None:
+    v["job_env_culprit"] = var
+    v["notes"].append(
+        "%s%s healthy: of the job's settings, %s=%s is the one that breaks the run here"
+        % (WITHOUT, var, var, ns.job_env[var])
+    )
 
 
 def run_experiment(
@@ -2053,7 +2126,7 @@ def run_experiment(
         env=env,
         gpus=gpus,
         soak=trouble == "soak",
-        job_env=exp_id != "job-env-off",
+        host_vars=host_vars(ns, exp_id),
     )
     spec.quick = trouble != "bandwidth"  # judging bandwidth needs the full sizes
     res = sup.run(spec)

@@ -281,3 +281,13 @@ def test_rollback_leaves_grub_alone_for_a_run_that_could_not_move_the_kernel() -
     assert rollback.rollback_vars(new_image)["gpufix_rollback_kernel"] == "5.4.0-150-generic"
     failed_step = {k: v for k, v in rec.items() if k != "after"}  # no after-state was read
     assert rollback.rollback_vars(failed_step)["gpufix_rollback_kernel"] == "5.4.0-150-generic"
+
+
+def test_the_verification_record_keeps_the_job_settings_and_the_culprit() -> None:
+    from gpufix.apply.after import verdict_summary
+
+    v = {"verdict": "failed", "job_env": {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"},
+         "job_env_culprit": "NCCL_PROTO", "nccl_log_tail": ["x"]}  # fmt: skip
+    kept = verdict_summary(v, None)
+    assert kept["job_env_culprit"] == "NCCL_PROTO" and kept["job_env"] == v["job_env"]
+    assert "nccl_log_tail" not in kept

@@ -44,7 +44,8 @@ def role_reboots(plan: Plan) -> bool:
 def verdict_summary(verdict: Any, hr: runner.HostResult | None) -> dict[str, Any]:
     if not isinstance(verdict, dict) or not verdict:
         return {"verdict": None, "error": hr.message if hr else "no result"}
-    # job_env: the job's settings the verification ran with (--probe-job-env)
+    # job_env: the job's settings the verification ran with (--probe-job-env); job_env_culprit:
+    # the one of them that alone broke it
     keep = (
         "verdict",
         "backend",
@@ -54,6 +55,7 @@ def verdict_summary(verdict: Any, hr: runner.HostResult | None) -> dict[str, Any
         "causes",
         "deadline_s",
         "job_env",
+        "job_env_culprit",
     )
     return {k: verdict.get(k) for k in keep if k in verdict}
 

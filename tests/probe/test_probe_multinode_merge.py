@@ -242,3 +242,42 @@ def test_a_multi_node_verdict_keeps_the_job_settings(prog: types.ModuleType) -> 
     v = validate(multiverdict.build(r, prog))
     assert v["job_env"] == {"NCCL_SOCKET_IFNAME": "=eth9"}
     assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("job-setting", "none")]
+
+
+def test_multi_node_names_the_one_job_setting_that_breaks_it(
+    prog: types.ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller's experiment loop with a stand-in for the multi-host run (the podman test
+    runs the real one): the interface setting hangs bootstrap wherever it is in the job's
+    settings; after job-env-off each setting comes off alone until a run is healthy."""
+    from gpufix.probe import multinode
+    from gpufix.probe.options import ProbeOptions
+
+    calls: list[tuple[tuple[str, ...], str | None]] = []
+
+    def run_once(hosts: list[str], inv: Path, opts: ProbeOptions, *rest: Any) -> list[Part]:
+        calls.append((opts.job_env, rest[1]))
+        if "NCCL_SOCKET_IFNAME==eth9" in opts.job_env:
+            return [part("h1", "hung", "pg_init"), part("h2", "hung", "pg_init", ranks=[1])]
+        return [part("h1", "healthy"), part("h2", "healthy")]
+
+    monkeypatch.setattr(multinode, "run_once", run_once)
+    job = ("NCCL_ALGO=Ring", "NCCL_SOCKET_IFNAME==eth9")
+    opts = ProbeOptions(job_env=job, experiment_budget=600)
+    out = MergedOutcome("hung", "pg_init", ["h1", "h2"], [0, 1], "h1: x; h2: y")
+    r = run(out, None, job_env=dict(i.partition("=")[::2] for i in job))
+    todo = multinode.plan(out, ["eth1"], False, job_env=True)
+    multinode._experiments(r, todo, Path("inv"), opts, "10.0.0.1", None)
+    assert [(e["id"], e["verdict"]) for e in r.experiments] == [
+        ("job-env-off", "healthy"),
+        ("job-env-without-NCCL_ALGO", "hung"),
+        ("job-env-without-NCCL_SOCKET_IFNAME", "healthy"),
+    ]
+    # each run hands the hosts the settings it keeps; none is one of the program's experiments
+    kept = [((), None), (("NCCL_SOCKET_IFNAME==eth9",), None), (("NCCL_ALGO=Ring",), None)]
+    assert calls == kept
+    assert r.decided_by == "job-env-off" and r.job_env_culprit == "NCCL_SOCKET_IFNAME"
+    r.layer = "bootstrap"
+    v = validate(multiverdict.build(r, prog))
+    assert v["job_env_culprit"] == "NCCL_SOCKET_IFNAME"
+    assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("job-setting", "none")]

@@ -22,6 +22,7 @@ from gpufix.probe.options import ProbeOptions
 _ANSIBLE_S = 120
 # What the NCCL knobs can change between hosts, tried after the interfaces and IB.
 _COLLECTIVE_KNOBS = ["proto-simple", "algo-ring", "p2p-off", "shm-off", "cumem-off"]
+WITHOUT = "job-env-without-"  # the job's settings but one (the program's experiment id)
 
 
 def plan(
@@ -188,33 +189,75 @@ def _experiments(
     addr: str,
     progress: runner.Progress | None,
 ) -> None:
-    """Each experiment a whole multi-host run, cheapest first, until one is healthy."""
+    """Each experiment a whole multi-host run, cheapest first, until one is healthy; after
+    job-env-off, which one of the job's settings it is."""
     end = time.monotonic() + opts.experiment_budget
+    run.decided_by = _until_healthy(run, todo, inventory, opts, addr, progress, end)
+    if run.decided_by == "job-env-off":
+        _culprit(run, inventory, opts, addr, progress, end)
+
+
+def _until_healthy(
+    run: multiverdict.MultiRun,
+    todo: list[str],
+    inventory: Path,
+    opts: ProbeOptions,
+    addr: str,
+    progress: runner.Progress | None,
+    end: float,
+) -> str | None:
+    """The first of these runs that is healthy; each recorded, what the budget leaves no time
+    for as skipped."""
     for i, exp_id in enumerate(todo):
         left = int(end - time.monotonic())
         own = (opts.import_deadline or 2 * opts.phase_deadline) + 3 * opts.phase_deadline
         if left < min(opts.phase_deadline, 5):
             why = f"experiment budget of {opts.experiment_budget} s spent"
             run.experiments += [_skipped(x, why) for x in todo[i:]]
-            return
+            return None
         t = time.monotonic()
-        if exp_id == "job-env-off":  # the same run without the job's settings
-            parts = run_once(
-                run.hosts,
-                inventory,
-                replace(opts, job_env=()),
-                addr,
-                None,
-                min(left, own),
-                progress,
-            )
-        else:
-            parts = run_once(run.hosts, inventory, opts, addr, exp_id, min(left, own), progress)
+        job, knob = _job_settings(exp_id, opts)
+        parts = run_once(run.hosts, inventory, job, addr, knob, min(left, own), progress)
         out = merge.combine(parts)
         run.experiments.append(_record(exp_id, out, time.monotonic() - t))
         if out.verdict == "healthy":
-            run.decided_by = exp_id
-            return
+            return exp_id
+    return None
+
+
+def _job_settings(exp_id: str, opts: ProbeOptions) -> tuple[ProbeOptions, str | None]:
+    """The options and program experiment of one run: job-env-off is the run without the job's
+    settings, job-env-without-VAR without that one (the hosts' own values back, as on one host);
+    the others are the program's experiments."""
+    if exp_id == "job-env-off":
+        return replace(opts, job_env=()), None
+    if exp_id.startswith(WITHOUT):
+        var = exp_id[len(WITHOUT) :]
+        return replace(opts, job_env=tuple(i for i in opts.job_env if _name(i) != var)), None
+    return opts, exp_id
+
+
+def _name(item: str) -> str:
+    return item.partition("=")[0]
+
+
+def _culprit(
+    run: multiverdict.MultiRun,
+    inventory: Path,
+    opts: ProbeOptions,
+    addr: str,
+    progress: runner.Progress | None,
+    end: float,
+) -> None:
+    """Which one of the job's settings breaks the run: the only one, or each taken off alone
+    (job-env-without-VAR, name order) until a run is healthy (the program's find_culprit)."""
+    names = sorted(_name(i) for i in opts.job_env)
+    if len(names) == 1:
+        run.job_env_culprit = names[0]
+        return
+    todo = [WITHOUT + n for n in names]
+    found = _until_healthy(run, todo, inventory, opts, addr, progress, end)
+    run.job_env_culprit = found[len(WITHOUT) :] if found else None
 
 
 @lru_cache(maxsize=1)

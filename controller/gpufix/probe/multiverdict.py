@@ -39,6 +39,7 @@ class MultiRun:
     candidates: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     job_env: dict[str, str] = field(default_factory=dict)  # --job-env, as the hosts ran it
+    job_env_culprit: str | None = None  # the one of them that alone breaks the run
 
 
 def _first(parts: Sequence[Part], key: str, default: Any) -> Any:
@@ -139,7 +140,7 @@ def build(run: MultiRun, prog: Any) -> dict[str, Any]:
         "notes": run.notes,
         "facts": {"master": run.master, "ifname": run.ifname, "ifname_candidates": run.candidates},
         "nccl_log_tail": _log_tail(run.parts),
-        **({"job_env": run.job_env} if run.job_env else {}),
+        **({"job_env": run.job_env, "job_env_culprit": run.job_env_culprit} if run.job_env else {}),
         "nodes": {
             p.host: {
                 "verdict": (p.verdict or {}).get("verdict"),

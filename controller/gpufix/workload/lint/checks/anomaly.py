@@ -1,8 +1,9 @@
 """GPF009: autograd anomaly detection switched on unconditionally in training code.
 
 `torch.autograd.set_detect_anomaly(True)`, `with torch.autograd.detect_anomaly():` and
-Lightning's `Trainer(detect_anomaly=True)`; not when it sits under an `if` on a debug flag or
-takes its value from a variable.
+Lightning's `Trainer(detect_anomaly=True)`, also through a dict the Trainer gets as `**kwargs`
+(trainer_kwargs.py); not when it sits under an `if` on a debug flag or takes its value from a
+variable.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import ast
 import re
 
 from ..callsites import CallSite, call_sites, keyword
+from ..model import Fix
 from ..project import SourceFile
 from ..report import replace_node
+from ..trainer_kwargs import entries, reaches_trainer
 from . import Check, CheckContext
 
 SET = frozenset(
@@ -24,10 +27,10 @@ _DEBUG = re.compile(r"(?i)debug|anomal|detect|nan_check|check_nan")
 TRIGGERS = (b"detect_anomaly",)
 
 
-def _flagged(site: CallSite) -> bool:
+def _flagged(tests: tuple[ast.expr, ...]) -> bool:
     names = [
         n.id if isinstance(n, ast.Name) else n.attr
-        for t in site.tests
+        for t in tests
         for n in ast.walk(t)
         if isinstance(n, ast.Name | ast.Attribute)
     ]
@@ -49,7 +52,7 @@ def _switch(sf: SourceFile, site: CallSite) -> ast.expr | None:
 def run(ctx: CheckContext) -> None:
     for sf in ctx.with_any(TRIGGERS):
         for site in call_sites(sf):
-            if _flagged(site):
+            if _flagged(site.tests):
                 continue
             switch = _switch(sf, site)
             if switch is not None:
@@ -58,15 +61,27 @@ def run(ctx: CheckContext) -> None:
                 fix = None
             else:
                 continue
-            ctx.reporter.add(
-                "GPF009",
-                sf,
-                site.node,
-                "autograd anomaly detection on in training code: every backward step is "
-                "checked (reports show 2x to 1000x slower runs); switch it on from a debug "
-                "flag only",
-                fix=fix,
-            )
+            _report(ctx, sf, site.node, fix)
+        for entry in entries(sf, "detect_anomaly"):
+            on = entry.value
+            if not (isinstance(on, ast.Constant) and on.value is True) or _flagged(
+                entry.where.tests
+            ):
+                continue
+            if reaches_trainer(ctx.project, sf, entry):
+                _report(ctx, sf, on, replace_node(sf, on, "False", "Switch anomaly detection off"))
+
+
+def _report(ctx: CheckContext, sf: SourceFile, node: ast.AST, fix: Fix | None) -> None:
+    ctx.reporter.add(
+        "GPF009",
+        sf,
+        node,
+        "autograd anomaly detection on in training code: every backward step is "
+        "checked (reports show 2x to 1000x slower runs); switch it on from a debug "
+        "flag only",
+        fix=fix,
+    )
 
 
 CHECK = Check(("GPF009",), run, TRIGGERS)

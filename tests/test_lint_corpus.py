@@ -19,6 +19,7 @@ CASES = recall.load_cases()
 KNOWN_DEV_MISSES = {
     "gpf008-mmengine-665": "map_location passed from a None default; the module starts no group",
     "gpf006-deepwave-62": "every tensor placed by index; no use of the current GPU in the script",
+    "gpf004-accelerate-2328": "written to a copy of os.environ, under a check for that very setting",
 }
 
 

@@ -1,0 +1,1 @@
+# source: https://github.com/huggingface/accelerate/issues/2328

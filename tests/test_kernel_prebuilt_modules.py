@@ -73,8 +73,8 @@ m.exit_json(changed=False, ansible_facts={"packages": m.params["packages"]})
 
 
 DRIVER_CHANGE = "^(Inst|Remv) ((lib)?nvidia-|xserver-xorg-video-nvidia-)"
-# apt 1.6 when a newer driver's module pulls the driver along: the old userspace goes, the new
-# comes (a real answer has both kinds of line; either alone must also refuse).
+# Written for this test, in apt's format: an answer that removes packages of the installed driver
+# and upgrades its core in one go (Remv and Inst lines together; every one is quoted).
 SWAPS = (
     "Remv nvidia-driver-535 [535.183.01-0ubuntu0.18.04.1]\n"
     "Remv libnvidia-compute-535 [535.183.01-0ubuntu0.18.04.1]\n"
@@ -112,8 +112,8 @@ def test_gpufix_runs_ansible_with_the_filter_folder() -> None:
 
 
 def registered(asked: list[str], out: str, rc: int, flavour: str = "535") -> dict[str, Any]:
-    """One loop item of the role's `apt-get --simulate` command as Ansible registers it (the
-    stand-in and apt both: E: lines on stderr)."""
+    """One loop item of the role's `apt-get --simulate` command as Ansible registers it, with
+    the E: lines on stderr, where apt writes them (the stand-in apt-get prints all on stdout)."""
     err = "".join(line + "\n" for line in out.splitlines() if line.startswith("E: "))
     out = "".join(line + "\n" for line in out.splitlines() if not line.startswith("E: "))
     return {
@@ -214,8 +214,9 @@ MISSING_WHY = f"{MODULE} is in none of this host's apt sources"
             ]}, id="flavours-each-on-its-own",
         ),
         pytest.param(
-            # Conf and Inst of the module itself, and packages merely named, are no driver change
-            [registered(BOTH, FITS + META_FITS + "Inst linux-modules-nvidia-535-generic-hwe-18.04 []\n", 0)],
+            # Inst and Conf lines of the modules themselves, and of other packages, are no
+            # driver change
+            [registered(BOTH, FITS + META_FITS + "Inst linux-modules-extra-5.4.0-150-generic (5.4.0-150.167~18.04.1 x [amd64])\n", 0)],
             [NOT_ASKED],
             {"install": BOTH, "why": []}, id="module-lines-are-not-driver-changes",
         ),

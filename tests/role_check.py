@@ -30,17 +30,27 @@ def run_tasks(
 
 
 def run_playbook(
-    tmp_path: Path, book: Path, vars_: dict[str, Any], check: bool
+    tmp_path: Path,
+    book: Path,
+    vars_: dict[str, Any],
+    check: bool,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """ansible-playbook on localhost (connection=local) with `vars_` as extra variables."""
+    """ansible-playbook on localhost (connection=local) with `vars_` as extra variables; `env`
+    overrides the environment (this checkout's ansible.cfg by default)."""
     extra = tmp_path / "vars.json"
     extra.write_text(json.dumps({**vars_, "ansible_python_interpreter": sys.executable}))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    environ = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        **(env or {}),
+    }
     return subprocess.run(
         ["ansible-playbook", "-i", "localhost,", "-c", "local", *(["--check"] if check else []),
          "-e", f"@{extra}", str(book)],
         cwd=ROOT,
-        env=env,
+        env=environ,
         capture_output=True,
         text=True,
         timeout=300,

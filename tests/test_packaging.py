@@ -84,6 +84,7 @@ def test_wheel_carries_the_ansible_content(wheel: Path) -> None:
     for needed in (
         "gpufix/_content/ansible.cfg",
         "gpufix/_content/plugins/modules/gpufix_facts.py",
+        "gpufix/_content/plugins/filter/gpufix_kernel.py",
         "gpufix/_content/roles/probe/files/gpufix_probe.py",
         "gpufix/_content/roles/driver/tasks/main.yml",
         "gpufix/_content/playbooks/kernel_upgrade.yml",
@@ -170,6 +171,7 @@ def test_collection_holds_content_not_the_controller(collection: tuple[Path, Pat
         "MANIFEST.json",
         "meta/runtime.yml",
         "plugins/modules/gpufix_facts.py",
+        "plugins/filter/gpufix_kernel.py",
         "roles/nccl_profile/tasks/main.yml",
         "playbooks/nccl_profile.yml",
         "roles/probe/files/gpufix_probe.py",

@@ -71,6 +71,9 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {
         "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
         "ANSIBLE_LIBRARY": str(root / "plugins" / "modules"),
+        # the roles' filters (plugins/filter/gpufix_kernel.py): the roles name them by their
+        # short names, which only this folder answers outside an installed collection
+        "ANSIBLE_FILTER_PLUGINS": str(root / "plugins" / "filter"),
         "ANSIBLE_ROLES_PATH": str(root / "roles"),
         "ANSIBLE_INJECT_FACT_VARS": "False",
         "ANSIBLE_NOCOLOR": "1",

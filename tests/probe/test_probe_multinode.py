@@ -113,3 +113,22 @@ def test_a_wrong_interface_is_found_by_an_interface_experiment(
     assert (v["decided_by"], v["failed_layer"]) == (f"ifname-{good}", "interface")
     assert v["failed_hosts"] == ["h1", "h2"]  # every rank reached the call: both ends
     assert [c["id"] for c in v["causes"]] == ["socket-interface"]
+
+
+def test_the_job_setting_that_breaks_it_is_found_across_the_hosts(inventory: Path) -> None:
+    """The job's settings: an interface name no host has (gloo cannot start its group) and a
+    harmless one that sorts first. job-env-off is healthy, then each comes off alone across
+    both hosts: without the harmless one the group still fails, without the interface it forms."""
+    job = ["--job-env", "GLOO_A=1", "--job-env", "GLOO_SOCKET_IFNAME=gpufixnone0"]
+    code, v, err = gpufix_probe(inventory, "--deadline", "90", *job)
+
+    assert code == 5, err
+    assert v["verdict"] == "failed" and v["failed_in"]["phase"] == "pg_init", json.dumps(v)[:6000]
+    assert v["job_env"] == {"GLOO_A": "1", "GLOO_SOCKET_IFNAME": "gpufixnone0"}
+    assert [(e["id"], e["verdict"]) for e in v["experiments"]] == [
+        ("job-env-off", "healthy"),
+        ("job-env-without-GLOO_A", "failed"),
+        ("job-env-without-GLOO_SOCKET_IFNAME", "healthy"),
+    ]
+    assert (v["decided_by"], v["job_env_culprit"]) == ("job-env-off", "GLOO_SOCKET_IFNAME")
+    assert [c["id"] for c in v["causes"]] == ["job-setting"]

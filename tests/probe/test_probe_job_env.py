@@ -127,16 +127,14 @@ def test_a_job_setting_that_hangs_is_named(job_verdict: dict[str, Any]) -> None:
     )
 
 
-@pytest.mark.slow
-def test_plan_changes_nothing_on_the_host_and_names_the_settings(
-    job_verdict: dict[str, Any], tmp_path: Path
-) -> None:
-    verdict = tmp_path / "v.json"
-    verdict.write_text(json.dumps(job_verdict))
+def _plan(verdict: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """`gpufix plan --json` on this verdict for a two-GPU bionic host, through the real CLI."""
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps(verdict))
     facts = ROOT / "tests" / "fixtures" / "hosts" / "bionic-ga-2x3090.json"
     cmd = [sys.executable, "-m", "gpufix", "plan", "x", "--facts", str(facts)]
     r = subprocess.run(
-        [*cmd, "--probe-verdict", str(verdict), "--json"],
+        [*cmd, "--probe-verdict", str(path), "--json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -144,6 +142,14 @@ def test_plan_changes_nothing_on_the_host_and_names_the_settings(
     )
     assert r.returncode == 0, r.stderr
     (plan,) = json.loads(r.stdout)["plans"]
+    return dict(plan)
+
+
+@pytest.mark.slow
+def test_plan_changes_nothing_on_the_host_and_names_the_settings(
+    job_verdict: dict[str, Any], tmp_path: Path
+) -> None:
+    plan = _plan(job_verdict, tmp_path)
     assert plan["strategy"] == "none", plan["strategy"]
     decision = plan["extra"]["decision"]
     assert decision["row"] == "job-setting"
@@ -264,19 +270,7 @@ def test_the_one_setting_that_breaks_the_run_is_found(culprit_verdict: dict[str,
 
 @pytest.mark.slow
 def test_plan_names_the_culprit(culprit_verdict: dict[str, Any], tmp_path: Path) -> None:
-    verdict = tmp_path / "v.json"
-    verdict.write_text(json.dumps(culprit_verdict))
-    facts = ROOT / "tests" / "fixtures" / "hosts" / "bionic-ga-2x3090.json"
-    cmd = [sys.executable, "-m", "gpufix", "plan", "x", "--facts", str(facts)]
-    r = subprocess.run(
-        [*cmd, "--probe-verdict", str(verdict), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert r.returncode == 0, r.stderr
-    (plan,) = json.loads(r.stdout)["plans"]
+    plan = _plan(culprit_verdict, tmp_path)
     assert plan["strategy"] == "none" and not plan["steps"]
     assert plan["extra"]["decision"]["job_env_culprit"] == "GLOO_TEST_B=job"
     assert any(

@@ -126,3 +126,30 @@ def test_the_h200_verdict_names_the_one_broken_setting() -> None:
     plan = decide(_facts("bionic-ga-2x3090"), {**v, "facts": {}})
     assert plan.strategy == "none"
     assert plan.extra["decision"]["job_env_culprit"] == "NCCL_SOCKET_IFNAME==gpufix-none0"
+
+
+def test_a_culprit_is_read_only_from_the_runs_without_the_settings() -> None:
+    job = {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"}
+    other = _verdict("proto-simple", job, job_env_culprit="NCCL_ALGO")
+    assert signals.read(other, KB).job_env_culprit is None
+    gloo = _verdict("job-env-off", job, job_env_culprit="NCCL_ALGO", backend="gloo")
+    assert signals.read(gloo, KB).job_env_culprit is None  # gloo reads no NCCL setting
+
+
+def test_a_hand_listed_run_is_named_as_such() -> None:
+    v = _verdict("job-env-without-NCCL_ALGO", {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"},
+                 job_env_culprit="NCCL_ALGO")  # fmt: skip
+    plan = decide(_facts("bionic-ga-2x3090"), v)
+    assert any("(experiment job-env-without-NCCL_ALGO)" in p for p in plan.path), plan.path
+
+
+def test_the_summary_names_only_a_culprit_among_the_job_settings() -> None:
+    from gpufix.inputs import load_probe_verdict
+    from gpufix.probe import summarize
+
+    root = Path(__file__).resolve().parents[2]
+    v = load_probe_verdict(root / "docs" / "device" / "h200-probe-job-env-culprit.json")
+    assert summarize(v).endswith("→ likely the job's NCCL_SOCKET_IFNAME==gpufix-none0 (--job-env)")
+    assert summarize({**v, "job_env_culprit": "NCCL_PROTO"}).endswith(
+        "→ likely one of the job's own settings (--job-env)"
+    )

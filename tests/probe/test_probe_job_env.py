@@ -264,7 +264,7 @@ def test_the_one_setting_that_breaks_the_run_is_found(culprit_verdict: dict[str,
         ("job-env-without-GLOO_TEST_B", "healthy"),
     ]
     assert v["decided_by"] == "job-env-off" and v["job_env_culprit"] == "GLOO_TEST_B"
-    assert any("GLOO_TEST_B=job is the one that breaks the run" in n for n in v["notes"])
+    assert any("needs the job's GLOO_TEST_B=job to fail here" in n for n in v["notes"])
     assert summarize(v).endswith("→ likely the job's GLOO_TEST_B=job (--job-env)")
 
 
@@ -277,3 +277,32 @@ def test_plan_names_the_culprit(culprit_verdict: dict[str, Any], tmp_path: Path)
         "without GLOO_TEST_B=job alone" in p and "job-env-without-GLOO_TEST_B" in p
         for p in plan["path"]
     ), plan["path"]
+
+
+@pytest.mark.slow
+def test_a_hand_list_runs_the_settings_it_names(tmp_path: Path) -> None:
+    """`--experiments job-env-off,job-env-without-VAR`: the listed run comes after job-env-off
+    is healthy, and names the culprit."""
+    pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
+    env = probe_env(tmp_path, "stall:pg_init:*;unless=GLOO_TEST_B=host")
+    env["GLOO_TEST_B"] = "host"
+    args = [*BASE, "--world-size", "2", "--deadline", "90", "--experiment-budget", "200"]
+    args += ["--job-env", "GLOO_TEST_B=job", "--job-env", "GLOO_TEST_A=1"]
+    v = run_local(args=[*args, "--experiments", "job-env-off,job-env-without-GLOO_TEST_B"], env=env)
+    assert leftovers(str(tmp_path)) == [], "worker processes left behind"
+    assert [(e["id"], e["verdict"]) for e in v["experiments"]] == [
+        ("job-env-off", "healthy"),
+        ("job-env-without-GLOO_TEST_B", "healthy"),
+    ]
+    assert v["job_env_culprit"] == "GLOO_TEST_B"
+
+
+def test_settings_that_cannot_change_a_run_are_not_suspects(prog: types.ModuleType) -> None:
+    ns = _ns(job_env={"NCCL_ALGO": "Tree", "GLOO_SOCKET_IFNAME": "eth1", "GLOO_X": "1"},
+             job_env_saved={"GLOO_X": "1"}, ifname=None)  # fmt: skip
+    assert prog.job_setting_matters(ns, "nccl", "NCCL_ALGO")
+    assert not prog.job_setting_matters(ns, "gloo", "NCCL_ALGO")  # gloo reads no NCCL setting
+    assert not prog.job_setting_matters(ns, "nccl", "GLOO_X")  # the host's own value already
+    assert prog.job_setting_matters(ns, "nccl", "GLOO_SOCKET_IFNAME")
+    ns.ifname = "eth0"  # --ifname sets the interface in every run
+    assert not prog.job_setting_matters(ns, "nccl", "GLOO_SOCKET_IFNAME")

@@ -211,7 +211,7 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         kind=_kind(v, phase, soak, kb),
         cpu_run=v.get("backend") == "gloo",
         job_env=_job_env(v),
-        job_env_culprit=_job_env_culprit(v),
+        job_env_culprit=_job_env_culprit(v, _decided(v, exps)),
     )
 
 
@@ -222,10 +222,15 @@ def _job_env(v: dict[str, Any]) -> tuple[str, ...]:
     return tuple(f"{k}={val}" for k, val in sorted(env.items()) if isinstance(val, str))
 
 
-def _job_env_culprit(v: dict[str, Any]) -> str | None:
-    """The culprit as VAR=VALUE, when it is one of the verdict's job settings."""
+def _job_env_culprit(v: dict[str, Any], decided: str | None) -> str | None:
+    """The culprit as VAR=VALUE: one of the verdict's job settings, named by the runs without
+    them (job-env-off decided), and one the run's backend reads (gloo reads no NCCL setting)."""
     env, var = v.get("job_env"), v.get("job_env_culprit")
     if not isinstance(env, dict) or not isinstance(var, str) or not isinstance(env.get(var), str):
+        return None
+    if decided != "job-env-off" and not str(decided).startswith(JOB_ENV_WITHOUT):
+        return None
+    if v.get("backend") == "gloo" and var.startswith(("NCCL_", "TORCH_NCCL_")):
         return None
     return f"{var}={env[var]}"
 

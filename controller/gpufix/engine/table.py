@@ -26,7 +26,8 @@ class Decision:
     # the release-note driver problem behind a driver-known-issue row
     driver_issue: DriverIssue | None = None
     job_env: tuple[str, ...] = ()  # the job's settings (VAR=VALUE) a job-env-off row names
-    culprit: str | None = None  # the one of them (VAR=VALUE) that alone breaks the run
+    culprit: str | None = None  # the one of them (VAR=VALUE) the failure needs
+    decided: str = ""  # the experiment that decided (job-env-off, job-env-without-VAR, ...)
 
     @property
     def fix(self) -> str:
@@ -54,12 +55,13 @@ class Decision:
         if self.culprit is None:
             return f"probe healthy without {what} (experiment job-env-off)"
         var = self.culprit.partition("=")[0]
-        return (
-            f"probe healthy without {self.culprit} alone, of the job's {what} "
-            f"(experiments job-env-off, {JOB_ENV_WITHOUT}{var})"
-            if len(self.job_env) > 1
-            else f"probe healthy without {self.culprit} (experiment job-env-off)"
-        )
+        if self.decided.startswith(JOB_ENV_WITHOUT):  # a --experiments list ran it alone
+            runs = f"experiment {self.decided}"
+        elif len(self.job_env) > 1:
+            runs = f"experiments job-env-off, {JOB_ENV_WITHOUT}{var}"
+        else:
+            return f"probe healthy without {self.culprit} (experiment job-env-off)"
+        return f"probe healthy without {self.culprit} alone, of the job's {what} ({runs})"
 
 
 # What each contract experiment changes (the probe's vocabulary; docs/probe.md).
@@ -250,5 +252,6 @@ def choose(ctx: Ctx, signals: Signals) -> Decision | None:
             drv,
             signals.job_env,
             signals.job_env_culprit,
+            signals.decided_by or "",
         )
     return None

@@ -249,15 +249,39 @@ def _culprit(
     progress: runner.Progress | None,
     end: float,
 ) -> None:
-    """Which one of the job's settings breaks the run: the only one, or each taken off alone
-    (job-env-without-VAR, name order) until a run is healthy (the program's find_culprit)."""
-    names = sorted(_name(i) for i in opts.job_env)
-    if len(names) == 1:
-        run.job_env_culprit = names[0]
+    """Which of the job's settings the failure needs: the only one that can change a run, or
+    each taken off alone (job-env-without-VAR, name order) until a run is healthy (the
+    program's find_culprit)."""
+    suspects = [n for n in sorted(_name(i) for i in opts.job_env) if _matters(n, opts)]
+    if len(suspects) == 1:
+        _name_culprit(run, opts, suspects[0], "the only one of them that changes the run")
         return
-    todo = [WITHOUT + n for n in names]
+    todo = [WITHOUT + n for n in suspects]
     found = _until_healthy(run, todo, inventory, opts, addr, progress, end)
-    run.job_env_culprit = found[len(WITHOUT) :] if found else None
+    if found:
+        _name_culprit(run, opts, found[len(WITHOUT) :], f"{found} was healthy")
+    elif len(todo) > 1 and all(e["verdict"] != "skipped" for e in run.experiments):
+        run.notes.append(
+            "no run without one of the job's settings was healthy: more than one of them breaks "
+            "the run on its own; take them all out, or probe with each alone"
+        )
+
+
+def _matters(var: str, opts: ProbeOptions) -> bool:
+    """False for a setting whose removal cannot change a run: an interface --ifname sets in
+    every run, an NCCL setting in a gloo run (--cpu)."""
+    if opts.ifname and var in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        return False
+    return not (opts.cpu and var.startswith(("NCCL_", "TORCH_NCCL_")))
+
+
+def _name_culprit(run: multiverdict.MultiRun, opts: ProbeOptions, var: str, because: str) -> None:
+    value = next(i.partition("=")[2] for i in opts.job_env if _name(i) == var)
+    run.job_env_culprit = var
+    run.notes.append(
+        f"the run needs the job's {var}={value} to fail here ({because}): taking it out of the "
+        "job is the first thing to try"
+    )
 
 
 @lru_cache(maxsize=1)

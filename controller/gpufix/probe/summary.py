@@ -125,9 +125,9 @@ def _cause(v: Mapping[str, Any]) -> str:
             return " → use the training environment's python"  # the error already says it
         return f" → torch is not installed in {python}: use the training environment's python"
     label = _CAUSE_LABELS.get(first["id"], first["id"])
-    culprit = v.get("job_env_culprit")
-    if first["id"] == "job-setting" and culprit:
-        label = f"the job's {culprit}={(v.get('job_env') or {}).get(culprit)} (--job-env)"
+    culprit, job = v.get("job_env_culprit"), v.get("job_env") or {}
+    if first["id"] == "job-setting" and culprit in job:
+        label = f"the job's {culprit}={job[culprit]} (--job-env)"
     if first.get("strategy") == "none":
         return f" → likely {label}"
     return f" → likely {label} [{first['strategy']}]"

@@ -215,8 +215,8 @@ CAUSES.update(
         "job-setting": (
             "none",
             "the run was healthy without the job's own settings (--job-env) and not with them: "
-            "one of those settings causes the failure on this host (job_env_culprit names it "
-            "when one alone does); take it out of the job",
+            "one of those settings causes the failure on this host (job_env_culprit names the "
+            "one the failure needs, when the runs could tell); take it out of the job",
         ),
     }
 )
@@ -1606,6 +1606,8 @@ def nccl_conf_note() -> Optional[str]:
 def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
     t0 = time.monotonic()
     ns.run_id = uuid.uuid4().hex[:12]
+    # The job's settings first: GPUs are counted as the job sees them (CUDA_VISIBLE_DEVICES).
+    set_job_env(ns)
     if ns.cpu:
         ngpu, how = 0, "--cpu"
     else:
@@ -1619,7 +1621,7 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
             "ran with %s=%s in the environment, over any NCCL config file (--nccl-default)"
             % (var, NCCL_DEFAULTS[var])
         )
-    apply_job_env(v, ns)
+    record_job_env(v, ns)
     conf = nccl_conf_note()
     if conf:
         v["notes"].append(conf)
@@ -1949,13 +1951,17 @@ def host_vars(ns: argparse.Namespace, exp_id: str) -> Tuple[str, ...]:
     return ()
 
 
-def apply_job_env(v: Dict[str, Any], ns: argparse.Namespace) -> None:
+def set_job_env(ns: argparse.Namespace) -> None:
     """Put the job's settings in the environment every rank inherits; keep the host's own values
-    for the job-env-off experiment; say so in the verdict."""
+    for the job-env-off and job-env-without-VAR experiments."""
     ns.job_env_saved = {var: os.environ.get(var) for var in ns.job_env}
+    os.environ.update(ns.job_env)
+
+
+def record_job_env(v: Dict[str, Any], ns: argparse.Namespace) -> None:
+    """Say in the verdict that the runs had the job's settings."""
     if not ns.job_env:
         return
-    os.environ.update(ns.job_env)
     v["job_env"] = dict(ns.job_env)
     v["job_env_culprit"] = None
     v["notes"].append(
@@ -2052,7 +2058,7 @@ def run_experiments(
         if rec["verdict"] == "healthy" and not exp_id.startswith("gpus-"):
             v["decided_by"] = ev["decided"] = exp_id
             if exp_id.startswith(WITHOUT):  # listed by --experiments
-                name_culprit(v, ns, exp_id[len(WITHOUT) :])
+                name_culprit(v, ns, exp_id[len(WITHOUT) :], "%s was healthy" % exp_id)
             break
     if v["decided_by"] == "job-env-off":
         find_culprit(v, sup, ns, ev, end, trouble)
@@ -2069,41 +2075,62 @@ def find_culprit(
     end: float,
     trouble: str,
 ) -> None:
-    """After job-env-off turned the run healthy: which one of the job's settings does it. One
-    setting is that one; with several, each in turn comes off alone (job-env-without-VAR, the
-    others kept) until a run is healthy. None when no single setting does it or the budget ran
-    out (the runs say which)."""
-    names = sorted(ns.job_env)
-    if len(names) == 1:
-        v["job_env_culprit"] = names[0]
-        return
+    """After job-env-off turned the run healthy: which of the job's settings it needs. Only the
+    settings that can change a run are suspects; one suspect is that one; with several, each in
+    turn comes off alone (job-env-without-VAR, the others kept) until a run is healthy. A
+    --experiments list runs only the job-env-without-VAR it names, in its order."""
+    done = set(e["id"] for e in v["experiments"])
     if ns.experiments:
-        return  # the user's list, not the plan
+        todo = [x for x in ns.experiments.split(",") if x.startswith(WITHOUT) and x not in done]
+    else:
+        suspects = [x for x in sorted(ns.job_env) if job_setting_matters(ns, v["backend"], x)]
+        if len(suspects) == 1:
+            name_culprit(v, ns, suspects[0], "the only one of them that changes the run")
+            return
+        todo = [WITHOUT + x for x in suspects]
     floor_s = min(ns.phase_deadline, 5.0)
-    for i, var in enumerate(names):
+    cut = False
+    for i, exp_id in enumerate(todo):
         left = end - time.monotonic()
         if left < floor_s:
             why = "experiment budget of %.0f s spent" % ns.experiment_budget
-            v["experiments"] += [skipped(WITHOUT + x, why) for x in names[i:]]
+            v["experiments"] += [skipped(x, why) for x in todo[i:]]
             return
-        rec, res = run_experiment(sup, ns, v, WITHOUT + var, left, trouble)
+        cut = left < own_deadline(ns)
+        rec, res = run_experiment(sup, ns, v, exp_id, left, trouble)
         ev["texts"] += res.texts
         v["experiments"].append(rec)
         if rec["verdict"] == "healthy":
-            name_culprit(v, ns, var)
+            name_culprit(v, ns, exp_id[len(WITHOUT) :], "%s was healthy" % exp_id)
             return
-    v["notes"].append(
-        "no one of the job's settings alone: each run without one still failed, so it takes "
-        "several of them together"
-    )
+    if len(todo) > 1 and not cut:
+        v["notes"].append(
+            "no run without one of the job's settings was healthy: more than one of them breaks "
+            "the run on its own; take them all out, or probe with each alone"
+        )
 
 
-def name_culprit(v: Dict[str, Any], ns: argparse.Namespace, var: str) -> None:
+def job_setting_matters(ns: argparse.Namespace, backend: str, var: str) -> bool:
+    """False for a setting whose removal cannot change a run: the host's own value already,
+    an interface --ifname sets in every run, an NCCL setting in a gloo run."""
+    if ns.job_env[var] == ns.job_env_saved.get(var):
+        return False
+    if ns.ifname and var in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        return False
+    return not (backend == "gloo" and var.startswith(("NCCL_", "TORCH_NCCL_")))
+
+
+def name_culprit(v: Dict[str, Any], ns: argparse.Namespace, var: str, because: str) -> None:
     v["job_env_culprit"] = var
     v["notes"].append(
-        "%s%s healthy: of the job's settings, %s=%s is the one that breaks the run here"
-        % (WITHOUT, var, var, ns.job_env[var])
+        "the run needs the job's %s=%s to fail here (%s): taking it out of the job is the "
+        "first thing to try" % (var, ns.job_env[var], because)
     )
+
+
+def own_deadline(ns: argparse.Namespace) -> float:
+    """An experiment's own deadline: the import, then a few phase deadlines."""
+    return (ns.import_deadline or 2 * ns.phase_deadline) + 3 * ns.phase_deadline
 
 
 def run_experiment(
@@ -2115,8 +2142,8 @@ def run_experiment(
     trouble: str,
 ) -> Tuple[Dict[str, Any], RunResult]:
     env, gpus = experiment_env(exp_id)
-    # Each its own deadline: the import, then a few phase deadlines, within the budget.
-    own = (ns.import_deadline or 2 * ns.phase_deadline) + 3 * ns.phase_deadline
+    # Each its own deadline, within the budget.
+    own = own_deadline(ns)
     t = time.monotonic()
     spec = RunSpec(
         "exp-" + exp_id,

@@ -400,3 +400,18 @@ def test_the_refusal_says_canonicals_module_is_for_another_driver_version(tmp_pa
         f"finds none). Canonical's prebuilt module: {why}. Install linux-modules-nvidia-BRANCH-{TARGET}"
         in text
     ), text[-2000:]
+
+
+def test_apts_words_are_data_through_the_filter_and_the_fact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hostile host (or apt source) puts Jinja in apt's answer: the filter quotes it into the
+    refusal, set_fact keeps it, the play templates the fact, and the payload never runs."""
+    mark = tmp_path / "ran"
+    payload = "{{ lookup('pipe', 'touch " + str(mark) + "') }}"
+    hostile = UNMET.replace("(>= 535.216.01)", f"(>= 535.216.01) {payload}")
+    found, _ = run_role(
+        tmp_path, monkeypatch, {f"{MODULE}+{META}": (hostile, 100), MODULE: (hostile, 100)}
+    )
+    assert found["install"] == [] and payload in found["why"][0]
+    assert not mark.exists()

@@ -15,14 +15,13 @@ from ..callsites import CallSite, call_sites, keyword
 from ..model import Fix
 from ..project import SourceFile
 from ..report import replace_node
-from ..trainer_kwargs import entries, reaches_trainer
+from ..trainer_kwargs import entries, is_trainer, reaches_trainer
 from . import Check, CheckContext
 
 SET = frozenset(
     {"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"}
 )
 CONTEXT = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
-_LIGHTNING = ("pytorch_lightning.", "lightning.")
 _DEBUG = re.compile(r"(?i)debug|anomal|detect|nan_check|check_nan")
 TRIGGERS = (b"detect_anomaly",)
 
@@ -43,7 +42,7 @@ def _switch(sf: SourceFile, site: CallSite) -> ast.expr | None:
     if site.name in SET:
         value = call.args[0] if call.args else keyword(call, "mode")
         return value if isinstance(value, ast.Constant) and value.value is True else None
-    if site.name and site.name.startswith(_LIGHTNING) and site.name.endswith(".Trainer"):
+    if is_trainer(site):
         value = keyword(call, "detect_anomaly")
         return value if isinstance(value, ast.Constant) and value.value is True else None
     return None

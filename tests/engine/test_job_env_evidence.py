@@ -153,3 +153,16 @@ def test_the_summary_names_only_a_culprit_among_the_job_settings() -> None:
     assert summarize({**v, "job_env_culprit": "NCCL_PROTO"}).endswith(
         "→ likely one of the job's own settings (--job-env)"
     )
+
+
+def test_one_spelling_of_the_without_experiment() -> None:
+    """The program names job-env-without-VAR; the multi-node probe takes its prefix from the
+    program, the engine reads it from verdicts, and the verdict schema's id pattern admits it."""
+    import re
+
+    from gpufix.probe.local import load_program, schema
+
+    program = load_program()
+    assert program.WITHOUT == signals.JOB_ENV_WITHOUT
+    pattern = schema()["$defs"]["experiment_id"]["pattern"]
+    assert re.match(pattern, program.WITHOUT + "NCCL_ALGO")

@@ -22,7 +22,6 @@ from gpufix.probe.options import ProbeOptions
 _ANSIBLE_S = 120
 # What the NCCL knobs can change between hosts, tried after the interfaces and IB.
 _COLLECTIVE_KNOBS = ["proto-simple", "algo-ring", "p2p-off", "shm-off", "cumem-off"]
-WITHOUT = "job-env-without-"  # the job's settings but one (the program's experiment id)
 
 
 def plan(
@@ -231,8 +230,9 @@ def _job_settings(exp_id: str, opts: ProbeOptions) -> tuple[ProbeOptions, str | 
     the others are the program's experiments."""
     if exp_id == "job-env-off":
         return replace(opts, job_env=()), None
-    if exp_id.startswith(WITHOUT):
-        var = exp_id[len(WITHOUT) :]
+    without = _program().WITHOUT
+    if exp_id.startswith(without):
+        var = exp_id[len(without) :]
         return replace(opts, job_env=tuple(i for i in opts.job_env if _name(i) != var)), None
     return opts, exp_id
 
@@ -256,10 +256,11 @@ def _culprit(
     if len(suspects) == 1:
         _name_culprit(run, opts, suspects[0], "the only one of them that changes the run")
         return
-    todo = [WITHOUT + n for n in suspects]
+    without = _program().WITHOUT
+    todo = [without + n for n in suspects]
     found = _until_healthy(run, todo, inventory, opts, addr, progress, end)
     if found:
-        _name_culprit(run, opts, found[len(WITHOUT) :], f"{found} was healthy")
+        _name_culprit(run, opts, found[len(without) :], f"{found} was healthy")
     elif len(todo) > 1 and all(e["verdict"] != "skipped" for e in run.experiments):
         run.notes.append(
             "no run without one of the job's settings was healthy: more than one of them breaks "

@@ -22,7 +22,6 @@ KNOWN_DEV_MISSES = {
     "gpf004-accelerate-2328": "written to a copy of os.environ, under a check for that very setting",
     "gpf008-accelerate-1156": "load in a library module that starts no group (checkpointing.py)",
     "gpf008-graphstorm-344": "load in a library module that starts no group (model/utils.py)",
-    "gpf008-lightning-17737": "ranks started by Lightning Fabric(strategy='ddp'), not counted as a group",
 }
 
 

@@ -884,6 +884,33 @@ def test_gpf008_a_dataset_named_load_into_a_model_is_weights() -> None:
     assert found == [(7, "GPF008"), (9, "GPF008"), (10, "GPF008")]
 
 
+@pytest.mark.parametrize(
+    ("header", "make"),
+    [
+        ("import lightning", "lightning.Fabric"),
+        ("import lightning as L", "L.Fabric"),
+        ("from lightning.fabric import Fabric", "Fabric"),
+        ("from lightning_fabric import Fabric", "Fabric"),
+    ],
+)
+def test_gpf008_a_lightning_fabric_run_is_multi_rank(header: str, make: str) -> None:
+    """Fabric starts one process per device (Lightning-AI/pytorch-lightning#17737: torch.load
+    without map_location put rank 1's copy on GPU 0); it sets each rank's GPU itself, so no
+    GPF006, and fabric.load or a map_location is silent."""
+    src = f"""
+        import torch
+        {header}
+
+        def main(path):
+            fabric = {make}(accelerator="gpu", devices=2, strategy="ddp")
+            fabric.launch()
+            state = torch.load(path)
+            kept = torch.load(path, map_location="cpu")
+            other = fabric.load(path)
+        """
+    assert _codes(src) == [(8, "GPF008")]
+
+
 def test_one_rank_per_host_needs_the_launcher_next_door_to_agree(tmp_path: Path) -> None:
     # launch.py spawns worker.main: ranks share a host, whatever worker.py's MASTER_ADDR says.
     worker = """

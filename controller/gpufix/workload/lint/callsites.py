@@ -24,6 +24,15 @@ PROCESS_GROUP = frozenset(
         "deepspeed.comm.comm.init_distributed",
     }
 )
+FABRIC = frozenset(
+    {
+        "lightning.Fabric",
+        "lightning.fabric.Fabric",
+        "lightning.fabric.fabric.Fabric",
+        "lightning_fabric.Fabric",
+        "lightning_fabric.fabric.Fabric",
+    }
+)
 DISTRIBUTED = PROCESS_GROUP | frozenset(
     {
         "torch.nn.parallel.DistributedDataParallel",
@@ -32,6 +41,10 @@ DISTRIBUTED = PROCESS_GROUP | frozenset(
         "deepspeed.initialize",
         "accelerate.Accelerator",
         "torch.multiprocessing.spawn",
+        # Lightning Fabric runs one process per device under its DDP/FSDP strategies (its
+        # launch() starts them; src/lightning/fabric/fabric.py) and sets each one's GPU itself
+        # (CUDAAccelerator.setup_device: torch.cuda.set_device, fabric/accelerators/cuda.py).
+        *FABRIC,
     }
 )
 SELECT_DEVICE = frozenset({"torch.cuda.set_device", "torch.cuda.device"})

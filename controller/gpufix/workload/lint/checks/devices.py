@@ -1,8 +1,8 @@
 """GPF005 / GPF006 / GPF008: every rank landing on GPU 0 in code that starts a process group.
 
-Multi-rank code here means a module that calls init_process_group or wraps a model in
-DDP/FSDP, outside a top-level function nothing in the run refers to (`_starts_ranks`,
-`unused.py`). A module that sets CUDA_VISIBLE_DEVICES per rank (`writes_visible_devices`),
+Multi-rank code here means a module that calls init_process_group, wraps a model in
+DDP/FSDP or runs under accelerate or Lightning Fabric (callsites.DISTRIBUTED), outside a
+top-level function nothing in the run refers to (`_starts_ranks`, `unused.py`). A module that sets CUDA_VISIBLE_DEVICES per rank (`writes_visible_devices`),
 runs one rank per host (`hostranks.py`) or runs its ranks as Ray GPU workers (`rayworkers.py`)
 gives each rank its own GPU 0, so `cuda:0` is right there and GPF005/GPF006/GPF008 stay silent;
 GPF006 itself is `set_device.py`. GPF005 also
@@ -51,6 +51,7 @@ TRIGGERS = (
     b"DistributedDataParallel",
     b"FullyShardedDataParallel",
     b"Accelerator",
+    b"Fabric",
 )
 _BRANCHY = re.compile(
     r"(?i)rank|distributed|ddp|world_size|multi_?gpu|n_?gpu|num_gpus|is_main|master"

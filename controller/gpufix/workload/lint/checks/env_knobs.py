@@ -5,7 +5,8 @@ Only literal values (or constants) are judged: `os.environ["NCCL_DEBUG"] = level
 and so is a write under an `if` on a switch for that very setting (`if not hparams["nccl_p2p"]`,
 `if args.debug`) or on a command-line flag that is off unless passed (`if args.infer_time`,
 `store_true`): the user chose it, as with a value read from the arguments. An NCCL setting
-in a module whose environment cannot reach NCCL (communicators.py) is inert and left alone.
+in a module whose environment cannot reach NCCL (communicators.py) is inert and left alone, and
+so is NCCL_IB_DISABLE where the same code keeps NCCL off IB anyway (ibinert.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from gpufix.nccl_env import (
 from ..arguments import off_unless_given
 from ..callsites import all_env_writes
 from ..communicators import reaches_nccl
-from ..envwrites import EnvWrite
+from ..ibinert import ib_inert
 from ..project import SourceFile
 from ..report import delete_statement
 from ..stmts import Where
@@ -123,67 +124,8 @@ def _int_literal(value: ast.expr | None) -> str | None:
     return None
 
 
-def _loopback_only(value: str | None) -> bool:
-    """An NCCL_SOCKET_IFNAME that selects the loopback interface alone (`lo`, `=lo`, `lo0`);
-    a `^` list excludes interfaces instead (NCCL environment variables, NCCL_SOCKET_IFNAME)."""
-    if not value or value.startswith("^"):
-        return False
-    names = [v.strip().removeprefix("=") for v in value.split(",") if v.strip()]
-    return bool(names) and all(n == "lo" or (n.startswith("lo") and n[2:].isdigit()) for n in names)
-
-
-def _one_host_scopes(sf: SourceFile) -> _OneHost:
-    """Functions (or module-level code, `()`) that restrict NCCL's sockets to loopback: their
-    ranks all run on this host, and NCCL's network transport (IB, RoCE) carries traffic between
-    hosts, so NCCL_IB_DISABLE there changes nothing. Read strictly: the code's only
-    NCCL_SOCKET_IFNAME write; and not where the file turns both P2P and SHM off (then even
-    local traffic takes the network transport). The value: the `if` tests the write sits
-    under, and whether it is a `setdefault` (a launcher's own interface wins over it)."""
-    ifname = [(w, n, where) for w, n, where in all_env_writes(sf) if w.key == "NCCL_SOCKET_IFNAME"]
-    off = {
-        w.key
-        for w, _, _ in all_env_writes(sf)
-        if w.key in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE") and sf.names.const_str(w.value) == "1"
-    }
-    if len(off) == 2:
-        return {}
-    scopes: dict[tuple[str, ...], list[tuple[EnvWrite, ast.AST, Where]]] = {}
-    for write in ifname:
-        scopes.setdefault(write[2].owners, []).append(write)
-    out: _OneHost = {}
-    for owners, writes in scopes.items():
-        if len(writes) != 1:
-            continue  # set twice in that code: which one holds is not read
-        w, node, where = writes[0]
-        if _loopback_only(sf.names.const_str(w.value)):
-            out[owners] = (where.tests, _is_setdefault(node))
-    return out
-
-
-_OneHost = dict[tuple[str, ...], tuple[tuple[ast.expr, ...], bool]]
-
-
-def _covered(one_host: _OneHost, where: Where, node: ast.AST) -> bool:
-    """The IB write sits where the loopback write always runs too (under the same `if`s, or
-    deeper), and a loopback default pairs only with an IB default: a forced IB setting would
-    outlive a launcher's own interface on a multi-node run."""
-    found = one_host.get(where.owners)
-    if found is None:
-        return False
-    tests, default = found
-    same = len(where.tests) >= len(tests) and all(
-        a is b for a, b in zip(tests, where.tests, strict=False)
-    )
-    return same and (not default or _is_setdefault(node))
-
-
-def _is_setdefault(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "setdefault"
-
-
 def run(ctx: CheckContext) -> None:
     for sf in ctx.with_any(TRIGGERS):
-        one_host: _OneHost | None = None
         for w, node, where in all_env_writes(sf):
             value = sf.names.const_str(w.value)
             number = None if value is not None else _int_literal(w.value)
@@ -195,11 +137,8 @@ def run(ctx: CheckContext) -> None:
             rule = _rule_for(w.key, value)
             if rule is None or (w.key.startswith("NCCL_") and not reaches_nccl(ctx.project, sf)):
                 continue
-            if w.key == "NCCL_IB_DISABLE":
-                if one_host is None:
-                    one_host = _one_host_scopes(sf)
-                if _covered(one_host, where, node):
-                    continue
+            if w.key == "NCCL_IB_DISABLE" and ib_inert(sf, where, node):
+                continue
             stmt = node if w.statement and isinstance(node, ast.stmt) else None
             fix = delete_statement(sf, stmt, f"Delete the {w.key} line") if stmt else None
             message = _message(rule, w.key, value)

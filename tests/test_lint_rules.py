@@ -403,6 +403,24 @@ def test_knob_behind_a_switch_for_it_is_left_alone() -> None:
     assert _codes(src) == [(12, "GPF010"), (14, "GPF010"), (16, "GPF010")]
 
 
+def test_a_process_group_name_is_not_a_switch() -> None:
+    # From real code (Zedong-Liu/ElasticMM, elasticmm/engine/v0/worker.py): the `if` names
+    # `nccl_world_size` and `nccl_init_method`, the process group's parameters, and every run
+    # that starts the group takes the writes below it; a name about a transport stays a switch.
+    src = """
+        import os
+        import torch
+        def init(self):
+            if self.nccl_world_size is not None and self.nccl_init_method is not None:
+                os.environ["NCCL_IB_DISABLE"] = "1"
+                os.environ["NCCL_P2P_LEVEL"] = "PHB"
+                torch.distributed.init_process_group("nccl", init_method=self.nccl_init_method)
+            if self.nccl_p2p_off:
+                os.environ["NCCL_P2P_DISABLE"] = "1"
+        """
+    assert _codes(src) == [(6, "GPF010"), (7, "GPF010")]
+
+
 def test_debug_and_p2p_values() -> None:
     src = """
         import os

@@ -41,6 +41,24 @@ TRIGGERS = tuple({k.encode() for k in _KEYS} | {b"NCCL_", b"LAUNCH_BLOCKING"})
 # Environment look-ups (`"NCCL_P2P_LEVEL" not in os.environ`) are not switches: the write is
 # then a default every run carries.
 _SWITCH = re.compile(r"(?i)p2p|nccl|infiniband|(^|_)ib($|_)|shm|debug|launch_blocking")
+# The words of init_process_group's parameters and of its rendezvous (torch.distributed docs,
+# init_process_group; MASTER_ADDR/MASTER_PORT): `nccl_world_size` or `nccl_init_method` names the
+# process group, not a switch for a transport (Zedong-Liu/ElasticMM worker.py).
+_GROUP_WORDS = frozenset(
+    {"world", "size", "init", "method", "rank", "store", "group", "timeout", "backend", "port",
+     "addr", "master", "host", "url"}
+)  # fmt: skip
+_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def _is_switch(word: str) -> bool:
+    """A name about an NCCL transport or debugging; `nccl` alone beside a process-group word is
+    not one."""
+    if not _SWITCH.search(word):
+        return False
+    if _SWITCH.search(re.sub(r"(?i)nccl", " ", word)):
+        return True
+    return not {w.lower() for w in _WORDS.findall(word)} & _GROUP_WORDS
 
 
 def _behind_switch(where: Where, sf: SourceFile) -> bool:
@@ -59,7 +77,7 @@ def _behind_switch(where: Where, sf: SourceFile) -> bool:
                 word = str(n.slice.value)
             else:
                 continue
-            if _SWITCH.search(word):
+            if _is_switch(word):
                 return True
     return False
 

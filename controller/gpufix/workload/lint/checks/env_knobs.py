@@ -6,7 +6,8 @@ and so is a write under an `if` on a switch for that very setting (`if not hpara
 `if args.debug`) or on a command-line flag that is off unless passed (`if args.infer_time`,
 `store_true`): the user chose it, as with a value read from the arguments. An NCCL setting
 in a module whose environment cannot reach NCCL (communicators.py) is inert and left alone, and
-so is NCCL_IB_DISABLE where the same code keeps NCCL off IB anyway (ibinert.py).
+so is NCCL_IB_DISABLE where the same code keeps NCCL off IB anyway (ibinert.py), and
+TORCH_DISTRIBUTED_DEBUG written after the module imported torch, which read it (debuglevel.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gpufix.nccl_env import (
 from ..arguments import off_unless_given
 from ..callsites import all_env_writes
 from ..communicators import reaches_nccl
+from ..debuglevel import read_already
 from ..ibinert import ib_inert
 from ..project import SourceFile
 from ..report import delete_statement
@@ -156,6 +158,8 @@ def run(ctx: CheckContext) -> None:
             if rule is None or (w.key.startswith("NCCL_") and not reaches_nccl(ctx.project, sf)):
                 continue
             if w.key == "NCCL_IB_DISABLE" and ib_inert(sf, where, node):
+                continue
+            if w.key == "TORCH_DISTRIBUTED_DEBUG" and read_already(sf, node):
                 continue
             stmt = node if w.statement and isinstance(node, ast.stmt) else None
             fix = delete_statement(sf, stmt, f"Delete the {w.key} line") if stmt else None

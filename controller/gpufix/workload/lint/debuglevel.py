@@ -1,0 +1,71 @@
+"""Where a TORCH_DISTRIBUTED_DEBUG write reaches nobody (GPF003).
+
+torch.distributed reads the variable once, when it is imported: its __init__ calls
+set_debug_level_from_env() (since PyTorch 1.12, pytorch/pytorch#73166), and `import torch`
+imports torch.distributed. A write that runs after the module imported torch therefore leaves
+this process at the level it started with (checked on torch 2.13: get_debug_level() stays OFF
+and init_process_group builds no debug wrapper). A process started afterwards inherits the
+variable and reads it when it imports torch itself, so a module that starts processes keeps the
+finding, and so does one whose ranks a library may start (a Lightning Trainer or Fabric, a
+Catalyst runner re-run the script in each rank, where the inherited variable is read).
+
+Read strictly: the module is a rank itself (it starts the process group, wraps a model in
+DDP/FSDP or builds accelerate's or DeepSpeed's engine, as a launcher such as torchrun starts
+it), imports torch in a statement of its top level (no `if`, `try` or function around it) on an
+earlier line than the write, and calls nothing that starts a process.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+
+from .callsites import DISTRIBUTED, FABRIC, named
+from .project import SourceFile
+
+# Calls that make the module a rank that a launcher started (torchrun, deepspeed, accelerate
+# launch); not torch.multiprocessing.spawn or Fabric, which start the ranks themselves.
+_RANK = DISTRIBUTED - FABRIC - {"torch.multiprocessing.spawn"}
+
+# Calls that start a process, which imports torch again (Python's os, subprocess,
+# multiprocessing and concurrent.futures docs; torch.multiprocessing; torchrun's modules).
+_STARTS = (
+    "multiprocessing.*", "torch.multiprocessing.*", "concurrent.futures.ProcessPoolExecutor",
+    "subprocess.*", "os.system", "os.popen", "os.exec*", "os.spawn*", "os.posix_spawn*",
+    "torch.distributed.run.*", "torch.distributed.launch*", "torch.distributed.launcher.*",
+    "torch.distributed.elastic.*",
+)  # fmt: skip
+
+
+def read_already(sf: SourceFile, node: ast.AST) -> bool:
+    """The write `node` runs after its module, a rank, imported torch, and the module starts no
+    process that would read it."""
+    line = _torch_line(sf)
+    if line is None or getattr(node, "lineno", 0) <= line:
+        return False
+    return bool(named(sf, _RANK)) and not _starts_process(sf)
+
+
+def _torch_line(sf: SourceFile) -> int | None:
+    for stmt in sf.tree.body if sf.tree is not None else ():
+        if isinstance(stmt, ast.Import) and any(_torch(a.name) for a in stmt.names):
+            return stmt.lineno
+        if isinstance(stmt, ast.ImportFrom) and not stmt.level and _torch(stmt.module or ""):
+            return stmt.lineno
+    return None
+
+
+def _torch(module: str) -> bool:
+    return module == "torch" or module.startswith("torch.")
+
+
+def _starts_process(sf: SourceFile) -> bool:
+    cached = sf.cache.get("starts-process")
+    if cached is None:
+        cached = any(
+            isinstance(n, ast.Call)
+            and any(fnmatch.fnmatchcase(sf.names.resolve(n.func) or "", p) for p in _STARTS)
+            for n in (ast.walk(sf.tree) if sf.tree is not None else ())
+        )
+        sf.cache["starts-process"] = cached
+    return bool(cached)

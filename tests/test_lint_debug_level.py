@@ -1,0 +1,122 @@
+"""GPF003 and TORCH_DISTRIBUTED_DEBUG: torch.distributed reads it once, at import, so a write
+after `import torch` reaches only processes started afterwards (debuglevel.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from gpufix.workload.lint import lint_source
+
+
+def _codes(src: str) -> list[tuple[int, str]]:
+    return [(f.line, f.rule) for f in lint_source(textwrap.dedent(src), "t.py")]
+
+
+def test_torch_reads_the_level_at_import_not_later() -> None:
+    """What the exemption rests on, on the torch installed here (a fresh process each)."""
+    probe = textwrap.dedent(
+        """
+        import os
+        if os.environ.get("EARLY"):
+            os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
+        import torch
+        import torch.distributed as dist
+        os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
+        print(dist.get_debug_level())
+        """
+    )
+    env = {"PATH": "/usr/bin:/bin"}
+    late = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    early = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env | {"EARLY": "1"}
+    )
+    assert late.stdout.strip() == "DebugLevel.OFF", late.stderr[-500:]
+    assert early.stdout.strip() == "DebugLevel.DETAIL", early.stderr[-500:]
+
+
+_PG = 'torch.distributed.init_process_group("nccl")\n'
+
+
+@pytest.mark.parametrize(
+    ("src", "expected"),
+    [
+        # a rank (it starts the group) that imported torch first: read already, nobody sees it
+        ('import os\nimport torch\nos.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n' + _PG, []),
+        (
+            "import os\nimport torch\nfrom torch import nn\n"
+            'os.environ["TORCH_DISTRIBUTED_DEBUG"] = "INFO"\n' + _PG,
+            [],
+        ),
+        (
+            "import os\nimport torch\ndef setup():\n"
+            '    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n'
+            '    torch.distributed.init_process_group("nccl")\n',
+            [],
+        ),
+        (
+            "import os\nimport torch\nimport deepspeed\n"
+            'os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n'
+            "deepspeed.init_distributed()\n",
+            [],
+        ),
+        # before the import: every run takes it
+        (
+            'import os\nos.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\nimport torch\n' + _PG,
+            [(2, "GPF003")],
+        ),
+        # torch imported only under a try: not read strictly as imported
+        (
+            "import os\ntry:\n    import torch\nexcept ImportError:\n    torch = None\n"
+            'os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n' + _PG,
+            [(6, "GPF003")],
+        ),
+        # not a rank itself: a library may re-run the script in each rank (Lightning, Catalyst),
+        # where the inherited variable is read at import
+        (
+            "import os\nimport torch\nimport lightning\n"
+            'os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n'
+            'lightning.Trainer(strategy="ddp").fit(None)\n',
+            [(4, "GPF003")],
+        ),
+        (
+            "import os\nimport torch\nimport lightning\n"
+            'os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n'
+            'lightning.Fabric(strategy="ddp").launch()\n',
+            [(4, "GPF003")],
+        ),
+        # the module starts processes that import torch again and read it (pytorch#70667's shape)
+        (
+            "import os\nimport torch\nimport torch.multiprocessing as mp\ndef worker(rank):\n"
+            '    torch.distributed.init_process_group("nccl")\nif __name__ == "__main__":\n'
+            '    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n'
+            "    mp.spawn(worker, nprocs=2)\n",
+            [(7, "GPF003")],
+        ),
+        (
+            "import os\nimport subprocess\nimport torch\n"
+            'os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n'
+            'subprocess.run(["torchrun", "train.py"])\n' + _PG,
+            [(4, "GPF003")],
+        ),
+    ],
+)
+def test_a_write_after_import_torch_is_left_alone(
+    src: str, expected: list[tuple[int, str]]
+) -> None:
+    assert _codes(src) == expected
+
+
+def test_other_debug_knobs_are_unchanged() -> None:
+    # NCCL reads NCCL_DEBUG when a communicator starts, CUDA CUDA_LAUNCH_BLOCKING when its
+    # context does: after `import torch` they still take effect.
+    src = """
+        import os
+        import torch
+        os.environ["NCCL_DEBUG"] = "INFO"
+        os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+        torch.distributed.init_process_group("nccl")
+        """
+    assert [r for _, r in _codes(src)] == ["GPF003", "GPF003"]

@@ -6,9 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
-from gpufix.workload.lint import lint_source
+from gpufix.workload.lint import lint_paths, lint_source
 
 
 def _codes(src: str) -> list[tuple[int, str]]:
@@ -16,15 +17,16 @@ def _codes(src: str) -> list[tuple[int, str]]:
 
 
 def test_torch_reads_the_level_at_import_not_later() -> None:
-    """What the exemption rests on, on the torch installed here (a fresh process each)."""
+    """What the exemption rests on, on the torch installed here (a fresh process each): `import
+    torch` alone reads the level, so naming torch.distributed after the write changes nothing."""
     probe = textwrap.dedent(
         """
         import os
         if os.environ.get("EARLY"):
             os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
         import torch
-        import torch.distributed as dist
         os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
+        import torch.distributed as dist
         print(dist.get_debug_level())
         """
     )
@@ -120,3 +122,26 @@ def test_other_debug_knobs_are_unchanged() -> None:
         torch.distributed.init_process_group("nccl")
         """
     assert [r for _, r in _codes(src)] == ["GPF003", "GPF003"]
+
+
+def test_a_module_a_launcher_imports_keeps_the_finding(tmp_path: Path) -> None:
+    # A review's shape: the launcher calls the helper's write, then starts the ranks, which
+    # inherit the value and read it when they import torch.
+    (tmp_path / "main.py").write_text(
+        "import torch.multiprocessing as mp\n"
+        "from dist_utils import setup_env, worker\n"
+        'if __name__ == "__main__":\n'
+        "    setup_env()\n"
+        "    mp.spawn(worker, nprocs=2)\n"
+    )
+    (tmp_path / "dist_utils.py").write_text(
+        "import os\nimport torch\nimport torch.distributed as dist\n"
+        "def setup_env():\n"
+        '    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n'
+        "def worker(rank):\n"
+        '    dist.init_process_group("nccl", rank=rank, world_size=2)\n'
+    )
+    found = lint_paths([str(tmp_path)]).findings
+    assert [(Path(f.path).name, f.line, f.rule) for f in found if f.rule == "GPF003"] == [
+        ("dist_utils.py", 5, "GPF003")
+    ]

@@ -122,3 +122,30 @@ def test_a_loopback_interface_in_the_other_branch_does_not_cover(tmp_path: Path)
     is not the `if` body it sits beside."""
     body = f'    if world_size > 1:\n    {IB}\n    else:\n        os.environ["NCCL_SOCKET_IFNAME"] = "lo"'
     assert _gpf010(tmp_path, body) == ["8:NCCL_IB_DISABLE"]
+
+
+def test_an_early_exit_between_the_writes_keeps_ib_disable(tmp_path: Path) -> None:
+    # A review's shape: the multi-node path returns before the Socket line, so the IB write runs
+    # without it. A Socket line before the IB write still covers it.
+    body = "\n".join(
+        [IB, "    if args.multi_node:", '        return dist.init_process_group("nccl")', NET]
+    )
+    assert _gpf010(tmp_path, body) == ["7:NCCL_IB_DISABLE"]
+    before = "\n".join([NET, "    if args.multi_node:", "        return None", IB])
+    assert _gpf010(tmp_path, before) == []
+
+
+def test_a_def_of_the_same_name_elsewhere_does_not_cover(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import os\nimport sys\nimport torch.distributed as dist\n\n"
+        'if sys.platform == "darwin":\n'
+        "    def setup():\n"
+        '        os.environ["NCCL_NET"] = "Socket"\n'
+        '        dist.init_process_group("nccl")\n'
+        "else:\n"
+        "    def setup():\n"
+        '        os.environ["NCCL_IB_DISABLE"] = "1"\n'
+        '        dist.init_process_group("nccl")\n'
+    )
+    found = lint_paths([str(tmp_path)]).findings
+    assert [(f.line, f.rule) for f in found if f.rule == "GPF010"] == [(11, "GPF010")]

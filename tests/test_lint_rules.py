@@ -417,6 +417,8 @@ def test_a_process_group_name_is_not_a_switch() -> None:
                 torch.distributed.init_process_group("nccl", init_method=self.nccl_init_method)
             if self.nccl_p2p_off:
                 os.environ["NCCL_P2P_DISABLE"] = "1"
+            if args.nccl_single_host:
+                os.environ["NCCL_IB_DISABLE"] = "1"
         """
     assert _codes(src) == [(6, "GPF010"), (7, "GPF010")]
 
@@ -927,6 +929,19 @@ def test_gpf008_a_lightning_fabric_run_is_multi_rank(header: str, make: str) -> 
             other = fabric.load(path)
         """
     assert _codes(src) == [(8, "GPF008")]
+
+
+def test_gpf005_in_a_lightning_fabric_run() -> None:
+    src = """
+        import torch
+        import lightning
+
+        def main():
+            fabric = lightning.Fabric(accelerator="gpu", devices=2, strategy="ddp")
+            fabric.launch()
+            x = torch.ones(1).to("cuda:0")
+        """
+    assert _codes(src) == [(8, "GPF005")]
 
 
 def test_one_rank_per_host_needs_the_launcher_next_door_to_agree(tmp_path: Path) -> None:

@@ -143,7 +143,7 @@ def _calls_into(project: Project, sf: SourceFile, seen: set[int], depth: int) ->
     return False
 
 
-def _imported(project: Project, sf: SourceFile) -> bool:
+def imported_in_run(project: Project, sf: SourceFile) -> bool:
     """A run module imports this one: by its dotted name, or by another name that resolves to
     it (`prime_rl.utils.nccl` for a file in directories without `__init__.py`; a sibling
     script's plain `import gen` for `pkg/gen.py`)."""
@@ -210,7 +210,7 @@ def reaches_nccl(project: Project, sf: SourceFile) -> bool:
         cached = (
             not _gpu_program(sf)
             or not _pins_one_gpu(sf)
-            or _imported(project, sf)
+            or imported_in_run(project, sf)
             or _calls_into(project, sf, {id(sf)}, _DEPTH)
         )
         sf.cache["reaches-nccl"] = cached

@@ -12,7 +12,9 @@ Catalyst runner re-run the script in each rank, where the inherited variable is 
 Read strictly: the module is a rank itself (it starts the process group, wraps a model in
 DDP/FSDP or builds accelerate's or DeepSpeed's engine, as a launcher such as torchrun starts
 it), imports torch in a statement of its top level (no `if`, `try` or function around it) on an
-earlier line than the write, and calls nothing that starts a process.
+earlier line than the write, calls nothing that starts a process, and is imported by no module
+of the run (a launcher that imports it may call the write, then start the ranks). Older torch
+(before 1.12) read the variable later, which this cannot see.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import ast
 import fnmatch
 
 from .callsites import DISTRIBUTED, FABRIC, named
-from .project import SourceFile
+from .communicators import imported_in_run
+from .project import Project, SourceFile
 
 # Calls that make the module a rank that a launcher started (torchrun, deepspeed, accelerate
 # launch); not torch.multiprocessing.spawn or Fabric, which start the ranks themselves.
@@ -33,17 +36,18 @@ _STARTS = (
     "multiprocessing.*", "torch.multiprocessing.*", "concurrent.futures.ProcessPoolExecutor",
     "subprocess.*", "os.system", "os.popen", "os.exec*", "os.spawn*", "os.posix_spawn*",
     "torch.distributed.run.*", "torch.distributed.launch*", "torch.distributed.launcher.*",
-    "torch.distributed.elastic.*",
+    "torch.distributed.elastic.*", "asyncio.create_subprocess_*", "pty.spawn",
 )  # fmt: skip
 
 
-def read_already(sf: SourceFile, node: ast.AST) -> bool:
-    """The write `node` runs after its module, a rank, imported torch, and the module starts no
-    process that would read it."""
+def read_already(project: Project, sf: SourceFile, node: ast.AST) -> bool:
+    """The write `node` runs after its module, a rank, imported torch; the module starts no
+    process that would read it, and no module of the run imports it (a launcher that calls it,
+    then starts the ranks, hands them the value)."""
     line = _torch_line(sf)
     if line is None or getattr(node, "lineno", 0) <= line:
         return False
-    return bool(named(sf, _RANK)) and not _starts_process(sf)
+    return bool(named(sf, _RANK)) and not _starts_process(sf) and not imported_in_run(project, sf)
 
 
 def _torch_line(sf: SourceFile) -> int | None:

@@ -17,8 +17,9 @@ The covering write must be its code's only write of that variable (for NCCL_NET:
 NCCL_NET write of the file names Socket and none removes it), a literal, in the same
 function (or module-level code) as the IB write and in the same block or one enclosing it (an
 `if` branch, loop, `except` or `case` body counts as its own block; a `with` or `try` body does
-not), and a default (`setdefault`) covers only an IB default: a forced IB setting would outlive
-a launcher's own value.
+not), with no `return`, `raise`, `break` or `continue` of that code between the IB write and a
+covering write after it, and a default (`setdefault`) covers only an IB default: a forced IB
+setting would outlive a launcher's own value.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from .stmts import Where
 
 # A block: the compound statement and which of its bodies, outermost first.
 _Path = tuple[tuple[int, str], ...]
-_Cover = tuple[_Path, bool]  # the covering write's block, and whether it is a default
+# The covering write's block, whether it is a default, and its line.
+_Cover = tuple[_Path, bool, int]
+_JUMPS = (ast.Return, ast.Raise, ast.Break, ast.Continue)
 
 
 def ib_inert(sf: SourceFile, where: Where, node: ast.AST) -> bool:
@@ -48,10 +51,36 @@ def ib_inert(sf: SourceFile, where: Where, node: ast.AST) -> bool:
     path = _paths(sf).get(id(node))
     if path is None:
         return False
+    line = getattr(node, "lineno", 0)
     return any(
-        path[: len(block)] == block and (not default or _is_setdefault(node))
-        for block, default in found
+        path[: len(block)] == block
+        and (not default or _is_setdefault(node))
+        and not (cover_line > line and _jump_between(sf, path, line, cover_line))
+        for block, default, cover_line in found
     )
+
+
+def _jump_between(sf: SourceFile, path: _Path, start: int, end: int) -> bool:
+    """A `return`, `raise`, `break` or `continue` of the same def (or module-level code) between
+    the IB write and a covering write after it: the IB write can run without the other."""
+    root = path[:1] if path and path[0][1] == "def" else ()
+    return any(
+        start < n.lineno < end and (p[:1] if p and p[0][1] == "def" else ()) == root
+        for n, p in _jumps(sf)
+    )
+
+
+def _jumps(sf: SourceFile) -> list[tuple[ast.stmt, _Path]]:
+    cached = sf.cache.get("ib-inert-jumps")
+    if cached is None:
+        paths = _paths(sf)
+        cached = [
+            (n, paths[id(n)])
+            for n in (ast.walk(sf.tree) if sf.tree is not None else ())
+            if isinstance(n, _JUMPS) and id(n) in paths
+        ]
+        sf.cache["ib-inert-jumps"] = cached
+    return cast(list[tuple[ast.stmt, _Path]], cached)
 
 
 def _loopback_only(value: str) -> bool:
@@ -80,6 +109,8 @@ def _covers(sf: SourceFile) -> dict[tuple[str, ...], list[_Cover]]:
     out: dict[tuple[str, ...], list[_Cover]] = {}
     for key, accept in shapes:
         mine = [(w, n, where) for w, n, where in writes if w.key == key]
+        if not mine:
+            continue
         if key == "NCCL_NET" and (
             _removed(sf, key)
             or not all(_socket_net(sf.names.const_str(w.value) or "") for w, _, _ in mine)
@@ -94,7 +125,8 @@ def _covers(sf: SourceFile) -> dict[tuple[str, ...], list[_Cover]]:
             node, value = found[0]
             path = _paths(sf).get(id(node))
             if value is not None and accept(value) and path is not None:
-                out.setdefault(owners, []).append((path, _is_setdefault(node)))
+                line = getattr(node, "lineno", 0)
+                out.setdefault(owners, []).append((path, _is_setdefault(node), line))
     return out
 
 
@@ -150,7 +182,9 @@ def _walk(body: Sequence[ast.stmt], path: _Path, out: dict[int, _Path]) -> None:
 
 def _blocks(stmt: ast.stmt, path: _Path) -> list[tuple[_Path, list[ast.stmt]]]:
     if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return [((), stmt.body)]  # a def's body: counted from the def, as Where.owners is
+        # a def's body: counted from the def, as Where.owners is, and told apart from another
+        # def of the same name
+        return [(((id(stmt), "def"),), stmt.body)]
     if isinstance(stmt, ast.With | ast.AsyncWith):
         return [(path, stmt.body)]
     if isinstance(stmt, ast.Try | ast.TryStar):

@@ -2,11 +2,11 @@
 
 Multi-rank code here means a module that calls init_process_group, wraps a model in
 DDP/FSDP or runs under accelerate or Lightning Fabric (callsites.DISTRIBUTED), outside a
-top-level function nothing in the run refers to (`_starts_ranks`, `unused.py`). A module that sets CUDA_VISIBLE_DEVICES per rank (`writes_visible_devices`),
-runs one rank per host (`hostranks.py`) or runs its ranks as Ray GPU workers (`rayworkers.py`)
-gives each rank its own GPU 0, so `cuda:0` is right there and GPF005/GPF006/GPF008 stay silent;
-GPF006 itself is `set_device.py`. GPF005 also
-stays silent in code no rank runs as its own: a function called only under a rank test, and a
+top-level function nothing in the run refers to (`_starts_ranks`, `unused.py`). A module that
+sets CUDA_VISIBLE_DEVICES per rank (`writes_visible_devices`), runs one rank per host
+(`hostranks.py`) or runs its ranks as Ray GPU workers (`rayworkers.py`) gives each rank its own
+GPU 0, so `cuda:0` is right there and GPF005/GPF006/GPF008 stay silent; GPF006 itself is
+`set_device.py`. GPF005 also stays silent in code no rank runs as its own: a function called only under a rank test, and a
 function that starts the ranks. A group of one rank (`world_size=1`, a self-test) has no other
 rank to collide with: GPF006 skips it and GPF008 skips loads in the code that starts it.
 """

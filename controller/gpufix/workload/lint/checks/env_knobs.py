@@ -48,7 +48,7 @@ _SWITCH = re.compile(r"(?i)p2p|nccl|infiniband|(^|_)ib($|_)|shm|debug|launch_blo
 # process group, not a switch for a transport (Zedong-Liu/ElasticMM worker.py).
 _GROUP_WORDS = frozenset(
     {"world", "size", "init", "method", "rank", "store", "group", "timeout", "backend", "port",
-     "addr", "master", "host", "url"}
+     "addr", "master"}
 )  # fmt: skip
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
@@ -159,7 +159,7 @@ def run(ctx: CheckContext) -> None:
                 continue
             if w.key == "NCCL_IB_DISABLE" and ib_inert(sf, where, node):
                 continue
-            if w.key == "TORCH_DISTRIBUTED_DEBUG" and read_already(sf, node):
+            if w.key == "TORCH_DISTRIBUTED_DEBUG" and read_already(ctx.project, sf, node):
                 continue
             stmt = node if w.statement and isinstance(node, ast.stmt) else None
             fix = delete_statement(sf, stmt, f"Delete the {w.key} line") if stmt else None

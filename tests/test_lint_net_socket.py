@@ -10,34 +10,14 @@ from pathlib import Path
 
 import pytest
 from gpufix.workload.lint import lint_paths
+from ib_inert_case import gpf010
 
-TRAIN = """\
-import os
-
-import torch.distributed as dist
-
-
-def setup(args, world_size=2):
-{body}
-    dist.init_process_group("nccl")
-
-
-def other():
-{other}
-    dist.init_process_group("nccl")
-"""
 IB = '    os.environ["NCCL_IB_DISABLE"] = "1"'
 NET = '    os.environ["NCCL_NET"] = "Socket"'
 
 
-def _gpf010(tmp_path: Path, body: str, other: str = "    pass") -> list[str]:
-    (tmp_path / "train.py").write_text(TRAIN.format(body=body, other=other))
-    found = lint_paths([str(tmp_path)]).findings
-    return [f"{f.line}:{f.message.split('=')[0]}" for f in found if f.rule == "GPF010"]
-
-
 def test_without_nccl_net_ib_disable_is_reported(tmp_path: Path) -> None:
-    assert _gpf010(tmp_path, IB) == ["7:NCCL_IB_DISABLE"]
+    assert gpf010(tmp_path, IB) == ["7:NCCL_IB_DISABLE"]
 
 
 @pytest.mark.parametrize(
@@ -55,7 +35,7 @@ def test_without_nccl_net_ib_disable_is_reported(tmp_path: Path) -> None:
     ids=["after", "before", "lower case", "update", "IB deeper", "same if", "two defaults"],
 )
 def test_socket_network_makes_ib_disable_inert(tmp_path: Path, body: str) -> None:
-    assert _gpf010(tmp_path, body) == []
+    assert gpf010(tmp_path, body) == []
 
 
 def test_module_level_pair_as_in_rocm_lora_trader(tmp_path: Path) -> None:
@@ -102,7 +82,7 @@ def test_module_level_pair_as_in_rocm_lora_trader(tmp_path: Path) -> None:
 def test_a_socket_network_that_may_not_hold_keeps_ib_disable(
     tmp_path: Path, body: str, other: str
 ) -> None:
-    assert "NCCL_IB_DISABLE" in " ".join(_gpf010(tmp_path, body, other))
+    assert "NCCL_IB_DISABLE" in " ".join(gpf010(tmp_path, body, other))
 
 
 def test_other_transport_knobs_are_still_reported(tmp_path: Path) -> None:
@@ -114,14 +94,14 @@ def test_other_transport_knobs_are_still_reported(tmp_path: Path) -> None:
             NET,
         ]
     )
-    assert _gpf010(tmp_path, body) == ["7:NCCL_P2P_LEVEL", "8:NCCL_SHM_DISABLE"]
+    assert gpf010(tmp_path, body) == ["7:NCCL_P2P_LEVEL", "8:NCCL_SHM_DISABLE"]
 
 
 def test_a_loopback_interface_in_the_other_branch_does_not_cover(tmp_path: Path) -> None:
     """The same block rule for the loopback exemption (test_lint_one_host.py): an `else` branch
     is not the `if` body it sits beside."""
     body = f'    if world_size > 1:\n    {IB}\n    else:\n        os.environ["NCCL_SOCKET_IFNAME"] = "lo"'
-    assert _gpf010(tmp_path, body) == ["8:NCCL_IB_DISABLE"]
+    assert gpf010(tmp_path, body) == ["8:NCCL_IB_DISABLE"]
 
 
 def test_an_early_exit_between_the_writes_keeps_ib_disable(tmp_path: Path) -> None:
@@ -130,9 +110,9 @@ def test_an_early_exit_between_the_writes_keeps_ib_disable(tmp_path: Path) -> No
     body = "\n".join(
         [IB, "    if args.multi_node:", '        return dist.init_process_group("nccl")', NET]
     )
-    assert _gpf010(tmp_path, body) == ["7:NCCL_IB_DISABLE"]
+    assert gpf010(tmp_path, body) == ["7:NCCL_IB_DISABLE"]
     before = "\n".join([NET, "    if args.multi_node:", "        return None", IB])
-    assert _gpf010(tmp_path, before) == []
+    assert gpf010(tmp_path, before) == []
 
 
 def test_a_def_of_the_same_name_elsewhere_does_not_cover(tmp_path: Path) -> None:

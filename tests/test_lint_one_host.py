@@ -8,61 +8,40 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gpufix.workload.lint import lint_paths
+from ib_inert_case import findings, gpf010
 
-SMOKE = """\
-import os
-
-import torch.distributed as dist
-
-
-def smoke():
-{body}
-    dist.init_process_group("nccl")
-
-
-def other():
-{other}
-    dist.init_process_group("nccl")
-"""
 IB = '    os.environ.setdefault("NCCL_IB_DISABLE", "1")'
-
-
-def _gpf010(tmp_path: Path, body: str, other: str = "    pass") -> list[str]:
-    (tmp_path / "smoke.py").write_text(SMOKE.format(body=body, other=other))
-    found = lint_paths([str(tmp_path)]).findings
-    return [f"{f.line}:{f.message.split('=')[0]}" for f in found if f.rule == "GPF010"]
 
 
 def test_loopback_sockets_make_ib_disable_inert(tmp_path: Path) -> None:
     body = f'{IB}\n    os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")'
-    assert _gpf010(tmp_path, body) == []
+    assert gpf010(tmp_path, body) == []
 
 
 def test_exact_and_numbered_loopback_count(tmp_path: Path) -> None:
     body = f'{IB}\n    os.environ["NCCL_SOCKET_IFNAME"] = "=lo"'
-    assert _gpf010(tmp_path, body) == []
+    assert gpf010(tmp_path, body) == []
     body = f'{IB}\n    os.environ["NCCL_SOCKET_IFNAME"] = "lo0"'
-    assert _gpf010(tmp_path, body) == []
+    assert gpf010(tmp_path, body) == []
 
 
 def test_without_loopback_ib_disable_is_reported(tmp_path: Path) -> None:
-    assert _gpf010(tmp_path, IB) == ["7:NCCL_IB_DISABLE"]
+    assert gpf010(tmp_path, IB) == ["7:NCCL_IB_DISABLE"]
 
 
 def test_excluding_loopback_is_not_one_host(tmp_path: Path) -> None:
     body = f'{IB}\n    os.environ["NCCL_SOCKET_IFNAME"] = "^lo,docker"'
-    assert _gpf010(tmp_path, body) == ["7:NCCL_IB_DISABLE"]
+    assert gpf010(tmp_path, body) == ["7:NCCL_IB_DISABLE"]
 
 
 def test_loopback_and_another_interface_is_not_one_host(tmp_path: Path) -> None:
     body = f'{IB}\n    os.environ["NCCL_SOCKET_IFNAME"] = "lo,eth0"'
-    assert _gpf010(tmp_path, body) == ["7:NCCL_IB_DISABLE"]
+    assert gpf010(tmp_path, body) == ["7:NCCL_IB_DISABLE"]
 
 
 def test_loopback_in_another_function_does_not_count(tmp_path: Path) -> None:
     other = '    os.environ["NCCL_SOCKET_IFNAME"] = "lo"'
-    assert _gpf010(tmp_path, IB, other) == ["7:NCCL_IB_DISABLE"]
+    assert gpf010(tmp_path, IB, other) == ["7:NCCL_IB_DISABLE"]
 
 
 def test_with_p2p_and_shm_off_local_traffic_takes_the_network(tmp_path: Path) -> None:
@@ -74,13 +53,13 @@ def test_with_p2p_and_shm_off_local_traffic_takes_the_network(tmp_path: Path) ->
             '    os.environ["NCCL_SHM_DISABLE"] = "1"',
         ]
     )
-    found = _gpf010(tmp_path, body)
+    found = gpf010(tmp_path, body)
     assert "7:NCCL_IB_DISABLE" in found
 
 
 def test_other_transport_knobs_are_still_reported_on_one_host(tmp_path: Path) -> None:
     body = '    os.environ["NCCL_SHM_DISABLE"] = "1"\n    os.environ["NCCL_SOCKET_IFNAME"] = "lo"'
-    assert _gpf010(tmp_path, body) == ["7:NCCL_SHM_DISABLE"]
+    assert gpf010(tmp_path, body) == ["7:NCCL_SHM_DISABLE"]
 
 
 # A second review's shapes: the loopback write must be the file's only interface setting,
@@ -110,7 +89,5 @@ def test_other_transport_knobs_are_still_reported_on_one_host(tmp_path: Path) ->
 def test_a_loopback_that_may_not_hold_keeps_ib_disable(
     tmp_path: Path, body: str, other: str
 ) -> None:
-    src = SMOKE.replace("def smoke():", "def smoke(nodes=1):")
-    (tmp_path / "smoke.py").write_text(src.format(body=body, other=other))
-    found = lint_paths([str(tmp_path)]).findings
+    found = findings(tmp_path, body, other)
     assert any(f.rule == "GPF010" and "NCCL_IB_DISABLE" in f.message for f in found)

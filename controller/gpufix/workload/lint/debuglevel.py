@@ -6,8 +6,9 @@ imports torch.distributed. A write that runs after the module imported torch the
 this process at the level it started with (checked on torch 2.13: get_debug_level() stays OFF
 and init_process_group builds no debug wrapper). A process started afterwards inherits the
 variable and reads it when it imports torch itself, so a module that starts processes keeps the
-finding, and so does one whose ranks a library may start (a Lightning Trainer or Fabric, a
-Catalyst runner re-run the script in each rank, where the inherited variable is read).
+finding, and so does one whose ranks a library starts (a Lightning Trainer or Fabric under
+DDP runs the script again for each rank, lightning_fabric/strategies/launchers/
+subprocess_script.py, where the inherited variable is read at import).
 
 Read strictly: the module is a rank itself (it starts the process group, wraps a model in
 DDP/FSDP or builds accelerate's or DeepSpeed's engine, as a launcher such as torchrun starts

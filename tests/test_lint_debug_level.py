@@ -145,3 +145,58 @@ def test_a_module_a_launcher_imports_keeps_the_finding(tmp_path: Path) -> None:
     assert [(Path(f.path).name, f.line, f.rule) for f in found if f.rule == "GPF003"] == [
         ("dist_utils.py", 5, "GPF003")
     ]
+
+
+def _debug_lines(tmp_path: Path) -> list[tuple[str, int]]:
+    found = lint_paths([str(tmp_path)]).findings
+    return [(Path(f.path).name, f.line) for f in found if f.rule == "GPF003"]
+
+
+def test_a_write_in_the_function_that_builds_the_rank_is_left_alone(tmp_path: Path) -> None:
+    # ai-generated-ai's shape: the spawn target writes the level, then wraps DDP; it runs in the
+    # children, which imported torch with this module. The module spawns, the function does not.
+    (tmp_path / "train.py").write_text(
+        "import os\nimport torch\nimport torch.multiprocessing as mp\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "def train(rank):\n"
+        "    if rank == 0:\n"
+        '        os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n'
+        "    model = DDP(torch.nn.Linear(2, 2).cuda(rank), device_ids=[rank])\n"
+        'if __name__ == "__main__":\n'
+        "    mp.spawn(train, nprocs=2)\n"
+    )
+    assert _debug_lines(tmp_path) == []
+
+
+def test_a_rank_building_function_in_an_imported_module_is_left_alone(tmp_path: Path) -> None:
+    # subjectmotion's shape: the training scripts import the helper, whose function writes the
+    # level and builds its Accelerator: the caller is the rank itself, after import torch.
+    (tmp_path / "main.py").write_text("from helpers import launch\nlaunch()\n")
+    (tmp_path / "helpers.py").write_text(
+        "import os, torch\nfrom accelerate import Accelerator\n"
+        "def launch():\n"
+        '    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n'
+        "    accelerator = Accelerator()\n"
+    )
+    assert _debug_lines(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the function starts a process after the write: the child reads it at import
+        '    dist.init_process_group("gloo")\n    subprocess.run(["torchrun", "train.py"])\n',
+        # the group starts only in a function defined inside it, which may never run
+        '    def inner():\n        dist.init_process_group("nccl")\n    return inner\n',
+        # no rank built here: a launcher's helper
+        "    return None\n",
+    ],
+)
+def test_a_function_that_is_not_the_rank_keeps_the_finding(tmp_path: Path, body: str) -> None:
+    (tmp_path / "main.py").write_text("from helpers import setup\nsetup()\n")
+    (tmp_path / "helpers.py").write_text(
+        "import os, subprocess, torch\nimport torch.distributed as dist\n"
+        "def setup():\n"
+        '    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n' + body
+    )
+    assert _debug_lines(tmp_path) == [("helpers.py", 4)]

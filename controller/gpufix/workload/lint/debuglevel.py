@@ -14,8 +14,9 @@ Read strictly: the module is a rank itself (it starts the process group, wraps a
 DDP/FSDP or builds accelerate's or DeepSpeed's engine, as a launcher such as torchrun starts
 it), imports torch in a statement of its top level (no `if`, `try` or function around it) on an
 earlier line than the write, calls nothing that starts a process, and is imported by no module
-of the run (a launcher that imports it may call the write, then start the ranks). Older torch
-(before 1.12) read the variable later, which this cannot see.
+of the run (a launcher that imports it may call the write, then start the ranks); or, whatever
+the module does, the function around the write builds the rank in its own body and starts no
+process. Older torch (before 1.12) read the variable later, which this cannot see.
 """
 
 from __future__ import annotations
@@ -42,13 +43,61 @@ _STARTS = (
 
 
 def read_already(project: Project, sf: SourceFile, node: ast.AST) -> bool:
-    """The write `node` runs after its module, a rank, imported torch; the module starts no
-    process that would read it, and no module of the run imports it (a launcher that calls it,
+    """The write `node` runs after its module imported torch, and no process reads it later:
+    either the function around it makes its caller a rank and starts no process, or the module
+    is a rank, starts no process and no module of the run imports it (a launcher that calls it,
     then starts the ranks, hands them the value)."""
     line = _torch_line(sf)
     if line is None or getattr(node, "lineno", 0) <= line:
         return False
+    if _rank_function(sf, node):
+        return True
     return bool(named(sf, _RANK)) and not _starts_process(sf) and not imported_in_run(project, sf)
+
+
+def _rank_function(sf: SourceFile, node: ast.AST) -> bool:
+    """The innermost function around the write builds the rank itself (its own body, not a
+    nested def, calls one of `_RANK`) and nothing in it starts a process. Whoever runs it has
+    imported this module, so torch, and becomes a rank: a launcher that calls a helper, then
+    starts the ranks, calls no such function (subjectmotion's `launch_training_task`, which
+    builds its Accelerator; an `mp.spawn` target that wraps DDP)."""
+    fn = _enclosing_function(sf.tree, node)
+    if fn is None:
+        return False
+    names = [sf.names.resolve(c.func) or "" for c in _own_calls(fn)]
+    every = [sf.names.resolve(c.func) or "" for c in ast.walk(fn) if isinstance(c, ast.Call)]
+    return any(n in _RANK for n in names) and not any(_starts(n) for n in every)
+
+
+def _enclosing_function(
+    tree: ast.Module | None, node: ast.AST
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    line = getattr(node, "lineno", 0)
+    around = [
+        fn
+        for fn in (ast.walk(tree) if tree is not None else ())
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+        and fn.body[0].lineno <= line <= (fn.end_lineno or 0)
+    ]
+    return max(around, key=lambda fn: fn.body[0].lineno, default=None)  # the innermost
+
+
+def _own_calls(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call]:
+    """The calls of `fn`'s body, not those of functions, lambdas or classes defined in it."""
+    out: list[ast.Call] = []
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        if isinstance(n, ast.Call):
+            out.append(n)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _starts(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in _STARTS)
 
 
 def _torch_line(sf: SourceFile) -> int | None:
@@ -68,8 +117,7 @@ def _starts_process(sf: SourceFile) -> bool:
     cached = sf.cache.get("starts-process")
     if cached is None:
         cached = any(
-            isinstance(n, ast.Call)
-            and any(fnmatch.fnmatchcase(sf.names.resolve(n.func) or "", p) for p in _STARTS)
+            isinstance(n, ast.Call) and _starts(sf.names.resolve(n.func) or "")
             for n in (ast.walk(sf.tree) if sf.tree is not None else ())
         )
         sf.cache["starts-process"] = cached

@@ -200,3 +200,103 @@ def test_a_function_that_is_not_the_rank_keeps_the_finding(tmp_path: Path, body:
         '    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"\n' + body
     )
     assert _debug_lines(tmp_path) == [("helpers.py", 4)]
+
+
+_HEAD = "import os\nimport torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+_W = 'os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"'
+
+
+@pytest.mark.parametrize(
+    ("train", "line"),
+    [
+        # a review's shapes (2026-12-04): the caller starts ranks after the function returns
+        (
+            _HEAD + f"def coordinator():\n    {_W}\n"
+            '    dist.init_process_group("gloo", world_size=2, rank=0)\n'
+            'if __name__ == "__main__":\n    coordinator()\n    mp.spawn(print, nprocs=2)\n',
+            6,
+        ),
+        # the group starts only on a branch the write does not take
+        (
+            _HEAD + f"def setup(rank=None):\n    {_W}\n    if rank is not None:\n"
+            '        dist.init_process_group("nccl")\n',
+            6,
+        ),
+        # a one-line nested def: the write runs in `inner`, whenever its caller calls it
+        (
+            _HEAD + f"def outer():\n    def inner(): {_W}\n"
+            '    dist.init_process_group("gloo")\n    return inner\n',
+            6,
+        ),
+        # in a lambda, or a default argument (evaluated when the module runs its def)
+        (
+            _HEAD + "def outer():\n"
+            '    on = lambda: os.environ.update(TORCH_DISTRIBUTED_DEBUG="DETAIL")\n'
+            '    dist.init_process_group("gloo")\n    return on\n',
+            6,
+        ),
+        (
+            _HEAD
+            + 'def train(rank, level=os.environ.setdefault("TORCH_DISTRIBUTED_DEBUG", "DETAIL")):\n'
+            '    dist.init_process_group("nccl")\n',
+            5,
+        ),
+        # torch is asked to read the variable again
+        (
+            _HEAD + f"def setup():\n    {_W}\n    dist.set_debug_level_from_env()\n"
+            '    dist.init_process_group("nccl")\n',
+            6,
+        ),
+        # a group of one rank is a self-test, not the rank
+        (
+            _HEAD + f"def check():\n    {_W}\n"
+            '    dist.init_process_group("gloo", world_size=1, rank=0)\n',
+            6,
+        ),
+        # torch imported below the function: read strictly, not imported yet
+        (
+            "import os\n" + f"def setup():\n    {_W}\n"
+            '    torch.distributed.init_process_group("nccl")\nimport torch\n',
+            3,
+        ),
+    ],
+)
+def test_a_rank_function_the_run_may_outlive_keeps_the_finding(
+    tmp_path: Path, train: str, line: int
+) -> None:
+    (tmp_path / "main.py").write_text("import train\n")
+    (tmp_path / "train.py").write_text(train)
+    assert _debug_lines(tmp_path) == [("train.py", line)]
+
+
+def test_a_launcher_that_spawns_the_same_function_leaves_it_alone(tmp_path: Path) -> None:
+    # ai-generated-ai: launch_distributed.py imports train() and spawns it; a launcher that
+    # spawns another target may have called the write first.
+    (tmp_path / "train.py").write_text(
+        _HEAD + f"def train(rank):\n    {_W}\n"
+        '    dist.init_process_group("nccl")\n'
+        "def other(rank):\n    pass\n"
+    )
+    (tmp_path / "launch.py").write_text(
+        "import torch.multiprocessing as mp\nfrom train import train\nmp.spawn(train, nprocs=2)\n"
+    )
+    assert _debug_lines(tmp_path) == []
+    (tmp_path / "launch.py").write_text(
+        "import torch.multiprocessing as mp\nfrom train import other\nmp.spawn(other, nprocs=2)\n"
+    )
+    assert _debug_lines(tmp_path) == [("train.py", 6)]
+
+
+def test_a_rank_built_on_the_writes_own_branch_is_left_alone(tmp_path: Path) -> None:
+    # subjectmotion's launch_training_task(): the write and the Accelerator under one `if`.
+    (tmp_path / "main.py").write_text("from helpers import launch\nlaunch('Motion')\n")
+    (tmp_path / "helpers.py").write_text(
+        "import os, torch\nfrom accelerate import Accelerator\n"
+        "def launch(kind):\n"
+        "    if kind == 'Motion':\n"
+        f"        {_W}\n"
+        "        accelerator = Accelerator(log_with='wandb')\n"
+        "    else:\n"
+        "        accelerator = Accelerator()\n"
+    )
+    assert _debug_lines(tmp_path) == []

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+from typing import Any
 
-from .callsites import DISTRIBUTED, FABRIC, named
+from .callsites import DISTRIBUTED, FABRIC, CallSite, imported_by, named, one_rank_group
 from .communicators import imported_in_run
 from .project import Project, SourceFile
 
@@ -44,48 +45,114 @@ _STARTS = (
 
 def read_already(project: Project, sf: SourceFile, node: ast.AST) -> bool:
     """The write `node` runs after its module imported torch, and no process reads it later:
-    either the function around it makes its caller a rank and starts no process, or the module
-    is a rank, starts no process and no module of the run imports it (a launcher that calls it,
-    then starts the ranks, hands them the value)."""
+    either the function around it makes its caller a rank and nothing in the module or its
+    importers starts a process but with that function as the target, or the module is a rank,
+    starts no process and no module of the run imports it (a launcher that calls it, then starts
+    the ranks, hands them the value). Not where the module asks torch to read it again."""
     line = _torch_line(sf)
-    if line is None or getattr(node, "lineno", 0) <= line:
+    if line is None or getattr(node, "lineno", 0) <= line or _reads_again(sf):
         return False
-    if _rank_function(sf, node):
+    if _rank_function(project, sf, node):
         return True
     return bool(named(sf, _RANK)) and not _starts_process(sf) and not imported_in_run(project, sf)
 
 
-def _rank_function(sf: SourceFile, node: ast.AST) -> bool:
-    """The innermost function around the write builds the rank itself (its own body, not a
-    nested def, calls one of `_RANK`) and nothing in it starts a process. Whoever runs it has
-    imported this module, so torch, and becomes a rank: a launcher that calls a helper, then
-    starts the ranks, calls no such function (subjectmotion's `launch_training_task`, which
-    builds its Accelerator; an `mp.spawn` target that wraps DDP)."""
+def _reads_again(sf: SourceFile) -> bool:
+    """`torch.distributed.set_debug_level_from_env()` reads the variable again, after the write."""
+    return any(
+        (sf.names.resolve(n.func) or "").endswith(".set_debug_level_from_env")
+        for n in (ast.walk(sf.tree) if sf.tree is not None else ())
+        if isinstance(n, ast.Call)
+    )
+
+
+def _rank_function(project: Project, sf: SourceFile, node: ast.AST) -> bool:
+    """The function around the write builds the rank whenever the write runs (one of `_RANK`
+    in the write's own block or a block around it, up to the function's body, a `try` or `with`
+    body included, not under an `if` or a loop; not a group of one rank), and no process is
+    started by this module or a module that imports it but with that function as the target
+    (`mp.spawn(train)`: the children imported torch with the module). Whoever runs the function
+    then is a rank that read the variable already (subjectmotion's `launch_training_task`, which
+    builds its Accelerator; ai-generated-ai's spawn target, which wraps DDP)."""
     fn = _enclosing_function(sf.tree, node)
     if fn is None:
         return False
-    names = [sf.names.resolve(c.func) or "" for c in _own_calls(fn)]
-    every = [sf.names.resolve(c.func) or "" for c in ast.walk(fn) if isinstance(c, ast.Call)]
-    return any(n in _RANK for n in names) and not any(_starts(n) for n in every)
+    builds = any(
+        name in _RANK and not one_rank_group(CallSite(c, name, (), ()))
+        for block in _blocks(fn, node)
+        for c in _unconditional_calls(block)
+        for name in [sf.names.resolve(c.func) or ""]
+    )
+    target = f"{sf.module}.{fn.name}" if sf.module else fn.name
+    others = [sf, *imported_by(project, sf)]
+    return builds and not any(_starts_other_than(m, fn.name, target) for m in others)
 
 
 def _enclosing_function(
     tree: ast.Module | None, node: ast.AST
 ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    line = getattr(node, "lineno", 0)
-    around = [
-        fn
-        for fn in (ast.walk(tree) if tree is not None else ())
-        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
-        and fn.body[0].lineno <= line <= (fn.end_lineno or 0)
-    ]
-    return max(around, key=lambda fn: fn.body[0].lineno, default=None)  # the innermost
+    """The def whose body holds the write; None for a write in a lambda, a default argument or
+    a decorator (evaluated elsewhere or whenever)."""
+    parents = _parents(tree)
+    child = node
+    while id(child) in parents:
+        parent = parents[id(child)]
+        if isinstance(parent, ast.Lambda):
+            return None
+        if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
+            return parent if any(child is b for b in parent.body) else None
+        child = parent
+    return None
 
 
-def _own_calls(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call]:
-    """The calls of `fn`'s body, not those of functions, lambdas or classes defined in it."""
+def _blocks(fn: ast.FunctionDef | ast.AsyncFunctionDef, node: ast.AST) -> list[list[ast.stmt]]:
+    """The statement lists from the one holding the write up to the function's body: each runs
+    whenever the write does (an early return or an exception aside)."""
+    out: list[list[ast.stmt]] = []
+    for holder in ast.walk(fn):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(holder, field, None)
+            if isinstance(block, list) and any(_holds(stmt, node) for stmt in block):
+                out.append(block)
+    return out
+
+
+def _holds(stmt: ast.AST, node: ast.AST) -> bool:
+    return any(n is node for n in ast.walk(stmt))
+
+
+def _parents(tree: ast.Module | None) -> dict[int, ast.AST]:
+    return {
+        id(child): parent
+        for parent in (ast.walk(tree) if tree is not None else ())
+        for child in ast.iter_child_nodes(parent)
+    }
+
+
+def _unconditional_calls(body: list[ast.stmt]) -> list[ast.Call]:
+    """Calls of these statements that run whenever the block does: not inside a def, lambda or
+    class, an `if`, a loop, a `match` or an `except`."""
     out: list[ast.Call] = []
-    todo: list[ast.AST] = list(fn.body)
+    for stmt in body:
+        if isinstance(stmt, ast.Try | ast.TryStar):
+            out += _unconditional_calls([*stmt.body, *stmt.finalbody])
+        elif isinstance(stmt, ast.With | ast.AsyncWith):
+            out += _own_calls(stmt.items) + _unconditional_calls(stmt.body)
+        elif not isinstance(stmt, _BRANCHES):
+            out += _own_calls([stmt])
+    return out
+
+
+_BRANCHES = (
+    ast.If, ast.For, ast.AsyncFor, ast.While, ast.Match,
+    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+)  # fmt: skip
+
+
+def _own_calls(nodes: list[Any]) -> list[ast.Call]:
+    """The calls in these nodes, not those of the defs, lambdas and classes among them."""
+    out: list[ast.Call] = []
+    todo: list[ast.AST] = list(nodes)
     while todo:
         n = todo.pop()
         if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
@@ -94,6 +161,24 @@ def _own_calls(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call]:
             out.append(n)
         todo.extend(ast.iter_child_nodes(n))
     return out
+
+
+def _starts_other_than(sf: SourceFile, name: str, dotted: str) -> bool:
+    """A call of the module starts a process whose target is not the function `dotted` (`name`
+    in its own module, or a name that resolves to it in an importer)."""
+    for n in ast.walk(sf.tree) if sf.tree is not None else ():
+        if isinstance(n, ast.Call) and _starts(sf.names.resolve(n.func) or ""):
+            given = [*n.args[:1], *(k.value for k in n.keywords if k.arg in ("fn", "target"))]
+            if not any(_is_target(sf, a, name, dotted) for a in given):
+                return True
+    return False
+
+
+def _is_target(sf: SourceFile, arg: ast.expr, name: str, dotted: str) -> bool:
+    resolved = sf.names.resolve(arg)
+    if resolved is None:
+        return isinstance(arg, ast.Name) and arg.id == name
+    return resolved == dotted or resolved.split(".")[-2:] == dotted.split(".")[-2:]
 
 
 def _starts(name: str) -> bool:

@@ -20,7 +20,6 @@ KNOWN_DEV_MISSES = {
     "gpf008-mmengine-665": "map_location passed from a None default; the module starts no group",
     "gpf006-deepwave-62": "every tensor placed by index; no use of the current GPU in the script",
     "gpf004-accelerate-2328": "written to a copy of os.environ, under a check for that very setting",
-    "gpf008-accelerate-1156": "load in a helper module: GPF008 there tried, 4 FP of 4, not kept",
     "gpf008-graphstorm-344": "load in a library module that starts no group (model/utils.py)",
 }
 

@@ -319,11 +319,17 @@ def _last_word(owner: ast.expr) -> str:
     return words[-1].lower().removesuffix("s") if words else ""
 
 
-def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
+def _torch_load(
+    ctx: CheckContext, sf: SourceFile, only: set[str] | None = None, via: SourceFile | None = None
+) -> None:
+    """In a helper module (`only`: the names every rank runs), only loads handed to a model's or
+    optimizer's `load_state_dict`: the helpers' other loads were mostly CPU data."""
     one_rank: set[tuple[tuple[str, ...], bool]] | None = None
     into: dict[int, str] | None = None
-    for site in call_sites(sf):
+    for site in named(sf, TORCH_LOAD):
         call = site.node
+        if _only(site, only):
+            continue
         if site.name not in TORCH_LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
             continue
         if _forwarded(call):
@@ -343,6 +349,8 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
         if source and _NO_TENSORS.search(source):
             continue
         weights = receiver is not None and receiver not in DATASET  # a model's, an optimizer's
+        if not weights and only is not None:
+            continue  # a helper's data (statistics, cached datasets): mostly saved from CPU
         if not weights and call.args and dataset_file(call.args[0]):
             continue
         if site.owners and pinned_by_callers(ctx.project, sf, site.owners[0]):
@@ -352,9 +360,9 @@ def _torch_load(ctx: CheckContext, sf: SourceFile) -> None:
             "GPF008",
             sf,
             call,
-            "torch.load without map_location in code that starts a process group: tensors go "
-            "back to the GPU they were saved from (usually cuda:0) on every rank; pass "
-            "map_location='cpu' or the rank's device",
+            f"torch.load without map_location {_where(via)}: tensors go back to the GPU "
+            "they were saved from (usually cuda:0) on every rank; pass map_location='cpu' or "
+            "the rank's device",
             fix=fix,
         )
 
@@ -385,10 +393,10 @@ def _own_gpu_zero(project: Project, sf: SourceFile) -> bool:
 
 
 def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
-    """GPF005 in another run module's functions that a multi-rank module calls on every rank
-    (the names every caller calls, together; the first caller named). A caller (or callee) whose
-    GPU 0 is each rank's own (`_own_gpu_zero`) is left alone. Not
-    GPF008: helpers' loads were mostly CPU data (5 of 6 judged FP over the 99 repositories)."""
+    """GPF005 and GPF008 in another run module's functions that a multi-rank module calls on
+    every rank (the names every caller calls, together; the first caller named). A caller (or
+    callee) whose GPU 0 is each rank's own (`_own_gpu_zero`) is left alone. GPF008 only for
+    weights (`_torch_load`): helpers' loads of data were judged FP (10 of 13 on the 132)."""
     checked = {id(f) for f in ctx.checked}
     done = {id(f) for f in ranks}
     found: dict[int, tuple[SourceFile, SourceFile, set[str]]] = {}
@@ -401,6 +409,7 @@ def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
             found.setdefault(id(sf), (sf, caller, set()))[2].update(names)
     for sf, caller, names in found.values():
         _same_gpu(ctx, sf, names, caller)
+        _torch_load(ctx, sf, names, caller)
 
 
 CHECK = Check(("GPF005", "GPF006", "GPF008"), run, TRIGGERS)

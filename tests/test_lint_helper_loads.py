@@ -65,3 +65,64 @@ def test_a_helper_called_only_on_rank_zero_is_not_reported(tmp_path: Path) -> No
 def test_a_helper_load_with_map_location_is_not_reported(tmp_path: Path) -> None:
     load = 'torch.load(path, map_location="cpu")'
     assert _gpf008(tmp_path, "load_model(model.module, path)", load) == []
+
+
+LOADER = """\
+import torch
+import torch.distributed as dist
+
+
+class Loader:
+    def __init__(self, model):
+        self.model = model
+
+    def load(self, path):
+        self.model.load_state_dict(torch.load(path))
+
+    def resume(self, path):
+        if dist.is_initialized():
+            self.model.load_state_dict(torch.load(path, map_location="cpu"))
+        else:
+            self.model.load_state_dict(torch.load(path))
+"""
+RANKS = """\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from loader import Loader
+
+
+def train(model, rank, path):
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(rank)
+    loader = Loader(model)
+    stats = torch.load(path, map_location="cpu")
+    {call}
+    DDP(model.cuda(rank), device_ids=[rank])
+
+
+if __name__ == "__main__":
+    train(None, 0, "model.pt")
+"""
+
+
+def _methods(tmp_path: Path, call: str) -> list[int]:
+    (tmp_path / "loader.py").write_text(LOADER)
+    (tmp_path / "train.py").write_text(RANKS.format(call=call))
+    res = lint_paths([str(tmp_path)])
+    return [f.line for f in res.findings if f.rule == "GPF008" and f.path.endswith("loader.py")]
+
+
+def test_a_method_the_rank_code_calls_is_read(tmp_path: Path) -> None:
+    assert _methods(tmp_path, "loader.load(path)") == [10]
+
+
+def test_a_method_nobody_calls_is_not_read(tmp_path: Path) -> None:
+    # CTMEDBERT's load_weights(), SPAMoE's load_experts(): the class is built, the method never
+    # runs; `torch.load(...)` in the caller is not a call of a method named `load`.
+    assert _methods(tmp_path, "pass  # loader.load(path) once") == []
+
+
+def test_the_branch_without_a_group_is_not_read(tmp_path: Path) -> None:
+    # SPAMoE's training_state.py: the `else` of `if dist.is_initialized()` runs in one process.
+    assert _methods(tmp_path, "loader.resume(path)") == []

@@ -226,6 +226,40 @@ def _only(site: CallSite, only: set[str] | None) -> bool:
     return only is not None and not (site.owners and site.owners[0] in only)
 
 
+def _method_called(site: CallSite, via: SourceFile) -> bool:
+    """A load in a method of a class the rank code builds runs on every rank only if that code
+    calls the method: `__init__`, `obj.name(...)` on an object of its own, or `Class.name(...)`
+    (an uncalled `load_weights()`, or a method named only in a comment, does not run; `torch.load`
+    is not a call of a method named `load`)."""
+    if not (site.classes and site.owners[:1] == site.classes[:1] and len(site.owners) > 1):
+        return True  # a function, called by name
+    cls, method = site.owners[0], site.owners[1]
+    on_objects, dotted = _attribute_calls(via)
+    return (
+        method == "__init__"
+        or method in on_objects
+        or any(d.endswith(f".{cls}.{method}") or d == f"{cls}.{method}" for d in dotted)
+    )
+
+
+def _attribute_calls(sf: SourceFile) -> tuple[set[str], set[str]]:
+    """`obj.name(...)` calls on objects (their attribute names), and the dotted names the
+    attribute calls on imported names resolve to (`torch.load`, `me.MoE.load`)."""
+    cached = sf.cache.get("attribute-calls")
+    if cached is None:
+        on_objects: set[str] = set()
+        dotted: set[str] = set()
+        for n in ast.walk(sf.tree) if sf.tree is not None else ():
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                name = sf.names.resolve(n.func)
+                if name:
+                    dotted.add(name)
+                else:
+                    on_objects.add(n.func.attr)
+        cached = sf.cache["attribute-calls"] = (on_objects, dotted)
+    return cast(tuple[set[str], set[str]], cached)
+
+
 def _where(via: SourceFile | None) -> str:
     if via is None:
         return "in code that starts a process group"
@@ -328,10 +362,12 @@ def _torch_load(
     into: dict[int, str] | None = None
     for site in named(sf, TORCH_LOAD):
         call = site.node
-        if _only(site, only):
+        if _only(site, only) or (via is not None and not _method_called(site, via)):
             continue
         if site.name not in TORCH_LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
             continue
+        if single_process_branch(sf, call):
+            continue  # the `else` of `if dist.is_initialized()`: no group, one process
         if _forwarded(call):
             continue
         if _rank_zero_only(site) or _under_branch(site, _DEVICE_BRANCH):

@@ -228,15 +228,17 @@ def _only(site: CallSite, only: set[str] | None) -> bool:
 
 def _method_called(site: CallSite, via: SourceFile) -> bool:
     """A load in a method of a class the rank code builds runs on every rank only if that code
-    calls the method: `__init__`, `obj.name(...)` on an object of its own, or `Class.name(...)`
-    (an uncalled `load_weights()`, or a method named only in a comment, does not run; `torch.load`
-    is not a call of a method named `load`)."""
+    calls the method: a special method (`__init__`, `__call__`: Python calls them itself) or
+    `forward` (an nn.Module's `__call__` runs it), `obj.name(...)` on an object, or
+    `Class.name(...)` (an uncalled `load_weights()`, or a method named only in a comment, does
+    not run; `torch.load` is not a call of a method named `load`)."""
     if not (site.classes and site.owners[:1] == site.classes[:1] and len(site.owners) > 1):
         return True  # a function, called by name
     cls, method = site.owners[0], site.owners[1]
     on_objects, dotted = _attribute_calls(via)
     return (
-        method == "__init__"
+        (method.startswith("__") and method.endswith("__"))
+        or method == "forward"
         or method in on_objects
         or any(d.endswith(f".{cls}.{method}") or d == f"{cls}.{method}" for d in dotted)
     )

@@ -331,13 +331,35 @@ def test_a_stack_diagnosis_keeps_the_pinned_image_and_drops_the_kernel() -> None
 @pytest.mark.parametrize(
     ("exp_id", "profile"),
     [("cumem-off", "cumem-off"), ("nvls-off", "nvls-off"), ("proto-simple", "proto-simple"),
-     ("algo-ring", "algo-ring"), ("ib-off", "ib-off")],
+     ("algo-ring", "algo-ring"), ("ib-off", "ib-off"), ("mnnvl-off", "mnnvl-off")],
 )  # fmt: skip
 def test_each_knob_maps_to_its_profile(exp_id: str, profile: str) -> None:
     f = facts("jammy-470-torch23")
     f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
     plan = decide(f, decided(exp_id))
     assert plan.strategy == "nccl-profile" and profile in profiles(plan), plan.path
+
+
+def test_multi_node_nvlink_off_that_decides_writes_its_profile_not_a_stack_move() -> None:
+    """A multi-node init crash that NVLS off and cuMem off left failing and NCCL_MNNVL_ENABLE=0
+    made healthy (NVIDIA/nccl#2186's runs on GB200 NVL72): the mnnvl-off profile. Without that
+    experiment the same failures end at the row for knobs that all failed."""
+    f = facts("jammy-470-torch23")
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    tried = [experiment("nvls-off", "failed"), experiment("cumem-off", "failed")]
+    where = {"scope": "multi-node", "hosts": ["a", "b"], "failed_layer": "collective"}
+    v = verdict("failed", "pg_init", experiments=[*tried, experiment("mnnvl-off", "healthy")],
+                decided_by="mnnvl-off", **where)  # fmt: skip
+    plan = decide(f, v)
+    assert plan.extra["decision"]["row"] == "mnnvl-off", plan.path
+    assert plan.strategy == "nccl-profile" and profiles(plan) == ["mnnvl-off"]
+    assert any("NCCL_MNNVL_ENABLE=0 (experiment mnnvl-off)" in line for line in plan.path)
+    without = decide(f, verdict("failed", "pg_init", experiments=tried, decided_by=None, **where))
+    assert without.extra["decision"]["row"] != "mnnvl-off"
+    assert "mnnvl-off" not in (profiles(without) if without.strategy == "nccl-profile" else [])
+    hung = [*tried, experiment("mnnvl-off", "failed")]
+    vain = decide(f, verdict("failed", "pg_init", experiments=hung, decided_by=None, **where))
+    assert vain.extra["decision"]["row"] != "mnnvl-off"  # tried and still failing: not prescribed
 
 
 def test_ifname_experiment_names_the_interface() -> None:

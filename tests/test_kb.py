@@ -460,6 +460,7 @@ def test_nccl_profiles(k: kb.KnowledgeBase) -> None:
         "algo-ring",
         "pxn-off",
         "gdr-off",
+        "mnnvl-off",
         "debug",
     }
     default = k.nccl_profile("default")

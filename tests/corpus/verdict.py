@@ -39,6 +39,7 @@ EXPERIMENT_ENV = {
     "proto-simple": {"NCCL_PROTO": "Simple"},
     "algo-ring": {"NCCL_ALGO": "Ring"},
     "nvls-off": {"NCCL_NVLS_ENABLE": "0"},
+    "mnnvl-off": {"NCCL_MNNVL_ENABLE": "0"},
 }
 LAYERS = ("rendezvous", "bootstrap", "interface", "ib", "container-network", "collective")
 # The NCCL version a thread states, as the probe records it (torch.cuda.nccl.version()): the

@@ -62,6 +62,32 @@ def test_a_gpu_name_reads_the_capability_nvidia_lists(name: str, cc: str | None)
     assert KB.compute_capability_of(name) == cc
 
 
+@pytest.mark.parametrize(
+    ("name", "mnnvl"),
+    [
+        ("NVIDIA GB200", True),  # NVL72 racks: one NVLink domain over 18 hosts
+        ("NVIDIA GB300", True),
+        ("NVIDIA B200", False),  # HGX B200: NVLink inside one host only
+        ("NVIDIA B300 SXM6 AC", False),  # not GB300, though B300 is inside that name
+        ("NVIDIA H100 80GB HBM3", False),
+        ("NVIDIA GH200 480GB", False),
+        ("NVIDIA TITAN X", False),  # no row at all
+    ],
+)
+def test_only_models_whose_racks_span_hosts_form_multi_node_nvlink(name: str, mnnvl: bool) -> None:
+    assert KB.forms_multi_node_nvlink(name) is mnnvl
+
+
+def test_multi_node_nvlink_must_be_true_or_false(tmp_path: Path) -> None:
+    d = tmp_path / "knowledge"
+    shutil.copytree(DEFAULT_DIR, d)
+    rows = yaml.safe_load((d / "gpu_models.yaml").read_text())
+    rows[0]["multi_node_nvlink"] = "yes"
+    (d / "gpu_models.yaml").write_text(yaml.safe_dump(rows, sort_keys=False))
+    with pytest.raises(GpufixError, match=r"gpu_models\.yaml row 1 .*multi_node_nvlink"):
+        load(d)
+
+
 def test_a_470_host_takes_its_capabilities_from_the_gpu_names() -> None:
     f = facts("bionic-ga-2x3090")
     assert all("unknown" in g["compute_capability"] for g in f["gpus"])  # what R470 gives

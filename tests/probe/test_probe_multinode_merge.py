@@ -96,6 +96,7 @@ def test_healthy_and_degraded() -> None:
         ("allreduce", "ifname-ib0", False, "interface"),
         ("pg_init", "ib-off", False, "ib"),
         ("allreduce", "gdr-off", False, "ib"),  # GPU Direct RDMA: the IB path's GPU side
+        ("pg_init", "mnnvl-off", False, "collective"),  # NCCL's NVLink, not bootstrap sockets
         ("allreduce", None, False, "collective"),
         ("allreduce", "proto-simple", False, "collective"),
         ("cuda_init", None, False, None),  # inside one host: its own probe's business
@@ -212,6 +213,50 @@ def test_multi_node_experiments_try_gdr_off_before_ib_off_once_data_moves() -> N
     assert "gdr-off" not in plan(data, ["eth1"], False)  # no InfiniBand: no GPU Direct RDMA
     init = MergedOutcome("hung", "pg_init", ["h2"], [1])
     assert plan(init, ["eth1"], True) == ["ifname-eth1", "ib-off"]
+
+
+def test_multi_node_nvlink_off_that_decides_is_its_own_cause(prog: types.ModuleType) -> None:
+    out = MergedOutcome("failed", "pg_init", ["h1", "h2"], [0, 1], "h1: SIGSEGV; h2: x")
+    exp = healthy_experiment("mnnvl-off", {"NCCL_MNNVL_ENABLE": "0"})
+    r = run(out, merge.layer(out, "mnnvl-off", False), experiments=[exp], decided_by="mnnvl-off")
+    v = validate(multiverdict.build(r, prog))
+    assert v["decided_by"] == "mnnvl-off" and v["failed_layer"] == "collective"
+    assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("mnnvl", "nccl-profile")]
+
+
+def gb200(name: str = "NVIDIA GB200") -> dict[str, Any]:
+    f = facts("bionic-hwe-8xa100.json")
+    for g in f["gpus"]:
+        g["name"] = name
+    return f
+
+
+def test_multi_node_nvlink_off_is_tried_only_where_a_hosts_gpus_form_such_domains() -> None:
+    """GB200/GB300 (gpu_models.yaml, multi_node_nvlink) and nowhere else; one such host is
+    enough, since NCCL joins whichever GPUs share the domain."""
+    from gpufix.probe.multinode import forms_multi_node_nvlink
+
+    a100 = facts("bionic-hwe-8xa100.json")
+    assert forms_multi_node_nvlink([gb200(), a100])
+    assert forms_multi_node_nvlink([gb200("NVIDIA GB300"), gb200("NVIDIA GB300")])
+    assert not forms_multi_node_nvlink([a100, gb200("NVIDIA B200")])
+    assert not forms_multi_node_nvlink([a100, {"gpus": {"unknown": "no nvidia-smi"}}])
+    assert nodes.gpu_names([gb200(), {"gpus": {"unknown": "x"}}]) == ["NVIDIA GB200"] * 8
+
+
+def test_multi_node_nvlink_off_comes_first_at_init_and_in_collectives() -> None:
+    from gpufix.probe.multinode import plan
+
+    init = MergedOutcome("failed", "pg_init", ["h2"], [1])
+    assert plan(init, ["eth1"], True, mnnvl=True) == ["mnnvl-off", "ifname-eth1", "ib-off"]
+    assert "mnnvl-off" not in plan(init, ["eth1"], True)
+    assert plan(init, ["eth1"], True, job_env=True, mnnvl=True)[:2] == ["job-env-off", "mnnvl-off"]
+    for phase in ("barrier", "allreduce", "soak"):
+        data = MergedOutcome("hung", phase, ["h2"], [1])
+        assert plan(data, ["eth1"], True, mnnvl=True)[:3] == ["mnnvl-off", "gdr-off", "ib-off"]
+        assert "mnnvl-off" not in plan(data, ["eth1"], True)
+    store = MergedOutcome("hung", "rendezvous", ["h2"], [1])
+    assert plan(store, ["eth1"], True, mnnvl=True) == []  # the store reads no NCCL setting
 
 
 def test_the_soak_is_the_worst_hosts(prog: types.ModuleType) -> None:

@@ -77,12 +77,17 @@ def test_knobs_the_facts_make_moot_are_left_out(
     assert not [p for p in plan if p.startswith("gpus-")]  # two GPUs: the pair is the main run
 
 
-def test_gdr_off_is_never_tried_inside_one_host(prog: types.ModuleType) -> None:
-    """GPU Direct RDMA moves data between a NIC and GPU memory: only the multi-node probe's
-    experiments reach it (gpufix.probe.multinode)."""
+@pytest.mark.parametrize("exp_id", ["gdr-off", "mnnvl-off"])
+def test_knobs_between_hosts_are_never_tried_inside_one_host(
+    prog: types.ModuleType, exp_id: str
+) -> None:
+    """GPU Direct RDMA moves data between a NIC and GPU memory, multi-node NVLink between GPUs of
+    different hosts: only the multi-node probe's experiments reach them (gpufix.probe.multinode),
+    even on an NVLink host with InfiniBand."""
     for worst in (None, "SYS", "NV18"):
         facts = {"topology_worst": worst, "infiniband": ["mlx5_0"]}
-        assert "gdr-off" not in prog.plan_experiments(ns(), facts, 4, 4)
+        assert exp_id not in prog.plan_experiments(ns(), facts, 4, 4)
+    assert not prog.knob_applies(exp_id, dict(prog.KNOBS)[exp_id], {"topology_worst": "NV18"})
 
 
 def test_a_knob_already_set_is_left_out(
@@ -115,6 +120,7 @@ def test_switches_that_narrow_the_plan(prog: types.ModuleType) -> None:
         ("algo-ring", {"NCCL_ALGO": "Ring"}, None),
         ("nvls-off", {"NCCL_NVLS_ENABLE": "0"}, None),
         ("gdr-off", {"NCCL_NET_GDR_LEVEL": "LOC"}, None),
+        ("mnnvl-off", {"NCCL_MNNVL_ENABLE": "0"}, None),
         ("gpus-1-3", {}, [1, 3]),
         ("ifname-eth1", {"NCCL_SOCKET_IFNAME": "eth1", "GLOO_SOCKET_IFNAME": "eth1"}, None),
     ],
@@ -123,6 +129,25 @@ def test_each_experiment_changes_one_mechanism(
     prog: types.ModuleType, exp_id: str, env: dict[str, str], gpus: list[int] | None
 ) -> None:
     assert prog.experiment_env(exp_id) == (env, gpus)
+
+
+def test_the_role_passes_every_experiment_the_program_knows(prog: types.ModuleType) -> None:
+    """The multi-node probe hands each experiment to roles/probe (gpufix_probe_experiment),
+    whose preflight checks it against its own copy of the ids: a knob missing there fails every
+    host's run before the program starts. The schema's ids must hold it too."""
+    import re
+    from pathlib import Path
+
+    import yaml
+    from gpufix.probe.local import schema
+
+    root = Path(__file__).resolve().parents[2]
+    role = yaml.safe_load((root / "roles/probe/vars/main.yml").read_text())
+    role_re = re.compile(role["_gpufix_probe_experiment_re"].strip())
+    schema_re = re.compile(schema()["$defs"]["experiment_id"]["pattern"])
+    for exp_id in [k for k, _ in prog.KNOBS] + ["gpus-0-1", "ifname-eth1"]:
+        assert role_re.match(exp_id) and schema_re.match(exp_id), exp_id
+    assert not role_re.match("mnnvl-on")
 
 
 @pytest.mark.parametrize(
@@ -188,6 +213,7 @@ def test_pairs_name_the_gpu_or_the_link(
         ("proto-simple", ["nccl-protocol"]),
         ("algo-ring", ["nccl-algorithm"]),
         ("nvls-off", ["nvls"]),
+        ("mnnvl-off", ["mnnvl"]),
         ("ifname-eth1", ["socket-interface"]),
         (None, ["nccl-transport"]),
     ],

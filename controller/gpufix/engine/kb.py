@@ -171,6 +171,7 @@ class GpuModel:
     compute_capability: str
     source: str
     note: str | None = None
+    multi_node_nvlink: bool = False  # its systems join several hosts' GPUs in one NVLink domain
 
 
 @dataclass(frozen=True)
@@ -329,7 +330,14 @@ _TABLES: Mapping[str, c.Table] = MappingProxyType(
             kernel_modules=c.choice(_MODULES),
         ),
         "gpu_p2p": c.table(GpuP2p, "match", (), match=c.text, p2p=c.boolean, checked=c.day),
-        "gpu_models": c.table(GpuModel, "match", (), match=c.text, compute_capability=c.version),
+        "gpu_models": c.table(
+            GpuModel,
+            "match",
+            ("multi_node_nvlink",),
+            match=c.text,
+            compute_capability=c.version,
+            multi_node_nvlink=c.boolean,
+        ),
         "torch_builds": c.table(
             TorchBuild,
             "",
@@ -594,8 +602,19 @@ class KnowledgeBase:
     def compute_capability_of(self, name: object) -> str | None:
         """The compute capability NVIDIA lists for this GPU name (gpu_models.yaml), the longest
         model that matches; None when no row does."""
+        row = self._gpu_model(name)
+        return row.compute_capability if row else None
+
+    def forms_multi_node_nvlink(self, name: object) -> bool:
+        """True for a GPU name whose model joins several hosts' GPUs in one NVLink domain
+        (gpu_models.yaml, multi_node_nvlink); False when no row says so."""
+        row = self._gpu_model(name)
+        return bool(row and row.multi_node_nvlink)
+
+    def _gpu_model(self, name: object) -> GpuModel | None:
+        """The gpu_models.yaml row for this GPU name: the longest model that matches."""
         found = [r for r in self.gpu_models if _names_model(gpu_name(name), r.match)]
-        return max(found, key=lambda r: len(r.match)).compute_capability if found else None
+        return max(found, key=lambda r: len(r.match)) if found else None
 
     def first_driver_branch(self, arch: GpuArch) -> int | None:
         """The branch of the first toolkit's minimum driver (Blackwell: CUDA 12.8 -> R570)."""

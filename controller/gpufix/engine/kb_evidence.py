@@ -38,6 +38,7 @@ EXPERIMENTS = (
     "algo-ring",
     "nvls-off",
     "gdr-off",
+    "mnnvl-off",
     "job-env-off",
     "ifname",
     "gpus",

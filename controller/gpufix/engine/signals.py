@@ -26,13 +26,13 @@ CAUSE_SIGNATURES = {
 # results there say nothing (interface experiments set GLOO_SOCKET_IFNAME too).
 NCCL_ONLY = frozenset(
     {"p2p-off", "p2p-level-pxb", "shm-off", "cumem-off", "ib-off", "proto-simple", "algo-ring",
-     "nvls-off", "gdr-off"}
+     "nvls-off", "gdr-off", "mnnvl-off"}
 )  # fmt: skip
 # The probe's causes read from an NCCL setting's effect (CAUSES in roles/probe/files/
 # gpufix_probe.py): in a gloo run they rest on settings gloo never read.
 NCCL_CAUSES = frozenset(
     {"p2p-path", "p2p-path-workaround", "shm-transport", "cumem", "ib-path", "nccl-transport",
-     "gpu-direct-rdma", "nccl-protocol", "nccl-algorithm", "nvls"}
+     "gpu-direct-rdma", "nccl-protocol", "nccl-algorithm", "nvls", "mnnvl"}
 )  # fmt: skip
 # roles/probe's verdict when it had to kill the probe program past its deadline (run.yml).
 PROBE_KILLED = "the probe program itself hung"

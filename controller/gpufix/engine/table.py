@@ -76,6 +76,7 @@ EXPERIMENT_ENV = MappingProxyType(
         "algo-ring": "NCCL_ALGO=Ring",
         "nvls-off": "NCCL_NVLS_ENABLE=0",
         "gdr-off": "NCCL_NET_GDR_LEVEL=LOC",
+        "mnnvl-off": "NCCL_MNNVL_ENABLE=0",
         "gpus": "a subset of the GPUs",
     }
 )
@@ -160,6 +161,7 @@ PROFILE_EXPERIMENT = MappingProxyType(
         "algo-ring": "algo-ring",
         "nvls-off": "nvls-off",
         "gdr-off": "gdr-off",
+        "mnnvl-off": "mnnvl-off",
     }
 )
 assert set(PROFILE_EXPERIMENT.values()) == NCCL_ONLY == set(EXPERIMENT_ENV) - {"gpus"}

@@ -25,26 +25,45 @@ _COLLECTIVE_KNOBS = ["proto-simple", "algo-ring", "p2p-off", "shm-off", "cumem-o
 
 
 def plan(
-    outcome: MergedOutcome, candidates: list[str], infiniband: bool, job_env: bool = False
+    outcome: MergedOutcome,
+    candidates: list[str],
+    infiniband: bool,
+    job_env: bool = False,
+    mnnvl: bool = False,
 ) -> list[str]:
     """Experiments for a run that is not healthy: the job's own settings off (when it has any),
-    the network path, then NCCL's knobs."""
+    the network path, then NCCL's knobs. `mnnvl`: some host's GPUs are of a model that forms
+    multi-node NVLink domains (gpu_models.yaml)."""
     if outcome.phase not in ("pg_init", "barrier", "allreduce", "soak"):
         return []  # rendezvous: only the address and port matter; inside a host: its own probe
-    return (["job-env-off"] if job_env else []) + _plan(outcome, candidates, infiniband)
+    return (["job-env-off"] if job_env else []) + _plan(outcome, candidates, infiniband, mnnvl)
 
 
-def _plan(outcome: MergedOutcome, candidates: list[str], infiniband: bool) -> list[str]:
+def _plan(
+    outcome: MergedOutcome, candidates: list[str], infiniband: bool, mnnvl: bool
+) -> list[str]:
     ifs = [f"ifname-{name}" for name in candidates]
     ib = ["ib-off"] if infiniband else []
     # GPU Direct RDMA off keeps InfiniBand, staged through host memory: narrower than IB off,
     # so tried first once data moves (NCCL registers GPU memory with the NIC at connection).
     gdr = ["gdr-off"] if infiniband else []
+    # Multi-node NVLink off: one mechanism of these racks alone, set up while the communicator
+    # is created (clique enrollment, IMEX memory) and used by every collective; one run, before
+    # the interfaces and knobs that change every host's path.
+    mn = ["mnnvl-off"] if mnnvl else []
     if outcome.phase == "pg_init":
-        return ifs + ib
+        return mn + ifs + ib
     if outcome.phase in ("barrier", "allreduce", "soak"):
-        return gdr + ib + ifs + _COLLECTIVE_KNOBS
+        return mn + gdr + ib + ifs + _COLLECTIVE_KNOBS
     return []  # rendezvous: only the address and port matter; inside a host: its own probe
+
+
+def forms_multi_node_nvlink(facts: list[dict[str, Any]]) -> bool:
+    """Some host's GPUs are of a model whose systems join several hosts in one NVLink domain."""
+    from gpufix.engine.kb import load
+
+    kb = load()
+    return any(kb.forms_multi_node_nvlink(name) for name in nodes.gpu_names(facts))
 
 
 def _extravars(
@@ -172,7 +191,8 @@ def probe_group(
     )
     if run.outcome.verdict in ("hung", "failed") and opts.experiments:
         ib = nodes.has_infiniband(list(facts.values()))
-        todo = plan(run.outcome, candidates, ib, bool(opts.job_env))
+        mnnvl = forms_multi_node_nvlink(list(facts.values()))
+        todo = plan(run.outcome, candidates, ib, bool(opts.job_env), mnnvl)
         _experiments(run, todo, inventory, opts, addr, progress)
     private = nodes.private_container_network(list(facts.values()))
     run.layer = merge.layer(run.outcome, run.decided_by, private)

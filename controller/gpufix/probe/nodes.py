@@ -1,6 +1,6 @@
 """What a multi-node probe needs from the hosts' facts: the rendezvous address, the interfaces
-worth an `ifname-*` experiment, InfiniBand, and whether the hosts are containers on private
-networks. Pure functions of facts (gpufix facts schema) and inventory variables."""
+worth an `ifname-*` experiment, InfiniBand, the GPU names, and whether the hosts are containers
+on private networks. Pure functions of facts (gpufix facts schema) and inventory variables."""
 
 from __future__ import annotations
 
@@ -85,6 +85,17 @@ def has_infiniband(facts: Sequence[Mapping[str, Any]]) -> bool:
         if isinstance(net, Mapping) and net.get("infiniband"):
             return True
     return False
+
+
+def gpu_names(facts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every host's GPU names as nvidia-smi gives them; none for a host whose GPUs are unknown."""
+    names = []
+    for f in facts:
+        gpus = f.get("gpus")
+        for g in gpus if isinstance(gpus, list) else []:
+            if isinstance(g, Mapping) and isinstance(g.get("name"), str):
+                names.append(g["name"])
+    return names
 
 
 def private_container_network(facts: Sequence[Mapping[str, Any]]) -> bool:

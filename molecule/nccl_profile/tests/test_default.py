@@ -15,6 +15,7 @@ def test_profiles_compose_in_order(host):
         "NCCL_IB_DISABLE=1",
         "NCCL_SHM_DISABLE=1",
         "NCCL_PXN_DISABLE=1",
+        "NCCL_MNNVL_ENABLE=0",
         "NCCL_IB_TIMEOUT=22",
         # kept from the administrator's file: keys no profile sets
         "NCCL_IB_PCI_RELAXED_ORDERING=1",
@@ -43,6 +44,7 @@ def test_each_profile_says_when_and_what_it_costs(host):
     assert conf.contains("^# Ansible managed")
     assert conf.contains("^# --- profile p2p-level-pxb ---$")
     assert conf.contains("^# --- profile pxn-off ---$")
+    assert conf.contains("^# --- profile mnnvl-off ---$")
     assert conf.contains("^# when: P2P works between GPUs behind the same PCIe switch")
     assert conf.contains("^# cost: Traffic between GPUs on different root complexes")
     assert conf.contains("^# source: https://docs.nvidia.com/deeplearning/nccl/")

@@ -180,6 +180,12 @@ CAUSES.update(
             "the run was healthy with NCCL_NVLS_ENABLE=0: NVLink SHARP fails (fabric manager, "
             "driver or NCCL version)",
         ),
+        "mnnvl": (
+            "nccl-profile",
+            "the run was healthy with NCCL_MNNVL_ENABLE=0: NCCL's multi-node NVLink between the "
+            "hosts fails (the IMEX domain, the NVLink fabric, driver or NCCL version); traffic "
+            "between the hosts goes over the network without it",
+        ),
         "socket-interface": (
             "nccl-profile",
             "the run was healthy with NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME set to another "
@@ -231,6 +237,7 @@ DECIDED_CAUSES = {
     "proto-simple": ("nccl-protocol",),
     "algo-ring": ("nccl-algorithm",),
     "nvls-off": ("nvls",),
+    "mnnvl-off": ("mnnvl",),
     "ifname": ("socket-interface",),
     "job-env-off": ("job-setting",),
 }
@@ -1891,6 +1898,9 @@ KNOBS = (
     # GPU Direct RDMA (NIC <-> GPU memory) carries traffic between hosts only: the multi-node
     # probe tries it (gpufix.probe.multinode), never a run inside one host.
     ("gdr-off", {"NCCL_NET_GDR_LEVEL": "LOC"}),
+    # Multi-node NVLink joins GPUs of different hosts in one NVLink domain (GB200/GB300 racks):
+    # the multi-node probe tries it, never a run inside one host.
+    ("mnnvl-off", {"NCCL_MNNVL_ENABLE": "0"}),
 )
 # Interface names as the kernel allows them (IFNAMSIZ 16, no '/' or blanks).
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
@@ -2000,6 +2010,8 @@ def knob_applies(exp_id: str, env: Dict[str, str], facts: Dict[str, Any]) -> boo
         return False  # NVLink SHARP needs NVLink/NVSwitch
     if exp_id == "gdr-off":
         return False  # inside one host NCCL does not use the network transport's GPU Direct
+    if exp_id == "mnnvl-off":
+        return False  # multi-node NVLink joins GPUs of different hosts, never one host's
     # NCCL uses InfiniBand only where the host has it.
     return exp_id != "ib-off" or bool(facts.get("infiniband"))
 

@@ -129,15 +129,15 @@ def test_the_branch_without_a_group_is_not_read(tmp_path: Path) -> None:
 
 
 def test_a_special_method_runs_without_being_named(tmp_path: Path) -> None:
-    # `init(model)` runs Init.__call__: Python calls special methods itself.
+    # `loader(model, path)` runs Init.__call__: Python calls special methods itself.
     (tmp_path / "loader.py").write_text(
         "import torch\n\n\nclass Init:\n    def __call__(self, model, path):\n"
         "        model.load_state_dict(torch.load(path))\n"
     )
     (tmp_path / "train.py").write_text(
-        RANKS.replace("from loader import Loader", "from loader import Init").format(
-            call="Init()(model, path)"
-        )
+        RANKS.replace("from loader import Loader", "from loader import Init")
+        .replace("loader = Loader(model)", "loader = Init()")
+        .format(call="loader(model, path)")
     )
     res = lint_paths([str(tmp_path)])
     assert [(Path(f.path).name, f.line) for f in res.findings if f.rule == "GPF008"] == [

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import runner
+from gpufix.engine.kb import load as load_knowledge
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
 from gpufix.inventory import Target, resolve
 from gpufix.probe import merge, multiverdict, nodes
@@ -60,9 +61,7 @@ def _plan(
 
 def forms_multi_node_nvlink(facts: list[dict[str, Any]]) -> bool:
     """Some host's GPUs are of a model whose systems join several hosts in one NVLink domain."""
-    from gpufix.engine.kb import load
-
-    kb = load()
+    kb = load_knowledge()
     return any(kb.forms_multi_node_nvlink(name) for name in nodes.gpu_names(facts))
 
 

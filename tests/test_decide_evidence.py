@@ -699,3 +699,17 @@ def test_gdr_off_clears_acs_on_the_nics_bridges_too() -> None:
     assert p2p.strategy == "pcie-acs"
     bridges = p2p.steps[0].vars["gpufix_pcie_acs_bridges"]
     assert bridges != ["auto"] and all(b.startswith("0000:") for b in bridges)
+
+
+def test_nccl_built_for_an_old_cuda_refusing_graph_capture_moves_the_stack() -> None:
+    """NCCL's own warning (src/misc/strongstream.cc) says its build (CUDA runtime < 11.3) or the
+    driver (< R465) cannot take graph capture: the stack moves, P2P is not turned off."""
+    warn = (
+        "misc/strongstream.cc:53 NCCL WARN NCCL cannot be captured in a graph if either it "
+        "wasn't built with CUDA runtime >= 11.3 or if the installed CUDA driver < R465."
+    )
+    s = signals.read(verdict("failed", "allreduce", error=warn), KB)
+    assert "nccl-graph-capture" in s.signatures
+    plan = decide(facts("bionic-ga-2x3090"), verdict("failed", "allreduce", error=warn))
+    assert plan.strategy == "cuda-downgrade"
+    assert plan.extra["decision"]["row"] == "text-graph-capture"

@@ -713,3 +713,15 @@ def test_nccl_built_for_an_old_cuda_refusing_graph_capture_moves_the_stack() -> 
     plan = decide(facts("bionic-ga-2x3090"), verdict("failed", "allreduce", error=warn))
     assert plan.strategy == "cuda-downgrade"
     assert plan.extra["decision"]["row"] == "text-graph-capture"
+
+
+def test_nvlink_sharp_off_that_decides_a_multi_node_run_writes_its_profile() -> None:
+    """The multi-node probe tries nvls-off on hosts with NVLink SHARP (probe/multinode.py): when
+    it decides, the plan is the nvls-off profile, as for one host."""
+    f = facts("jammy-470-torch23")
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    where = {"scope": "multi-node", "hosts": ["a", "b"], "failed_layer": "collective"}
+    v = verdict("hung", "allreduce", experiments=[experiment("nvls-off", "healthy")],
+                decided_by="nvls-off", **where)  # fmt: skip
+    plan = decide(f, v)
+    assert plan.strategy == "nccl-profile" and profiles(plan) == ["nvls-off"], plan.path

@@ -97,6 +97,7 @@ def test_healthy_and_degraded() -> None:
         ("pg_init", "ib-off", False, "ib"),
         ("allreduce", "gdr-off", False, "ib"),  # GPU Direct RDMA: the IB path's GPU side
         ("pg_init", "mnnvl-off", False, "collective"),  # NCCL's NVLink, not bootstrap sockets
+        ("pg_init", "nvls-off", False, "collective"),  # NVLink SHARP's buffers, bound at init
         ("allreduce", None, False, "collective"),
         ("allreduce", "proto-simple", False, "collective"),
         ("cuda_init", None, False, None),  # inside one host: its own probe's business
@@ -257,6 +258,45 @@ def test_multi_node_nvlink_off_comes_first_at_init_and_in_collectives() -> None:
         assert "mnnvl-off" not in plan(data, ["eth1"], True)
     store = MergedOutcome("hung", "rendezvous", ["h2"], [1])
     assert plan(store, ["eth1"], True, mnnvl=True) == []  # the store reads no NCCL setting
+
+
+def h100(name: str = "NVIDIA H100 80GB HBM3", cap: str | None = "9.0") -> dict[str, Any]:
+    """HGX H100 facts: the recorded HGX A100 (NVSwitch, NV12) with Hopper GPUs."""
+    f = facts("bionic-hwe-8xa100.json")
+    for g in f["gpus"]:
+        g["name"] = name
+        if cap is None:
+            g.pop("compute_capability", None)
+        else:
+            g["compute_capability"] = cap
+    return f
+
+
+def test_nvlink_sharp_off_is_tried_only_where_a_host_has_nvlink_sharp() -> None:
+    """NVLink SHARP needs third-generation NVSwitch (Hopper on): an HGX H100 has it, an HGX
+    A100 (also NVSwitch) and PCIe cards do not; a capability read from the GPU's name counts
+    (R470 facts carry none); GB200 racks have it too."""
+    from gpufix.probe.multinode import nvlink_sharp
+
+    a100 = facts("bionic-hwe-8xa100.json")
+    assert nvlink_sharp([a100, h100()])
+    assert nvlink_sharp([h100(cap=None), a100])
+    assert nvlink_sharp([gb200(), a100])
+    assert not nvlink_sharp([a100, a100])
+    assert not nvlink_sharp([facts("focal-4x4090.json"), facts("noble-4x5090.json")])
+    assert not nvlink_sharp([a100, {"gpus": {"unknown": "no nvidia-smi"}}])
+
+
+def test_nvlink_sharp_off_comes_after_the_network_path() -> None:
+    from gpufix.probe.multinode import plan
+
+    init = MergedOutcome("failed", "pg_init", ["h2"], [1])
+    assert plan(init, ["eth1"], True, nvls=True) == ["ifname-eth1", "ib-off", "nvls-off"]
+    assert "nvls-off" not in plan(init, ["eth1"], True)
+    data = MergedOutcome("hung", "allreduce", ["h2"], [1])
+    todo = plan(data, ["eth1"], True, mnnvl=True, nvls=True)
+    assert todo[:6] == ["mnnvl-off", "gdr-off", "ib-off", "ifname-eth1", "nvls-off", "proto-simple"]
+    assert plan(MergedOutcome("hung", "rendezvous", ["h2"], [1]), ["eth1"], True, nvls=True) == []
 
 
 def test_the_soak_is_the_worst_hosts(prog: types.ModuleType) -> None:

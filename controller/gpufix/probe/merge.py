@@ -94,8 +94,8 @@ def layer(outcome: MergedOutcome, decided_by: str | None, private_network: bool)
         return "interface"
     if decided_by in ("ib-off", "gdr-off"):
         return "ib"
-    if decided_by == "mnnvl-off":
-        return "collective"  # NCCL's NVLink between the hosts, not the ranks' bootstrap sockets
+    if decided_by in ("mnnvl-off", "nvls-off"):
+        return "collective"  # NCCL's NVLink mechanisms, not the ranks' bootstrap sockets
     if outcome.phase == "rendezvous":
         return "rendezvous"
     if outcome.phase == "pg_init":

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import runner
+from gpufix.engine.gpu_names import with_named_caps
 from gpufix.engine.kb import load as load_knowledge
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
+from gpufix.facts.host import from_facts as host_of
 from gpufix.inventory import Target, resolve
 from gpufix.probe import merge, multiverdict, nodes
 from gpufix.probe.merge import MergedOutcome, Part
@@ -31,17 +33,20 @@ def plan(
     infiniband: bool,
     job_env: bool = False,
     mnnvl: bool = False,
+    nvls: bool = False,
 ) -> list[str]:
     """Experiments for a run that is not healthy: the job's own settings off (when it has any),
     the network path, then NCCL's knobs. `mnnvl`: some host's GPUs are of a model that forms
-    multi-node NVLink domains (gpu_models.yaml)."""
+    multi-node NVLink domains (gpu_models.yaml); `nvls`: some host has NVLink SHARP
+    (`nvlink_sharp`)."""
     if outcome.phase not in ("pg_init", "barrier", "allreduce", "soak"):
         return []  # rendezvous: only the address and port matter; inside a host: its own probe
-    return (["job-env-off"] if job_env else []) + _plan(outcome, candidates, infiniband, mnnvl)
+    todo = _plan(outcome, candidates, infiniband, mnnvl, nvls)
+    return (["job-env-off"] if job_env else []) + todo
 
 
 def _plan(
-    outcome: MergedOutcome, candidates: list[str], infiniband: bool, mnnvl: bool
+    outcome: MergedOutcome, candidates: list[str], infiniband: bool, mnnvl: bool, nvls: bool
 ) -> list[str]:
     ifs = [f"ifname-{name}" for name in candidates]
     ib = ["ib-off"] if infiniband else []
@@ -52,10 +57,14 @@ def _plan(
     # is created (clique enrollment, IMEX memory) and used by every collective; one run, before
     # the interfaces and knobs that change every host's path.
     mn = ["mnnvl-off"] if mnnvl else []
+    # NVLink SHARP off: its buffers are bound while the communicator is created, and since NCCL
+    # 2.18.1 its inter-node algorithms (NVLS, NVLSTree) carry collectives between hosts; tried
+    # after the network path, which fails far more often.
+    sharp = ["nvls-off"] if nvls else []
     if outcome.phase == "pg_init":
-        return mn + ifs + ib
+        return mn + ifs + ib + sharp
     if outcome.phase in ("barrier", "allreduce", "soak"):
-        return mn + gdr + ib + ifs + _COLLECTIVE_KNOBS
+        return mn + gdr + ib + ifs + sharp + _COLLECTIVE_KNOBS
     return []  # rendezvous: only the address and port matter; inside a host: its own probe
 
 
@@ -63,6 +72,26 @@ def forms_multi_node_nvlink(facts: list[dict[str, Any]]) -> bool:
     """Some host's GPUs are of a model whose systems join several hosts in one NVLink domain."""
     kb = load_knowledge()
     return any(kb.forms_multi_node_nvlink(name) for name in nodes.gpu_names(facts))
+
+
+def nvlink_sharp(facts: list[dict[str, Any]]) -> bool:
+    """Some host has NVLink SHARP: an NVSwitch board (facts.host.Host.nvswitch) with GPUs of
+    compute capability 9.0 or later (Hopper on: NVLink SHARP needs third-generation NVSwitch),
+    or a model that forms multi-node NVLink domains."""
+    kb = load_knowledge()
+    for f in facts:
+        h = with_named_caps(host_of(f), kb)
+        if h.nvswitch and any(_at_least(c, (9, 0)) for c in h.compute_caps):
+            return True
+    return forms_multi_node_nvlink(facts)
+
+
+def _at_least(cap: str, floor: tuple[int, int]) -> bool:
+    try:
+        major, minor = (int(part) for part in [*cap.split("."), "0"][:2])
+    except ValueError:
+        return False
+    return (major, minor) >= floor
 
 
 def _extravars(
@@ -191,7 +220,8 @@ def probe_group(
     if run.outcome.verdict in ("hung", "failed") and opts.experiments:
         ib = nodes.has_infiniband(list(facts.values()))
         mnnvl = forms_multi_node_nvlink(list(facts.values()))
-        todo = plan(run.outcome, candidates, ib, bool(opts.job_env), mnnvl)
+        nvls = nvlink_sharp(list(facts.values()))
+        todo = plan(run.outcome, candidates, ib, bool(opts.job_env), mnnvl, nvls)
         _experiments(run, todo, inventory, opts, addr, progress)
     private = nodes.private_container_network(list(facts.values()))
     run.layer = merge.layer(run.outcome, run.decided_by, private)

@@ -289,3 +289,22 @@ def test_a_rank_built_on_the_writes_own_branch_is_left_alone(tmp_path: Path) -> 
         "        accelerator = Accelerator()\n"
     )
     assert _debug_lines(tmp_path) == []
+
+
+def test_a_launcher_two_imports_away_that_spawns_another_target_keeps_the_finding(
+    tmp_path: Path,
+) -> None:
+    # The launcher imports a package module that imports the helper: it may call the write
+    # through it, then start processes that read the inherited value at their import.
+    (tmp_path / "train.py").write_text(
+        _HEAD + f"def train(rank):\n    {_W}\n"
+        '    dist.init_process_group("nccl")\n'
+        "def other(rank):\n    pass\n"
+    )
+    (tmp_path / "steps.py").write_text("from train import train, other\n")
+    (tmp_path / "launch.py").write_text(
+        "import torch.multiprocessing as mp\nimport steps\nmp.spawn(steps.other, nprocs=2)\n"
+    )
+    assert _debug_lines(tmp_path) == [("train.py", 6)]
+    (tmp_path / "launch.py").write_text("import steps\nsteps.train(0)\n")
+    assert _debug_lines(tmp_path) == []

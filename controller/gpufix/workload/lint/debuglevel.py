@@ -25,7 +25,7 @@ import ast
 import fnmatch
 from typing import Any
 
-from .callsites import DISTRIBUTED, FABRIC, CallSite, imported_by, named, one_rank_group
+from .callsites import DISTRIBUTED, FABRIC, CallSite, importers, named, one_rank_group
 from .communicators import imported_in_run
 from .project import Project, SourceFile
 
@@ -70,7 +70,8 @@ def _rank_function(project: Project, sf: SourceFile, node: ast.AST) -> bool:
     """The function around the write builds the rank whenever the write runs (one of `_RANK`
     in the write's own block or a block around it, up to the function's body, a `try` or `with`
     body included, not under an `if` or a loop; not a group of one rank), and no process is
-    started by this module or a module that imports it but with that function as the target
+    started by this module or a module that imports it (up to three steps away: a launcher that
+    imports a package that imports it) but with that function as the target
     (`mp.spawn(train)`: the children imported torch with the module). Whoever runs the function
     then is a rank that read the variable already (subjectmotion's `launch_training_task`, which
     builds its Accelerator; ai-generated-ai's spawn target, which wraps DDP)."""
@@ -84,7 +85,7 @@ def _rank_function(project: Project, sf: SourceFile, node: ast.AST) -> bool:
         for name in [sf.names.resolve(c.func) or ""]
     )
     target = f"{sf.module}.{fn.name}" if sf.module else fn.name
-    others = [sf, *imported_by(project, sf)]
+    others = [sf, *importers(project, sf)]
     return builds and not any(_starts_other_than(m, fn.name, target) for m in others)
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-from typing import Any
+from typing import Any, cast
 
 from .callsites import DISTRIBUTED, FABRIC, CallSite, importers, named, one_rank_group
 from .communicators import imported_in_run
@@ -167,11 +167,10 @@ def _own_calls(nodes: list[Any]) -> list[ast.Call]:
 def _starts_other_than(sf: SourceFile, name: str, dotted: str) -> bool:
     """A call of the module starts a process whose target is not the function `dotted` (`name`
     in its own module, or a name that resolves to it in an importer)."""
-    for n in ast.walk(sf.tree) if sf.tree is not None else ():
-        if isinstance(n, ast.Call) and _starts(sf.names.resolve(n.func) or ""):
-            given = [*n.args[:1], *(k.value for k in n.keywords if k.arg in ("fn", "target"))]
-            if not any(_is_target(sf, a, name, dotted) for a in given):
-                return True
+    for n in _process_starts(sf):
+        given = [*n.args[:1], *(k.value for k in n.keywords if k.arg in ("fn", "target"))]
+        if not any(_is_target(sf, a, name, dotted) for a in given):
+            return True
     return False
 
 
@@ -200,11 +199,17 @@ def _torch(module: str) -> bool:
 
 
 def _starts_process(sf: SourceFile) -> bool:
-    cached = sf.cache.get("starts-process")
+    return bool(_process_starts(sf))
+
+
+def _process_starts(sf: SourceFile) -> list[ast.Call]:
+    """The module's calls that start a process (`_STARTS`), walked once per module."""
+    cached = sf.cache.get("process-starts")
     if cached is None:
-        cached = any(
-            isinstance(n, ast.Call) and _starts(sf.names.resolve(n.func) or "")
+        cached = [
+            n
             for n in (ast.walk(sf.tree) if sf.tree is not None else ())
-        )
-        sf.cache["starts-process"] = cached
-    return bool(cached)
+            if isinstance(n, ast.Call) and _starts(sf.names.resolve(n.func) or "")
+        ]
+        sf.cache["process-starts"] = cached
+    return cast(list[ast.Call], cached)

@@ -435,7 +435,11 @@ def _last_word(owner: ast.expr) -> str:
 
 
 def _torch_load(
-    ctx: CheckContext, sf: SourceFile, only: set[str] | None = None, via: SourceFile | None = None
+    ctx: CheckContext,
+    sf: SourceFile,
+    only: set[str] | None = None,
+    via: SourceFile | None = None,
+    spans: list[tuple[int, int]] | None = None,
 ) -> None:
     """In a helper module (`only`: the names every rank runs), only loads handed to a model's or
     optimizer's `load_state_dict`: the helpers' other loads were mostly CPU data."""
@@ -443,7 +447,10 @@ def _torch_load(
     into: dict[int, str] | None = None
     for site in named(sf, TORCH_LOAD):
         call = site.node
-        if _only(site, only) or (via is not None and not _method_called(site, via)):
+        if spans is not None:
+            if _only(site, only) or not any(a <= call.lineno <= b for a, b in spans):
+                continue
+        elif _only(site, only) or (via is not None and not _method_called(site, via)):
             continue
         if site.name not in TORCH_LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
             continue
@@ -527,6 +534,100 @@ def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
     for sf, caller, names in found.values():
         _same_gpu(ctx, sf, names, caller)
         _torch_load(ctx, sf, names, caller)
+    if _os.environ.get("GPUFIX_DEEP") == "1":
+        _deep(ctx, ranks)
 
 
 CHECK = Check(("GPF005", "GPF006", "GPF008"), run, TRIGGERS)
+
+
+# --- PROTOTYPE (not kept): deep reach from a caller of a project function that starts the group
+import os as _os  # noqa: E402
+
+from ..calls import CallResolver, CallTarget, Scope  # noqa: E402
+
+
+def _reexported(project: Project, sf: SourceFile, dotted: str, depth: int = 0):
+    hit = project.split(sf, dotted)
+    if hit is None or not hit[1]:
+        return None
+    target, rest = hit
+    if rest[0] in target.defs or depth > 4:
+        return target, rest
+    alias = target.names.resolve(ast.Name(id=rest[0], ctx=ast.Load()))
+    if alias and alias != dotted:
+        out = _reexported(project, target, ".".join([alias, *rest[1:]]), depth + 1)
+        if out is not None:
+            return out
+    return target, rest
+
+
+def _deep(ctx: CheckContext, ranks: list[SourceFile]) -> None:
+    project = ctx.project
+    resolver = CallResolver(project)
+    rank_ids = {id(f) for f in ranks}
+    starters = {
+        (id(sf), s.owners[0]) for sf in ranks for s in named(sf, PROCESS_GROUP)
+        if s.owners and not s.classes
+    }
+    methods: dict[str, list[CallTarget]] = {}
+    for sf in project.files:
+        for d in sf.defs.values():
+            if isinstance(d, ast.ClassDef):
+                for st in d.body:
+                    if isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef):
+                        methods.setdefault(st.name, []).append(CallTarget(sf, st, d))
+    seeds: list[tuple[SourceFile, CallTarget]] = []
+    for caller in ctx.checked:
+        if id(caller) in rank_ids:
+            continue
+        for call in rank_calls(caller, _BRANCHY):
+            if call.branched or call.launched or not call.func:
+                continue
+            name = caller.names.resolve(call.node.func)
+            hit = _reexported(project, caller, name) if name else None
+            if hit and (id(hit[0]), hit[1][0]) in starters:
+                fn = caller.defs.get(call.func)
+                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    seeds.append((caller, CallTarget(caller, fn)))
+    unique = _os.environ.get("GPUFIX_DEEP_UNIQUE") == "1"
+    for via, seed in seeds:
+        seen: set[int] = {id(seed.fn)}
+        todo = [(seed, 0)]
+        reached: dict[int, tuple[SourceFile, set[str], list[tuple[int, int]]]] = {}
+        while todo:
+            t, depth = todo.pop()
+            if t.sf is not via and id(t.sf) not in rank_ids:
+                r = reached.setdefault(id(t.sf), (t.sf, set(), []))
+                r[1].add(t.cls.name if t.cls else t.fn.name)
+                r[2].append((t.fn.lineno, t.fn.end_lineno or t.fn.lineno))
+            if depth >= 6:
+                continue
+            scope = Scope(t.sf, t.cls)
+            for node in _own_scope(t.fn):
+                if not isinstance(node, ast.Call):
+                    continue
+                found, _may = resolver.targets(scope, node)
+                if not found:
+                    name = t.sf.names.resolve(node.func)
+                    hit = _reexported(project, t.sf, name) if name else None
+                    if hit and len(hit[1]) <= 2:
+                        d = hit[0].defs.get(hit[1][0])
+                        if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef) and len(hit[1]) == 1:
+                            found = [CallTarget(hit[0], d)]
+                        elif isinstance(d, ast.ClassDef):
+                            m = resolver.find_method(hit[0], d, hit[1][1] if len(hit[1]) == 2 else "__init__")
+                            found = [m] if m else []
+                    elif name is None and unique and isinstance(node.func, ast.Attribute):
+                        cands = methods.get(node.func.attr, [])
+                        if len(cands) == 1 and not node.func.attr.startswith("__"):
+                            found = cands
+                    # obj.method() on an instance: resolver handles r = Cls(); r.m()
+                for c in found:
+                    if id(c.fn) not in seen:
+                        seen.add(id(c.fn))
+                        todo.append((c, depth + 1))
+        for sf, names, spans in reached.values():
+            if id(sf) not in {id(f) for f in ctx.checked} or _own_gpu_zero(project, sf):
+                continue
+            _torch_load(ctx, sf, names, via, spans)

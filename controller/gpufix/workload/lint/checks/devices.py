@@ -308,101 +308,22 @@ def _one_rank_scopes(sf: SourceFile) -> set[tuple[tuple[str, ...], bool]]:
 
 
 def _into_state(sf: SourceFile) -> dict[int, str]:
-    """Loads handed to `x.load_state_dict(...)` (also `torch.load(p)["model"]`, `.get(k)`,
-    `state_dict=`), with the last word of `x`: the receiver says what the file holds when its
-    name does not (`self.dataloader`: no GPU tensors; `model`: weights). `upsampler`,
-    `model.token_embedding` or a receiver built by a call name no part without tensors.
-    A load first bound to a name counts too (`_bound_loads`): `ckpt = torch.load(p)`, then
-    `opt.load_state_dict(ckpt["opt"])` in the same function."""
-    cached = sf.cache.get("into-state")
-    if cached is not None:
-        return cast(dict[int, str], cached)
+    """Loads handed straight to `x.load_state_dict(...)` (also `torch.load(p)["model"]`,
+    `.get(k)`, `state_dict=`), with the last word of `x`: the receiver says what the file holds
+    when its name does not (`self.dataloader`: no GPU tensors; `model`: weights).
+    `upsampler`, `model.token_embedding` or a receiver built by a call name no part without
+    tensors."""
     out: dict[int, str] = {}
     for site in call_sites(sf):
-        for arg, receiver in _state_args(site.node):
-            out[id(_loaded(arg))] = receiver
-    for fn in ast.walk(sf.tree) if sf.tree is not None else ():
-        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-            out.update(_bound_loads(fn))
-    sf.cache["into-state"] = out
-    return out
-
-
-def _state_args(call: ast.Call) -> list[tuple[ast.expr, str]]:
-    """What `x.load_state_dict(...)` is given (its first argument, `state_dict=`), each with
-    the last word of `x`."""
-    f = call.func
-    if not (isinstance(f, ast.Attribute) and f.attr == "load_state_dict"):
-        return []
-    given = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "state_dict")]
-    return [(arg, _last_word(f.value)) for arg in given]
-
-
-def _bound_loads(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[int, str]:
-    """Calls bound to a name by one plain assignment (`ckpt = torch.load(p)`) whose name a later
-    `x.load_state_dict(...)` of the same function is given (`ckpt`, `ckpt["dense"]`,
-    `ckpt.get("model")`, `state_dict=ckpt`), with the last word of `x`; a receiver that takes
-    tensors wins over one that takes none (`sampler`, then `model`). The name's only binding
-    in the function is that assignment (a parameter it replaces aside): a second assignment, a
-    `for`/`with` target, `+=`, or `global`/`nonlocal` leave the call unread. A use under a branch
-    counts (`if "dense" in ckpt:`): the load itself ran, and the file holds what it hands on."""
-    bound: dict[str, list[ast.Assign]] = {}
-    stores: dict[str, int] = {}
-    uses: dict[str, list[tuple[int, str]]] = {}
-    shared: set[str] = set()
-    for node in _own_scope(fn):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
-            stores[node.id] = stores.get(node.id, 0) + 1
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            stores[node.name] = stores.get(node.name, 0) + 1
-        elif isinstance(node, ast.alias):
-            name = (node.asname or node.name).split(".")[0]
-            stores[name] = stores.get(name, 0) + 1
-        elif isinstance(node, ast.Global | ast.Nonlocal):
-            shared.update(node.names)
-        elif (
-            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-            and node is not fn
-        ):
-            stores[node.name] = stores.get(node.name, 0) + 1
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Call)
-        ):
-            bound.setdefault(node.targets[0].id, []).append(node)
-        if isinstance(node, ast.Call):
-            for arg, receiver in _state_args(node):
-                given = _loaded(arg)
-                if isinstance(given, ast.Name):
-                    uses.setdefault(given.id, []).append((node.lineno, receiver))
-    out: dict[int, str] = {}
-    for name, assigns in bound.items():
-        if len(assigns) != 1 or stores.get(name) != 1 or name in shared:
+        f = site.node.func
+        if not (isinstance(f, ast.Attribute) and f.attr == "load_state_dict"):
             continue
-        after = assigns[0].end_lineno or assigns[0].lineno
-        receivers = [r for line, r in uses.get(name, ()) if line > after]
-        if receivers:
-            weights = [r for r in receivers if r not in _STATE_WITHOUT_TENSORS | DATASET]
-            out[id(assigns[0].value)] = (weights or receivers)[0]
-    return out
-
-
-def _own_scope(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
-    """The nodes of a function's own scope: its body, without the bodies of the functions,
-    lambdas and classes it defines (their names are its own)."""
-    out: list[ast.AST] = [fn]
-    todo: list[ast.AST] = list(fn.body)
-    while todo:
-        node = todo.pop()
-        out.append(node)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            todo.extend(node.decorator_list)
-            continue
-        if isinstance(node, ast.Lambda):
-            continue
-        todo.extend(ast.iter_child_nodes(node))
+        given = [
+            *site.node.args[:1],
+            *(k.value for k in site.node.keywords if k.arg == "state_dict"),
+        ]
+        for arg in given:
+            out[id(_loaded(arg))] = _last_word(f.value)
     return out
 
 
@@ -435,11 +356,7 @@ def _last_word(owner: ast.expr) -> str:
 
 
 def _torch_load(
-    ctx: CheckContext,
-    sf: SourceFile,
-    only: set[str] | None = None,
-    via: SourceFile | None = None,
-    spans: list[tuple[int, int]] | None = None,
+    ctx: CheckContext, sf: SourceFile, only: set[str] | None = None, via: SourceFile | None = None
 ) -> None:
     """In a helper module (`only`: the names every rank runs), only loads handed to a model's or
     optimizer's `load_state_dict`: the helpers' other loads were mostly CPU data."""
@@ -447,10 +364,7 @@ def _torch_load(
     into: dict[int, str] | None = None
     for site in named(sf, TORCH_LOAD):
         call = site.node
-        if spans is not None:
-            if _only(site, only) or not any(a <= call.lineno <= b for a, b in spans):
-                continue
-        elif _only(site, only) or (via is not None and not _method_called(site, via)):
+        if _only(site, only) or (via is not None and not _method_called(site, via)):
             continue
         if site.name not in TORCH_LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
             continue
@@ -534,100 +448,6 @@ def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
     for sf, caller, names in found.values():
         _same_gpu(ctx, sf, names, caller)
         _torch_load(ctx, sf, names, caller)
-    if _os.environ.get("GPUFIX_DEEP") == "1":
-        _deep(ctx, ranks)
 
 
 CHECK = Check(("GPF005", "GPF006", "GPF008"), run, TRIGGERS)
-
-
-# --- PROTOTYPE (not kept): deep reach from a caller of a project function that starts the group
-import os as _os  # noqa: E402
-
-from ..calls import CallResolver, CallTarget, Scope  # noqa: E402
-
-
-def _reexported(project: Project, sf: SourceFile, dotted: str, depth: int = 0):
-    hit = project.split(sf, dotted)
-    if hit is None or not hit[1]:
-        return None
-    target, rest = hit
-    if rest[0] in target.defs or depth > 4:
-        return target, rest
-    alias = target.names.resolve(ast.Name(id=rest[0], ctx=ast.Load()))
-    if alias and alias != dotted:
-        out = _reexported(project, target, ".".join([alias, *rest[1:]]), depth + 1)
-        if out is not None:
-            return out
-    return target, rest
-
-
-def _deep(ctx: CheckContext, ranks: list[SourceFile]) -> None:
-    project = ctx.project
-    resolver = CallResolver(project)
-    rank_ids = {id(f) for f in ranks}
-    starters = {
-        (id(sf), s.owners[0]) for sf in ranks for s in named(sf, PROCESS_GROUP)
-        if s.owners and not s.classes
-    }
-    methods: dict[str, list[CallTarget]] = {}
-    for sf in project.files:
-        for d in sf.defs.values():
-            if isinstance(d, ast.ClassDef):
-                for st in d.body:
-                    if isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef):
-                        methods.setdefault(st.name, []).append(CallTarget(sf, st, d))
-    seeds: list[tuple[SourceFile, CallTarget]] = []
-    for caller in ctx.checked:
-        if id(caller) in rank_ids:
-            continue
-        for call in rank_calls(caller, _BRANCHY):
-            if call.branched or call.launched or not call.func:
-                continue
-            name = caller.names.resolve(call.node.func)
-            hit = _reexported(project, caller, name) if name else None
-            if hit and (id(hit[0]), hit[1][0]) in starters:
-                fn = caller.defs.get(call.func)
-                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-                    seeds.append((caller, CallTarget(caller, fn)))
-    unique = _os.environ.get("GPUFIX_DEEP_UNIQUE") == "1"
-    for via, seed in seeds:
-        seen: set[int] = {id(seed.fn)}
-        todo = [(seed, 0)]
-        reached: dict[int, tuple[SourceFile, set[str], list[tuple[int, int]]]] = {}
-        while todo:
-            t, depth = todo.pop()
-            if t.sf is not via and id(t.sf) not in rank_ids:
-                r = reached.setdefault(id(t.sf), (t.sf, set(), []))
-                r[1].add(t.cls.name if t.cls else t.fn.name)
-                r[2].append((t.fn.lineno, t.fn.end_lineno or t.fn.lineno))
-            if depth >= 6:
-                continue
-            scope = Scope(t.sf, t.cls)
-            for node in _own_scope(t.fn):
-                if not isinstance(node, ast.Call):
-                    continue
-                found, _may = resolver.targets(scope, node)
-                if not found:
-                    name = t.sf.names.resolve(node.func)
-                    hit = _reexported(project, t.sf, name) if name else None
-                    if hit and len(hit[1]) <= 2:
-                        d = hit[0].defs.get(hit[1][0])
-                        if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef) and len(hit[1]) == 1:
-                            found = [CallTarget(hit[0], d)]
-                        elif isinstance(d, ast.ClassDef):
-                            m = resolver.find_method(hit[0], d, hit[1][1] if len(hit[1]) == 2 else "__init__")
-                            found = [m] if m else []
-                    elif name is None and unique and isinstance(node.func, ast.Attribute):
-                        cands = methods.get(node.func.attr, [])
-                        if len(cands) == 1 and not node.func.attr.startswith("__"):
-                            found = cands
-                    # obj.method() on an instance: resolver handles r = Cls(); r.m()
-                for c in found:
-                    if id(c.fn) not in seen:
-                        seen.add(id(c.fn))
-                        todo.append((c, depth + 1))
-        for sf, names, spans in reached.values():
-            if id(sf) not in {id(f) for f in ctx.checked} or _own_gpu_zero(project, sf):
-                continue
-            _torch_load(ctx, sf, names, via, spans)

@@ -40,9 +40,10 @@ TABLE = [
         "none",
         {"kernel-below-accelerate-threshold", "kernel-at-release-ceiling"},
     ),
-    # RTX 4090s have no P2P (nccl#1127): NCCL_P2P_DISABLE=1 is the fix; no supported driver
-    # branch is packaged for focal, so the known 545 issue cannot be fixed by a driver move.
-    ("focal-4x4090", None, "nccl-profile", {"gpu-no-p2p", "driver-branch-unsupported"}),
+    # RTX 4090s have no P2P (nccl#1127), and this host's driver says so (every pair CNS): NCCL
+    # asks the driver and uses no P2P transport, so nothing is to be told and without a probe
+    # nothing to change; no supported driver branch is packaged for focal.
+    ("focal-4x4090", None, "none", {"gpu-p2p-refused", "driver-branch-unsupported"}),
     (
         "jammy-470-torch23",
         None,
@@ -55,7 +56,7 @@ TABLE = [
     ("a100-fm-mismatch", None, "driver-pin", {"fabricmanager-version-mismatch"}),
     ("bionic-mismatch", None, "driver-pin", {"driver-library-mismatch"}),
     # issue 11's example hosts: Blackwell, Pascal, and facts from inside a container
-    ("noble-4x5090", None, "driver-pin", {"torch-cuda-needs-newer-driver", "gpu-no-p2p"}),
+    ("noble-4x5090", None, "driver-pin", {"torch-cuda-needs-newer-driver", "gpu-p2p-refused"}),
     ("jammy-4xp100-torch28", None, "cuda-downgrade", {"gpu-arch-dropped"}),
     ("container-acs-4xada", None, "none", {"acs-enabled-above-gpus", "facts-from-container"}),
 ]
@@ -73,7 +74,9 @@ def test_recorded_hosts(host: str, verdict: Any, strategy: str, must: set[str]) 
 
 def test_nccl_profile_on_a_docker_host_says_containers_need_the_file_mounted() -> None:
     """/etc/nccl.conf on the host does not reach a job in a container unless mounted."""
-    plan = decide(facts("focal-4x4090"), None, host_name="h")
+    unread = facts("focal-4x4090")
+    unread["p2p"] = {"unknown": "not read"}  # the model list decides: no P2P, NCCL not told
+    plan = decide(unread, None, host_name="h")
     assert plan.strategy == "nccl-profile"
     assert "-v /etc/nccl.conf:/etc/nccl.conf:ro" in plan.outcome
     bare = facts("focal-4x4090")

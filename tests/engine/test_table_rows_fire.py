@@ -125,6 +125,17 @@ def _no_p2p(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     f["p2p"] = {"read": {a: {b: "CNS" for b in names if b != a} for a in names}}
 
 
+def _p2p_offered(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    """The driver's P2P reading not refused: here not read at all."""
+    f["p2p"] = {"unknown": "not read"}
+
+
+def _p2p_refused(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    """The driver refuses P2P between every pair (CNS), whatever the GPU model."""
+    names = [f"GPU{i}" for i in range(len(f["gpus"]))]
+    f["p2p"] = {"read": {a: {b: "CNS" for b in names if b != a} for a in names}}
+
+
 def _iommu_translated(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     f["iommu"].update(groups=64, units=2, mode="translated")
 
@@ -217,6 +228,8 @@ def _nccl_affected(f: Facts, v: Verdict, row: EvidenceFix) -> None:
 
 CONDITIONS: dict[str, Callable[[Facts, Verdict, EvidenceFix], None]] = {
     "gpus-without-p2p": _no_p2p,
+    "p2p-offered": _p2p_offered,
+    "p2p-refused": _p2p_refused,
     "acs-or-iommu-on": _iommu_translated,
     "acs-iommu-off": _acs_iommu_off,
     "driver-known-issue": _driver_issue,

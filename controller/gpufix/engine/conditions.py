@@ -107,6 +107,10 @@ def _nvlink_peers(s: Subject) -> bool:
 CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
     {
         "gpus-without-p2p": lambda s: no_p2p(s.ctx.host, s.ctx.kb),
+        # The host's own reading (nvidia-smi topo -p2p r): NCCL uses its P2P transport only
+        # where cudaDeviceCanAccessPeer says yes (src/transport/p2p.cc, p2pCanConnect).
+        "p2p-offered": lambda s: s.ctx.host.p2p_read is not False,
+        "p2p-refused": lambda s: s.ctx.host.p2p_read is False,
         "acs-or-iommu-on": _acs_or_iommu_on,
         "acs-iommu-off": _acs_iommu_off,
         "driver-known-issue": lambda s: driver_issue(s) is not None,

@@ -195,7 +195,17 @@ def check_p2p_path(i: Inputs) -> Iterator[Finding]:
     if not h.multi_gpu:
         return
     if no_p2p(h, i.kb):
-        if h.nccl_settings.get("NCCL_P2P_DISABLE") != "1":
+        if h.p2p_read is False:
+            # NCCL asks the driver (cudaDeviceCanAccessPeer) and uses no P2P transport where it
+            # says no (src/transport/p2p.cc, p2pCanConnect): nothing to tell NCCL.
+            yield i.finding(
+                "gpu-p2p-refused",
+                "the driver refuses PCIe peer-to-peer between these GPUs (nvidia-smi topo -p2p "
+                "r): NCCL goes through shared memory, so NCCL_P2P_DISABLE=1 and ACS/IOMMU "
+                "settings change nothing for it",
+                {"gpus.name": list(dict.fromkeys(h.gpu_names)), "p2p.read": h.p2p_read},
+            )
+        elif h.nccl_settings.get("NCCL_P2P_DISABLE") != "1":
             yield i.finding(
                 "gpu-no-p2p",
                 f"{h.gpu_names[0] if h.gpu_names else 'these GPUs'}: no PCIe peer-to-peer; "

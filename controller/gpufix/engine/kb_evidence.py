@@ -52,6 +52,8 @@ EVIDENCE = re.compile(
 # Fact conditions a row may ask for (engine/conditions.py defines each one).
 CONDITIONS = (
     "gpus-without-p2p",
+    "p2p-offered",
+    "p2p-refused",
     "acs-or-iommu-on",
     "acs-iommu-off",
     "driver-known-issue",

@@ -363,6 +363,50 @@ def test_gpus_without_p2p(k: kb.KnowledgeBase) -> None:
     assert k.gpu_p2p_capable("NVIDIA RTX 6000 Ada Generation") is None
 
 
+
+@pytest.mark.parametrize(
+    ("name", "cc"),
+    [
+        # rows added 2026-12-04 from NVIDIA's CUDA GPUs page
+        ("NVIDIA GeForce RTX 5060", "12.0"),
+        ("NVIDIA GeForce RTX 5060 Ti", "12.0"),  # "RTX 5060" then a space: same row
+        ("RTX5060Ti", "12.0"),  # a report's spelling, spaced by kb.gpu_name
+        ("NVIDIA GeForce RTX 5050", "12.0"),
+        ("NVIDIA RTX A2000", "8.6"),
+        ("NVIDIA RTX A2000 12GB", "8.6"),  # "RTX A2000", longer than "A2", wins
+        # models the page does not list (or the stored copy did not show): no row takes them
+        ("NVIDIA L20", None),  # not L4, not L40
+        ("NVIDIA RTX A4500", None),  # not A40, not RTX A4000
+        ("Quadro RTX 4000", None),  # not RTX 4000 Ada, not Quadro RTX 5000
+        ("NVIDIA GeForce RTX 3050", None),
+        ("NVIDIA GeForce RTX 2060 SUPER", None),
+        ("A2000", None),  # a bare A2000 is not A2 (a digit follows)
+        # existing rows resolve as before
+        ("NVIDIA A2", "8.6"),
+        ("NVIDIA RTX 4000 Ada Generation", "8.9"),
+        ("NVIDIA RTX 4000 SFF Ada Generation", "8.9"),
+        ("Quadro RTX 5000", "7.5"),
+        ("NVIDIA GeForce RTX 5070 Ti", "12.0"),
+        ("NVIDIA GeForce RTX 5090", "12.0"),
+        ("NVIDIA GeForce RTX 4060 Ti", "8.9"),
+        ("NVIDIA GeForce RTX 3060", "8.6"),
+        ("NVIDIA RTX A4000", "8.6"),
+        ("NVIDIA L40S", "8.9"),
+        ("NVIDIA L4", "8.9"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0"),
+    ],
+)
+def test_gpu_model_rows_and_their_longest_match(
+    k: kb.KnowledgeBase, name: str, cc: str | None
+) -> None:
+    assert k.compute_capability_of(name) == cc
+
+
+def test_new_gpu_model_rows_cite_nvidias_page(k: kb.KnowledgeBase) -> None:
+    rows = {r.match: r for r in k.gpu_models}
+    for match in ("RTX 5060", "RTX 5050", "RTX A2000"):
+        assert rows[match].source == "https://developer.nvidia.com/cuda-gpus (read 2026-12-04)"
+
 # A row of the documented shape (a made-up range inside R545, fixed on R535 per its `fix`).
 _ISSUE = {
     "id": "example",

@@ -243,7 +243,7 @@ def test_supported_on_a_plan_date(k: kb.KnowledgeBase) -> None:
     assert 535 in supported(date(2026, 6, 30)) and 535 not in supported(date(2026, 7, 1))
     # New-feature branches are never a target, even inside a dated window.
     assert 610 not in supported(date(2026, 7, 1))
-    assert k.checked() == date(2026, 12, 3)  # the newest row check (R418-R460 rows)
+    assert k.checked() == date(2026, 12, 4)  # the newest row check (gpu_p2p.yaml, re-read)
 
 
 def test_archive_membership_has_one_home(k: kb.KnowledgeBase) -> None:

@@ -262,3 +262,17 @@ def test_soak_sizes_sweep_like_nccl_tests(
 def test_bad_sizes_are_refused(prog: types.ModuleType, text: str) -> None:
     with pytest.raises(ValueError, match="bad size"):
         prog.parse_size(text)
+
+
+def test_p2p_knobs_are_left_out_where_cuda_refuses_every_peer(prog: types.ModuleType) -> None:
+    """NCCL uses no P2P transport where cudaDeviceCanAccessPeer says no (p2pCanConnect in
+    src/transport/p2p.cc): on GPUs whose every pair the main run read as refused (GeForce RTX
+    40 on a driver that says CNS), P2P off or limited changes nothing; one pair that can is
+    enough to keep them."""
+    facts = {"topology_worst": "SYS", "infiniband": []}
+    refused = {"0": {"1": False}, "1": {"0": False}}
+    plan = prog.plan_experiments(ns(), facts, 2, 2, refused)
+    assert "p2p-off" not in plan and "p2p-level-pxb" not in plan and "shm-off" in plan
+    some = {"0": {"1": True, "2": False}, "1": {"0": True, "2": False}}
+    assert {"p2p-off", "p2p-level-pxb"} <= set(prog.plan_experiments(ns(), facts, 3, 3, some))
+    assert "p2p-off" in prog.plan_experiments(ns(), facts, 2, 2, {})  # not read: try it

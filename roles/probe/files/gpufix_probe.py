@@ -1760,7 +1760,7 @@ def fill_verdict(
     trouble = trouble_of(v, ev)
     # One rank has no transport between GPUs to change; the job's settings still matter.
     if trouble and (world > 1 or ns.job_env):
-        plan = plan_experiments(ns, v["facts"], world, ngpu)
+        plan = plan_experiments(ns, v["facts"], world, ngpu, (v.get("p2p") or {}).get("matrix"))
         run_experiments(v, sup, ns, ev, plan, trouble)
     v["causes"] = find_causes(ev)
 
@@ -1999,10 +1999,18 @@ def experiment_env(exp_id: str) -> Tuple[Dict[str, str], Optional[List[int]]]:
     raise ValueError("unknown experiment %r" % exp_id)
 
 
-def knob_applies(exp_id: str, env: Dict[str, str], facts: Dict[str, Any]) -> bool:
-    """False when the facts say the knob would change nothing here."""
+def knob_applies(
+    exp_id: str,
+    env: Dict[str, str],
+    facts: Dict[str, Any],
+    peers: Optional[Dict[str, Dict[str, bool]]] = None,
+) -> bool:
+    """False when the facts, or the main run's peer-access matrix, say the knob would change
+    nothing here."""
     if all(os.environ.get(k) == val for k, val in env.items()):
         return False  # already set that way
+    if exp_id in ("p2p-off", "p2p-level-pxb") and peers_refused(peers):
+        return False  # NCCL uses no P2P transport where CUDA refuses peer access (p2pCanConnect)
     worst = facts.get("topology_worst")
     if exp_id == "p2p-level-pxb" and worst and (worst.startswith("NV") or worst in ("PIX", "PXB")):
         return False  # every pair is within PXB already
@@ -2016,6 +2024,12 @@ def knob_applies(exp_id: str, env: Dict[str, str], facts: Dict[str, Any]) -> boo
     return exp_id != "ib-off" or bool(facts.get("infiniband"))
 
 
+def peers_refused(peers: Optional[Dict[str, Dict[str, bool]]]) -> bool:
+    """Every GPU pair the main run read refuses peer access (cudaDeviceCanAccessPeer)."""
+    cells = [ok for row in (peers or {}).values() for ok in row.values()]
+    return bool(cells) and not any(cells)
+
+
 def pair_order(n: int) -> List[Tuple[int, int]]:
     """Disjoint pairs first (every GPU in a run after n/2 runs), then the rest."""
     cover = [(i, i + 1) for i in range(0, n - 1, 2)]
@@ -2024,7 +2038,11 @@ def pair_order(n: int) -> List[Tuple[int, int]]:
 
 
 def plan_experiments(
-    ns: argparse.Namespace, facts: Dict[str, Any], world: int, ngpu: int
+    ns: argparse.Namespace,
+    facts: Dict[str, Any],
+    world: int,
+    ngpu: int,
+    peers: Optional[Dict[str, Dict[str, bool]]] = None,
 ) -> List[str]:
     if ns.no_experiments or ns.experiment or (ns.nnodes or 1) > 1:
         return []  # multi-node experiments are the controller's, one run per host group
@@ -2037,7 +2055,7 @@ def plan_experiments(
     for exp_id, env in KNOBS:
         if exp_id == "p2p-off" and ns.no_p2p_rerun:
             continue
-        if knob_applies(exp_id, env, facts):
+        if knob_applies(exp_id, env, facts, peers):
             plan.append(exp_id)
     n = min(world, ngpu) if ngpu else world  # on --cpu, ranks stand in for GPUs
     if n >= 3:

@@ -363,7 +363,6 @@ def test_gpus_without_p2p(k: kb.KnowledgeBase) -> None:
     assert k.gpu_p2p_capable("NVIDIA RTX 6000 Ada Generation") is None
 
 
-
 @pytest.mark.parametrize(
     ("name", "cc"),
     [
@@ -406,6 +405,7 @@ def test_new_gpu_model_rows_cite_nvidias_page(k: kb.KnowledgeBase) -> None:
     rows = {r.match: r for r in k.gpu_models}
     for match in ("RTX 5060", "RTX 5050", "RTX A2000"):
         assert rows[match].source == "https://developer.nvidia.com/cuda-gpus (read 2026-12-04)"
+
 
 # A row of the documented shape (a made-up range inside R545, fixed on R535 per its `fix`).
 _ISSUE = {

@@ -299,6 +299,21 @@ def test_nvlink_sharp_off_comes_after_the_network_path() -> None:
     assert plan(MergedOutcome("hung", "rendezvous", ["h2"], [1]), ["eth1"], True, nvls=True) == []
 
 
+def test_p2p_off_is_left_out_where_every_host_refuses_p2p() -> None:
+    from gpufix.probe.multinode import p2p_refused_everywhere, plan
+
+    refused = [facts("focal-4x4090.json"), facts("noble-4x5090.json")]  # every pair CNS
+    assert p2p_refused_everywhere(refused)
+    assert not p2p_refused_everywhere([*refused, facts("bionic-hwe-8xa100.json")])
+    unread = facts("focal-4x4090.json")
+    unread["p2p"] = {"unknown": "not read"}
+    assert not p2p_refused_everywhere([refused[0], unread])
+    data = MergedOutcome("hung", "allreduce", ["h2"], [1])
+    assert "p2p-off" in plan(data, ["eth1"], False)
+    assert "p2p-off" not in plan(data, ["eth1"], False, p2p_refused=True)
+    assert "shm-off" in plan(data, ["eth1"], False, p2p_refused=True)
+
+
 def test_the_soak_is_the_worst_hosts(prog: types.ModuleType) -> None:
     sweep = {"sizes": [1024, 4096], "iters": 5}
     r = run(MergedOutcome("hung", "soak", ["h2"], [1], "h2: stuck"), "collective")

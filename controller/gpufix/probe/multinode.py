@@ -34,14 +34,18 @@ def plan(
     job_env: bool = False,
     mnnvl: bool = False,
     nvls: bool = False,
+    p2p_refused: bool = False,
 ) -> list[str]:
     """Experiments for a run that is not healthy: the job's own settings off (when it has any),
     the network path, then NCCL's knobs. `mnnvl`: some host's GPUs are of a model that forms
     multi-node NVLink domains (gpu_models.yaml); `nvls`: some host has NVLink SHARP
-    (`nvlink_sharp`)."""
+    (`nvlink_sharp`); `p2p_refused`: every host's driver refuses P2P between its GPUs, so
+    p2p-off changes nothing (NCCL uses no P2P transport there)."""
     if outcome.phase not in ("pg_init", "barrier", "allreduce", "soak"):
         return []  # rendezvous: only the address and port matter; inside a host: its own probe
     todo = _plan(outcome, candidates, infiniband, mnnvl, nvls)
+    if p2p_refused:
+        todo = [t for t in todo if t != "p2p-off"]
     return (["job-env-off"] if job_env else []) + todo
 
 
@@ -84,6 +88,11 @@ def nvlink_sharp(facts: list[dict[str, Any]]) -> bool:
         if h.nvswitch and any(_at_least(c, (9, 0)) for c in h.compute_caps):
             return True
     return forms_multi_node_nvlink(facts)
+
+
+def p2p_refused_everywhere(facts: list[dict[str, Any]]) -> bool:
+    """Every host's `nvidia-smi topo -p2p r` refuses P2P between its GPUs (none unread)."""
+    return bool(facts) and all(host_of(f).p2p_read is False for f in facts)
 
 
 def _at_least(cap: str, floor: tuple[int, int]) -> bool:
@@ -221,7 +230,8 @@ def probe_group(
         ib = nodes.has_infiniband(list(facts.values()))
         mnnvl = forms_multi_node_nvlink(list(facts.values()))
         nvls = nvlink_sharp(list(facts.values()))
-        todo = plan(run.outcome, candidates, ib, bool(opts.job_env), mnnvl, nvls)
+        refused = p2p_refused_everywhere(list(facts.values()))
+        todo = plan(run.outcome, candidates, ib, bool(opts.job_env), mnnvl, nvls, refused)
         _experiments(run, todo, inventory, opts, addr, progress)
     private = nodes.private_container_network(list(facts.values()))
     run.layer = merge.layer(run.outcome, run.decided_by, private)

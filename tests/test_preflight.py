@@ -310,6 +310,19 @@ def test_nccl_config() -> None:
     assert check("nccl-config", facts(**{"nccl.files": unreadable})).status == "pass"
 
 
+def test_p2p_off_on_gpus_without_p2p_is_no_workaround() -> None:
+    """NCCL_P2P_DISABLE=1 is the fix where the GPUs have no P2P (RTX 4090, nccl#1127), and
+    changes nothing where the driver refuses it: not the bandwidth-costing workaround it is
+    elsewhere."""
+    no_p2p = [{**g, "name": "NVIDIA GeForce RTX 4090"} for g in facts()["gpus"]]
+    r = check("nccl-config", facts(gpus=no_p2p, p2p={"unknown": "not read"}),
+              env={"NCCL_P2P_DISABLE": "1"})  # fmt: skip
+    assert r.status == "pass" and r.evidence["gpus_without_p2p"] is True
+    refused = {"read": {"GPU0": {"GPU1": "CNS"}, "GPU1": {"GPU0": "CNS"}}}
+    assert check("nccl-config", facts(p2p=refused), env={"NCCL_P2P_DISABLE": "1"}).status == "pass"
+    assert check("nccl-config", facts(), env={"NCCL_P2P_DISABLE": "1"}).status == "warn"
+
+
 ACS_BRIDGE = {
     "bdf": "0000:02:08.0",
     "name": "PCI bridge: PLX Technology, Inc. PEX 8747",

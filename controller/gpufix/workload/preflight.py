@@ -385,21 +385,33 @@ def check_nccl_config(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env) -> 
         return CheckResult(cid, "skip", f"NCCL settings unknown: {unknown_reason(facts['nccl'])}")
     problems: list[str] = []
     found = []
+    without_p2p = _gpus_without_p2p(facts, kb)
     for where, key, value in _nccl_settings(facts, env):
         wanted = DEBUG_KNOBS.get(key, ())
         debug = key in DEBUG_KNOBS and (wanted is None or value.strip().upper() in wanted)
         p2p_off = key == P2P_DISABLE_VAR and value.strip() not in ("", "0")
         if debug:
             problems.append(f"{key}={value} in {where} (a debugging setting)")
-        elif p2p_off:
+        elif p2p_off and not without_p2p:
             problems.append(
                 f"{key}={value} in {where} (a workaround: costs bandwidth, hides the cause)"
             )
         found.append({"where": where, "key": key, "value": value})
-    ev = {"settings": found}
+    ev: dict[str, Any] = {"settings": found}
+    if without_p2p:
+        ev["gpus_without_p2p"] = True  # P2P off is the fix there, or changes nothing
     if problems:
         return CheckResult(cid, "warn", "; ".join(problems), ev)
     return CheckResult(cid, "pass", "no NCCL debug settings or P2P workaround in force", ev)
+
+
+def _gpus_without_p2p(facts: Mapping[str, Any], kb: KnowledgeBase) -> bool:
+    """The GPUs cannot do PCIe P2P (the host's reading, or unread the model list): there
+    NCCL_P2P_DISABLE=1 is the fix or changes nothing, not a workaround (engine.diagnose)."""
+    from gpufix.engine.diagnose import no_p2p
+    from gpufix.facts.host import from_facts
+
+    return no_p2p(from_facts(facts), kb)
 
 
 def check_driver_mismatch(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env) -> CheckResult:

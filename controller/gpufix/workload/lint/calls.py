@@ -57,8 +57,11 @@ def _decorated_by(fn: FuncDef, owner: str, attrs: tuple[str, ...]) -> bool:
 
 
 class CallResolver:
-    def __init__(self, project: Project) -> None:
+    def __init__(self, project: Project, reexports: bool = False) -> None:
+        """`reexports`: a name a package's `__init__` imports from a submodule resolves to its
+        definition there (`from pkg import Trainer`, pkg/__init__.py: `from .gnn import Trainer`)."""
         self.project = project
+        self.reexports = reexports
         self._tops = {m.split(".")[0] for m in project.by_module} | {
             f.rel.split("/")[0].removesuffix(".py") for f in project.files
         }
@@ -70,8 +73,26 @@ class CallResolver:
             return None
         key = (sf.path, dotted)
         if key not in self._split_cache:
-            self._split_cache[key] = self.project.split(sf, dotted)
+            hit = self.project.split(sf, dotted)
+            self._split_cache[key] = self._reexported(hit) if self.reexports else hit
         return self._split_cache[key]
+
+    def _reexported(
+        self, hit: tuple[SourceFile, list[str]] | None
+    ) -> tuple[SourceFile, list[str]] | None:
+        """Follow a name the module only imports to the module that defines it (four steps)."""
+        for _ in range(4):
+            if hit is None or not hit[1] or hit[1][0] in hit[0].defs or hit[0].tree is None:
+                return hit
+            target, rest = hit
+            alias = target.names.imports.get(rest[0])
+            if not alias or alias.split(".")[0] not in self._tops:
+                return hit
+            nxt = self.project.split(target, ".".join([alias, *rest[1:]]))
+            if nxt is None or nxt[0] is target:
+                return hit
+            hit = nxt
+        return hit
 
     def definition(self, sf: SourceFile, dotted: str) -> tuple[SourceFile, ast.stmt, str] | None:
         """(file, def or class, attribute left over) for a dotted name the run defines."""

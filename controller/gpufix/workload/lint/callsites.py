@@ -106,6 +106,15 @@ def _collect(
     return out
 
 
+def calls_with_words(sf: SourceFile, words: tuple[str, ...]) -> list[CallSite]:
+    """The calls on the lines where one of these words is written (kept for the run)."""
+    key = "words:" + "|".join(words)
+    cached = sf.cache.get(key)
+    if cached is None:
+        cached = sf.cache[key] = _collect(sf, words=words)
+    return cast(list[CallSite], cached)
+
+
 def named(sf: SourceFile, names: frozenset[str]) -> list[CallSite]:
     if not sf.data.isascii():
         return [c for c in call_sites(sf) if c.name in names]  # NFKC: not found as written

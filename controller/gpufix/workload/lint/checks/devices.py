@@ -31,16 +31,17 @@ from ..callsites import (
     one_rank_group,
 )
 from ..choices import in_ranks_branch, single_process_branch
+from ..deepreach import DeepReach, path
 from ..hostranks import one_rank_per_host
 from ..loadpath import DATASET, dataset_file
-from ..names import WORDS
 from ..project import Project, SourceFile
 from ..prune import segment
 from ..rankcode import STARTS_PROCESSES, entries, names_in, rank_calls
 from ..rayworkers import ray_gpu_workers
 from ..report import append_argument
+from ..statedicts import STATE_WITHOUT_TENSORS, into_state
 from ..stmts import statements
-from ..unused import in_unused_def
+from ..unused import in_unused_def, unused
 from ..visible import writes_visible_devices
 from . import Check, CheckContext
 from .set_device import process_group
@@ -60,12 +61,6 @@ _BRANCHY = re.compile(
 _DEVICE_BRANCH = re.compile(r"(?i)rank|distributed|ddp|world_size|gpu|is_main|master|local")
 # Checkpoint parts that hold no GPU tensors (RNG state, scheduler, grad scaler, configs).
 _NO_TENSORS = re.compile(r"(?i)rng|random|sched|scaler|seed|vocab|token|meta|json")
-# Objects whose load_state_dict takes no GPU tensors, as the words of their name
-# (`self.train_dataloader`, `lr_scheduler`): a data loader's or sampler's position
-# (torchdata's StatefulDataLoader.state_dict()), a scheduler's counters, a grad scaler's scale.
-_STATE_WITHOUT_TENSORS = frozenset(
-    {"dataloader", "loader", "dl", "sampler", "scheduler", "sched", "scaler"}
-)
 _MAIN = re.compile(r"(?i)is_main|main_process|is_master|rank_?zero|is_rank_0")
 
 
@@ -307,36 +302,6 @@ def _one_rank_scopes(sf: SourceFile) -> set[tuple[tuple[str, ...], bool]]:
     return {_scope(site) for site in call_sites(sf) if one_rank_group(site)}
 
 
-def _into_state(sf: SourceFile) -> dict[int, str]:
-    """Loads handed straight to `x.load_state_dict(...)` (also `torch.load(p)["model"]`,
-    `.get(k)`, `state_dict=`), with the last word of `x`: the receiver says what the file holds
-    when its name does not (`self.dataloader`: no GPU tensors; `model`: weights).
-    `upsampler`, `model.token_embedding` or a receiver built by a call name no part without
-    tensors."""
-    out: dict[int, str] = {}
-    for site in call_sites(sf):
-        f = site.node.func
-        if not (isinstance(f, ast.Attribute) and f.attr == "load_state_dict"):
-            continue
-        given = [
-            *site.node.args[:1],
-            *(k.value for k in site.node.keywords if k.arg == "state_dict"),
-        ]
-        for arg in given:
-            out[id(_loaded(arg))] = _last_word(f.value)
-    return out
-
-
-def _loaded(arg: ast.expr) -> ast.expr:
-    """`torch.load(p)["model"]` and `torch.load(p).get("model")` hand on the load itself."""
-    if isinstance(arg, ast.Subscript):
-        return arg.value
-    f = arg.func if isinstance(arg, ast.Call) else None
-    if isinstance(f, ast.Attribute) and f.attr == "get":
-        return f.value
-    return arg
-
-
 def _forwarded(call: ast.Call) -> bool:
     """`torch.load(*args, **kwargs)`: a wrapper hands on its caller's arguments, map_location
     among them or not; the call alone does not say."""
@@ -345,26 +310,25 @@ def _forwarded(call: ast.Call) -> bool:
     )
 
 
-def _last_word(owner: ast.expr) -> str:
-    """The last word of a receiver's name, singular: `self.trainLoader` -> "loader",
-    `lr_schedulers[0]` -> "scheduler", `sampler_net` -> "net"."""
-    if isinstance(owner, ast.Subscript):
-        owner = owner.value
-    name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
-    words = WORDS.findall(name)
-    return words[-1].lower().removesuffix("s") if words else ""
-
-
 def _torch_load(
-    ctx: CheckContext, sf: SourceFile, only: set[str] | None = None, via: SourceFile | None = None
+    ctx: CheckContext,
+    sf: SourceFile,
+    only: set[str] | None = None,
+    via: SourceFile | None = None,
+    deep: dict[int, str] | None = None,
 ) -> None:
-    """In a helper module (`only`: the names every rank runs), only loads handed to a model's or
-    optimizer's `load_state_dict`: the helpers' other loads were mostly CPU data."""
+    """In a helper module (`only`: the names every rank runs; `deep`: the loads the deep reach
+    found, with where each runs), only loads handed to a model's or optimizer's
+    `load_state_dict`: the helpers' other loads were mostly CPU data."""
     one_rank: set[tuple[tuple[str, ...], bool]] | None = None
     into: dict[int, str] | None = None
+    helper = only is not None or deep is not None
     for site in named(sf, TORCH_LOAD):
         call = site.node
-        if _only(site, only) or (via is not None and not _method_called(site, via)):
+        if deep is not None:
+            if id(call) not in deep:
+                continue
+        elif _only(site, only) or (via is not None and not _method_called(site, via)):
             continue
         if site.name not in TORCH_LOAD or len(call.args) >= 2 or keyword(call, "map_location"):
             continue
@@ -379,15 +343,15 @@ def _torch_load(
         if _scope(site) in one_rank:
             continue
         if into is None:
-            into = _into_state(sf)
+            into = into_state(sf)
         receiver = into.get(id(call))
-        if receiver in _STATE_WITHOUT_TENSORS:
+        if receiver in STATE_WITHOUT_TENSORS:
             continue
         source = segment(sf, call.args[0]) if call.args else ""
         if source and _NO_TENSORS.search(source):
             continue
         weights = receiver is not None and receiver not in DATASET  # a model's, an optimizer's
-        if not weights and only is not None:
+        if not weights and helper:
             continue  # a helper's data (statistics, cached datasets): mostly saved from CPU
         if not weights and call.args and dataset_file(call.args[0]):
             continue
@@ -398,7 +362,8 @@ def _torch_load(
             "GPF008",
             sf,
             call,
-            f"torch.load without map_location {_where(via)}: tensors go back to the GPU "
+            f"torch.load without map_location {deep[id(call)] if deep else _where(via)}: "
+            "tensors go back to the GPU "
             "they were saved from (usually cuda:0) on every rank; pass map_location='cpu' or "
             "the rank's device",
             fix=fix,
@@ -448,6 +413,40 @@ def _rank_modules(ctx: CheckContext, ranks: list[SourceFile]) -> None:
     for sf, caller, names in found.values():
         _same_gpu(ctx, sf, names, caller)
         _torch_load(ctx, sf, names, caller)
+    _deep_loads(ctx, ranks)
+
+
+def _deep_loads(ctx: CheckContext, ranks: list[SourceFile]) -> None:
+    """GPF008 for weights loads several calls below a function of a module that is no rank
+    module itself (`ranks`: those stay one level deep, `_rank_modules`) but calls a project
+    function that starts the group (deepreach.py), in modules whose GPU 0 is not each rank's
+    own; the first path found is named. Seeds in rank modules too were measured: one FP (a
+    downloaded backbone file loaded two calls below, improv-mask), under the 90% goal."""
+    project = ctx.project
+    checked = {id(f) for f in ctx.checked}
+    reach = DeepReach(project, _BRANCHY)
+
+    def skip(sf: SourceFile, func: str) -> bool:
+        if _own_gpu_zero(project, sf):
+            return True
+        return bool(func) and (func in _not_every_rank(sf) or unused(project, sf, func))
+
+    found: dict[int, tuple[SourceFile, dict[int, str]]] = {}
+    seeds = reach.seeds(list(ctx.checked), ranks, skip)
+    for step in reach.walk(seeds):
+        sf = step.target.sf
+        if id(sf) not in checked:
+            continue
+        loads = reach.loads(step)
+        if not loads or _own_gpu_zero(project, sf):
+            continue
+        via = path(step)
+        where = f"in code every rank runs: {step.seed}" + (f" and calls {via}" if via else "")
+        spot = found.setdefault(id(sf), (sf, {}))[1]
+        for call in loads:
+            spot.setdefault(id(call), where)
+    for sf, deep in found.values():
+        _torch_load(ctx, sf, deep=deep)
 
 
 CHECK = Check(("GPF005", "GPF006", "GPF008"), run, TRIGGERS)

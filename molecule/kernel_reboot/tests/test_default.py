@@ -40,8 +40,11 @@ def test_the_module_that_allowed_the_reboot_is_the_signed_prebuilt_one(host):
 
 
 def test_fallback_kernel_still_installed_and_manual(host):
+    manual = host.check_output("apt-mark showmanual").split()
     assert host.package("linux-image-4.15.0-213-generic").is_installed
-    assert "linux-image-4.15.0-213-generic" in host.check_output("apt-mark showmanual").split()
+    assert "linux-image-4.15.0-213-generic" in manual
+    # its prebuilt NVIDIA module too (refuse.yml marked it automatic): the fallback keeps a driver
+    assert "linux-modules-nvidia-535-4.15.0-213-generic" in manual
 
 
 def test_role_installed_canonicals_module_for_the_new_kernel_without_moving_the_driver(host):

@@ -189,6 +189,24 @@ def _name(t: CallTarget) -> str:
     return f"{t.cls.name}.{t.fn.name}" if t.cls is not None else t.fn.name
 
 
+_IMPORT = re.compile(rb"import\b")  # a literal first: the engine skips ahead to it
+_WORD = re.compile(rb"\w+")
+
+
+def _imports_one_of(data: bytes, names: frozenset[bytes]) -> bool:
+    """A line that starts with `from` or `import` names one of these words (the import's first
+    line, as written)."""
+    for m in _IMPORT.finditer(data):
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        end = data.find(b"\n", m.end())
+        line = data[start : end if end >= 0 else len(data)]
+        if line.lstrip(b" \t").startswith(
+            (b"from ", b"from\t", b"import ", b"import\t")
+        ) and not names.isdisjoint(_WORD.findall(line)):
+            return True
+    return False
+
+
 def path(step: Step) -> str:
     """`load_model() → Model.load()`: the calls from the seed to the function."""
     names: list[str] = []
@@ -250,15 +268,14 @@ class DeepReach:
             return []
         # An import line that names a starter or its module (`from credit.distributed import
         # setup`, `from credit import setup`, `import dist_utils`), and a call of one.
-        names = b"|".join(sorted({re.escape(x) for _, w, ps in starters for x in (w, ps[-1])}))
-        imports = re.compile(rb"(?m)^[ \t]*(?:from|import)[ \t][^\n]*\b(?:" + names + rb")\b")
+        names = frozenset(x for _, w, ps in starters for x in (w, ps[-1]))
         called = b"|".join(sorted({re.escape(w) for _, w, _ in starters}))
         calls = re.compile(rb"\b(?:" + called + rb")[ \t]*\(")
         out: list[Step] = []
         for sf in checked:
             if id(sf) in done or sf.tree is None:
                 continue
-            if not (imports.search(sf.data) and calls.search(sf.data)):
+            if not (_imports_one_of(sf.data, names) and calls.search(sf.data)):
                 continue
             found: dict[str, tuple[FuncDef | ast.Module, str]] = {}
             written = tuple(sorted(w for w in words if w.encode() in sf.data))

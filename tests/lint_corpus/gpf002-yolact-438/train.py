@@ -43,7 +43,9 @@ class CustomDataParallel(nn.DataParallel):
     def scatter(self, inputs, kwargs, device_ids):
         devices = ["cuda:" + str(x) for x in device_ids]
         splits = prepare_data(inputs[0], devices, allocation=args.batch_alloc)
-        return [[split[device_idx] for split in splits] for device_idx in range(len(devices))], [kwargs] * len(devices)
+        return [[split[device_idx] for split in splits] for device_idx in range(len(devices))], [
+            kwargs
+        ] * len(devices)
 
     def gather(self, outputs, output_device):
         out = {}
@@ -73,7 +75,9 @@ def train():
     if args.cuda:
         net = net.cuda()
 
-    data_loader = data.DataLoader(dataset, args.batch_size, shuffle=True, collate_fn=detection_collate)
+    data_loader = data.DataLoader(
+        dataset, args.batch_size, shuffle=True, collate_fn=detection_collate
+    )
     for datum in data_loader:
         optimizer.zero_grad()
         losses = net(datum)

@@ -25,7 +25,9 @@ if __name__ == "__main__":
     parser.add_argument("--model_name", type=str, default="chatglm")
     parser.add_argument("--model_path", "-m", type=str, default=None)
     parser.add_argument("--device", type=str, choices=["cpu", "cuda"], default="cuda")
-    parser.add_argument("--gpus", type=str, default=None, help="A single GPU like 1 or multiple GPUs like 0,2")
+    parser.add_argument(
+        "--gpus", type=str, default=None, help="A single GPU like 1 or multiple GPUs like 0,2"
+    )
     parser.add_argument("--num_gpus", type=int, default=1)
     parser.add_argument("--embedding_name", type=str, default=None)
     args = parser.parse_args()
@@ -41,7 +43,10 @@ if __name__ == "__main__":
     logger.info(f"args: {args}")
 
     model, tokenizer = load_model(
-        args.model_name, model_name_or_path=args.model_path, device=args.device, num_gpus=args.num_gpus
+        args.model_name,
+        model_name_or_path=args.model_path,
+        device=args.device,
+        num_gpus=args.num_gpus,
     )
     model_server = ModelServer(model, tokenizer, args.device, model_name=args.model_name)
 

@@ -4,7 +4,9 @@ import torch
 
 
 class ModelServer:
-    def __init__(self, model, tokenizer, device, model_name="chatglm", context_len=2048, stream_interval=2):
+    def __init__(
+        self, model, tokenizer, device, model_name="chatglm", context_len=2048, stream_interval=2
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.device = device

@@ -33,7 +33,9 @@ def analyze_videos(config, videos, shuffle=1, trainingsetindex=0, gputouse=None,
     return sess, inputs, outputs, trainFraction
 
 
-def analyze_time_lapse_frames(config, directory, frametype=".png", shuffle=1, trainingsetindex=0, gputouse=None):
+def analyze_time_lapse_frames(
+    config, directory, frametype=".png", shuffle=1, trainingsetindex=0, gputouse=None
+):
     if "TF_CUDNN_USE_AUTOTUNE" in os.environ:
         del os.environ["TF_CUDNN_USE_AUTOTUNE"]  # was potentially set during training
 

@@ -21,7 +21,6 @@ KNOWN_DEV_MISSES = {
     "gpf006-deepwave-62": "every tensor placed by index; no use of the current GPU in the script",
     "gpf004-accelerate-2328": "written to a copy of os.environ, under a check for that very setting",
     "gpf008-graphstorm-344": "load in a library module that starts no group (model/utils.py)",
-    "gpf001-deep-person-reid-297": "only torchreid is imported before the write; it is not in libraries.yaml",
 }
 
 

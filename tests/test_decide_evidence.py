@@ -728,16 +728,21 @@ def test_nvlink_sharp_off_that_decides_a_multi_node_run_writes_its_profile() -> 
 
 
 def test_gpus_the_driver_refuses_p2p_on_are_not_told_to_turn_it_off() -> None:
-    """NCCL uses its P2P transport only where cudaDeviceCanAccessPeer says yes (p2pCanConnect,
-    src/transport/p2p.cc). The recorded 4090 host reads CNS for every pair: NCCL already goes
-    through shared memory, so NCCL_P2P_DISABLE=1 would change nothing. Unread, the model list
-    still says these GPUs have no P2P that NCCL knows of."""
+    """From 2.19.1 NCCL turns P2P off wherever NVML reports it disabled (ncclTopoCheckP2p,
+    src/graph/paths.cc). The recorded 4090 host reads CNS for every pair: with such an NCCL it
+    already goes through shared memory, so NCCL_P2P_DISABLE=1 would change nothing. With the
+    host's own NCCL 2.18.1, or unread, P2P off is the fix as before."""
     f = facts("focal-4x4090")
     f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["python_envs"][0]["packages"]["nvidia-nccl-cu12"] = "2.21.5"  # follows NVML from 2.19.1
     plan = decide(f, verdict("hung", "allreduce"))
     assert plan.extra["decision"]["row"] == "collective-unexplained-no-p2p-path", plan.path
     assert "gpu-p2p-refused" in {x.id for x in plan.findings}
     assert "no-p2p" not in (profiles(plan) if plan.strategy == "nccl-profile" else [])
+    f["python_envs"][0]["packages"]["nvidia-nccl-cu12"] = "2.18.6"
+    older = decide(f, verdict("hung", "allreduce"))
+    assert older.extra["decision"]["row"] == "collective-gpu-without-p2p"
+    f["python_envs"][0]["packages"]["nvidia-nccl-cu12"] = "2.21.5"
     f["p2p"] = UNREAD
     unread = decide(f, verdict("hung", "allreduce"))
     assert unread.extra["decision"]["row"] == "collective-gpu-without-p2p"

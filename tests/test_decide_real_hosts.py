@@ -322,15 +322,16 @@ def test_acs_on_root_ports_with_the_iommu_unknown_is_still_a_finding() -> None:
 
 def test_gpus_without_p2p_get_no_acs_finding_and_no_full_rate_promise() -> None:
     """RTX 4090 has no P2P (nccl#1127): ACS and IOMMU cannot be its problem. Read CNS by the
-    driver, NCCL already uses no P2P transport (p2pCanConnect): nothing to turn off; unread,
-    the model list says NCCL may try it."""
-    refused = decide(facts("focal-4x4090"), constraints=Constraints(plan_date=TODAY))
+    driver and the job's NCCL 2.19.1 or later, which follows NVML's P2P status in every process
+    (ncclTopoCheckP2p): nothing to turn off. With this host's NCCL 2.18.1 (torch 2.1.2), ranks
+    that see one GPU each still try P2P: P2P off is the fix, as before."""
+    newer = facts("focal-4x4090")
+    newer["python_envs"][0]["packages"]["nvidia-nccl-cu12"] = "2.21.5"
+    refused = decide(newer, constraints=Constraints(plan_date=TODAY))
     assert "gpu-p2p-refused" in ids(refused) and "gpu-no-p2p" not in ids(refused)
     assert "acs-enabled-above-gpus" not in ids(refused)
     assert refused.strategy == "none" and not option(refused, "pcie-acs").feasible
-    f = facts("focal-4x4090")
-    f["p2p"] = {"unknown": "not read"}
-    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    plan = decide(facts("focal-4x4090"), constraints=Constraints(plan_date=TODAY))
     assert "acs-enabled-above-gpus" not in ids(plan) and "iommu-translated" not in ids(plan)
     assert "gpu-no-p2p" in ids(plan)
     acs = option(plan, "pcie-acs")

@@ -302,10 +302,12 @@ def test_nvlink_sharp_off_comes_after_the_network_path() -> None:
 def test_p2p_off_is_left_out_where_every_host_refuses_p2p() -> None:
     from gpufix.probe.multinode import p2p_refused_everywhere, plan
 
-    refused = [facts("focal-4x4090.json"), facts("noble-4x5090.json")]  # every pair CNS
+    # every pair CNS, NCCL 2.27.5 (follows NVML's P2P status from 2.19.1)
+    refused = [facts("noble-4x5090.json"), facts("noble-4x5090.json")]
     assert p2p_refused_everywhere(refused)
     assert not p2p_refused_everywhere([*refused, facts("bionic-hwe-8xa100.json")])
-    unread = facts("focal-4x4090.json")
+    assert not p2p_refused_everywhere([refused[0], facts("focal-4x4090.json")])  # NCCL 2.18.1
+    unread = facts("noble-4x5090.json")
     unread["p2p"] = {"unknown": "not read"}
     assert not p2p_refused_everywhere([refused[0], unread])
     data = MergedOutcome("hung", "allreduce", ["h2"], [1])

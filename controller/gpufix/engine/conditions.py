@@ -12,7 +12,12 @@ from types import MappingProxyType
 
 from gpufix import versions
 from gpufix.engine.context import Ctx
-from gpufix.engine.diagnose import acs_bridges_that_matter, known_driver_issues, no_p2p
+from gpufix.engine.diagnose import (
+    acs_bridges_that_matter,
+    known_driver_issues,
+    no_p2p,
+    p2p_refusal_honoured,
+)
 from gpufix.engine.kb import DriverIssue
 from gpufix.engine.kb_evidence import CONDITIONS, NcclIssue
 from gpufix.engine.nccl_installed import issues_of, nccl_version_of
@@ -107,10 +112,10 @@ def _nvlink_peers(s: Subject) -> bool:
 CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
     {
         "gpus-without-p2p": lambda s: no_p2p(s.ctx.host, s.ctx.kb),
-        # The host's own reading (nvidia-smi topo -p2p r): NCCL uses its P2P transport only
-        # where cudaDeviceCanAccessPeer says yes (src/transport/p2p.cc, p2pCanConnect).
-        "p2p-offered": lambda s: s.ctx.host.p2p_read is not False,
-        "p2p-refused": lambda s: s.ctx.host.p2p_read is False,
+        # The driver refuses P2P (nvidia-smi topo -p2p r) and the job's NCCL goes by that in
+        # every process (2.19.1 on: diagnose.p2p_refusal_honoured), or not.
+        "p2p-offered": lambda s: not p2p_refusal_honoured(s.ctx.host, s.ctx.kb),
+        "p2p-refused": lambda s: p2p_refusal_honoured(s.ctx.host, s.ctx.kb),
         "acs-or-iommu-on": _acs_or_iommu_on,
         "acs-iommu-off": _acs_iommu_off,
         "driver-known-issue": lambda s: driver_issue(s) is not None,

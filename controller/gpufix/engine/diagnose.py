@@ -178,6 +178,21 @@ def no_p2p(h: Host, kb: KnowledgeBase) -> bool:
     return any(kb.gpu_p2p_capable(n) is False for n in h.gpu_names)
 
 
+# From 2.19.1 NCCL turns P2P off wherever NVML reports it disabled, whatever each rank sees
+# (ncclTopoCheckP2p in src/graph/paths.cc). Before, only a process that sees both GPUs asks
+# cudaDeviceCanAccessPeer (p2pCanConnect in src/transport/p2p.cc): ranks that see one GPU each
+# (CUDA_VISIBLE_DEVICES per rank) still try P2P there.
+NCCL_FOLLOWS_P2P_STATUS = "2.19.1"
+
+
+def p2p_refusal_honoured(h: Host, kb: KnowledgeBase) -> bool:
+    """The driver refuses P2P between every pair (`nvidia-smi topo -p2p r` NS/CNS) and the job's
+    NCCL is known to go by that in every process: NCCL_P2P_DISABLE=1 changes nothing there."""
+    if h.p2p_read is not False:
+        return False
+    return versions.at_least(nccl_version_of(h, kb), NCCL_FOLLOWS_P2P_STATUS) is True
+
+
 def acs_bridges_that_matter(h: Host) -> tuple[str, ...]:
     """ACS-redirecting bridges that change P2P: switch ports always; root ports unless the IOMMU
     is known to be off or in pass-through (then P2P across root ports is not redirected through
@@ -195,15 +210,17 @@ def check_p2p_path(i: Inputs) -> Iterator[Finding]:
     if not h.multi_gpu:
         return
     if no_p2p(h, i.kb):
-        if h.p2p_read is False:
-            # NCCL asks the driver (cudaDeviceCanAccessPeer) and uses no P2P transport where it
-            # says no (src/transport/p2p.cc, p2pCanConnect): nothing to tell NCCL.
+        if p2p_refusal_honoured(h, i.kb):
             yield i.finding(
                 "gpu-p2p-refused",
                 "the driver refuses PCIe peer-to-peer between these GPUs (nvidia-smi topo -p2p "
-                "r): NCCL goes through shared memory, so NCCL_P2P_DISABLE=1 and ACS/IOMMU "
-                "settings change nothing for it",
-                {"gpus.name": list(dict.fromkeys(h.gpu_names)), "p2p.read": h.p2p_read},
+                f"r) and NCCL {nccl_version_of(h, i.kb)} goes by that: it uses shared memory, so "
+                "NCCL_P2P_DISABLE=1 and ACS/IOMMU settings change nothing for it",
+                {
+                    "gpus.name": list(dict.fromkeys(h.gpu_names)),
+                    "p2p.read": h.p2p_read,
+                    "nccl": nccl_version_of(h, i.kb),
+                },
             )
         elif h.nccl_settings.get("NCCL_P2P_DISABLE") != "1":
             yield i.finding(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import runner
+from gpufix.engine.diagnose import p2p_refusal_honoured
 from gpufix.engine.gpu_names import with_named_caps
 from gpufix.engine.kb import load as load_knowledge
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
@@ -91,8 +92,10 @@ def nvlink_sharp(facts: list[dict[str, Any]]) -> bool:
 
 
 def p2p_refused_everywhere(facts: list[dict[str, Any]]) -> bool:
-    """Every host's `nvidia-smi topo -p2p r` refuses P2P between its GPUs (none unread)."""
-    return bool(facts) and all(host_of(f).p2p_read is False for f in facts)
+    """Every host's `nvidia-smi topo -p2p r` refuses P2P between its GPUs (none unread), and its
+    NCCL goes by that in every process (2.19.1 on: engine.diagnose.p2p_refusal_honoured)."""
+    kb = load_knowledge()
+    return bool(facts) and all(p2p_refusal_honoured(host_of(f), kb) for f in facts)
 
 
 def _at_least(cap: str, floor: tuple[int, int]) -> bool:

@@ -51,10 +51,10 @@ class Call:
 
 
 @dataclass(frozen=True)
-class Step:
+class Reached:
     target: CallTarget
     falsy: Falsy  # its parameters the call gives a false literal
-    parent: Step | None
+    parent: Reached | None
     depth: int
     seed: str  # "train.py main() starts the process group (through setup())"
 
@@ -207,10 +207,10 @@ def _imports_one_of(data: bytes, names: frozenset[bytes]) -> bool:
     return False
 
 
-def path(step: Step) -> str:
+def path(step: Reached) -> str:
     """`load_model() → Model.load()`: the calls from the seed to the function."""
     names: list[str] = []
-    s: Step | None = step
+    s: Reached | None = step
     while s is not None and s.parent is not None:
         names.append(f"{_name(s.target)}()")
         s = s.parent
@@ -254,7 +254,7 @@ class DeepReach:
         checked: list[SourceFile],
         ranks: list[SourceFile],
         skip: Callable[[SourceFile, str], bool],
-    ) -> list[Step]:
+    ) -> list[Reached]:
         """Top-level functions (and module-level code) of modules that are no rank modules
         themselves but call, outside a rank test, a function of a rank module that starts the
         group; `skip(sf, name)`: not every rank runs it ("": nothing in the module). Cheap
@@ -271,7 +271,7 @@ class DeepReach:
         names = frozenset(x for _, w, ps in starters for x in (w, ps[-1]))
         called = b"|".join(sorted({re.escape(w) for _, w, _ in starters}))
         calls = re.compile(rb"\b(?:" + called + rb")[ \t]*\(")
-        out: list[Step] = []
+        out: list[Reached] = []
         for sf in checked:
             if id(sf) in done or sf.tree is None:
                 continue
@@ -297,7 +297,7 @@ class DeepReach:
                 where = f"{sf.rel} {func}()" if func else f"{sf.rel} (module level)"
                 fn = cast(FuncDef, home)  # a Module stands in for module-level code
                 seed = f"{where} starts the process group{how}"
-                out.append(Step(CallTarget(sf, fn), frozenset(), None, 0, seed))
+                out.append(Reached(CallTarget(sf, fn), frozenset(), None, 0, seed))
         return out
 
     def _branched(self, tests: tuple[ast.expr, ...]) -> bool:
@@ -312,7 +312,7 @@ class DeepReach:
                 return f" (through {_name(t)}())"
         return None
 
-    def walk(self, seeds: list[Step]) -> Iterable[Step]:
+    def walk(self, seeds: list[Reached]) -> Iterable[Reached]:
         """Every function reached (with the falsy parameters of its path), shortest path first;
         the seeds themselves included."""
         seen: set[tuple[int, Falsy]] = set()
@@ -335,9 +335,9 @@ class DeepReach:
                     key = (id(nxt.fn), falsy)
                     if key not in seen:
                         seen.add(key)
-                        todo.append(Step(nxt, falsy, step, step.depth + 1, step.seed))
+                        todo.append(Reached(nxt, falsy, step, step.depth + 1, step.seed))
 
-    def loads(self, step: Step) -> list[ast.Call]:
+    def loads(self, step: Reached) -> list[ast.Call]:
         """The torch.load calls the step's function runs on this path."""
         t = step.target
         if b"load" not in t.sf.data:

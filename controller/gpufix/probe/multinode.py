@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from gpufix import runner
+from gpufix import runner, versions
 from gpufix.engine.diagnose import p2p_refusal_honoured
 from gpufix.engine.gpu_names import with_named_caps
 from gpufix.engine.kb import load as load_knowledge
@@ -86,7 +86,7 @@ def nvlink_sharp(facts: list[dict[str, Any]]) -> bool:
     kb = load_knowledge()
     for f in facts:
         h = with_named_caps(host_of(f), kb)
-        if h.nvswitch and any(_at_least(c, (9, 0)) for c in h.compute_caps):
+        if h.nvswitch and any(versions.at_least(c, "9.0") for c in h.compute_caps):
             return True
     return forms_multi_node_nvlink(facts)
 
@@ -96,14 +96,6 @@ def p2p_refused_everywhere(facts: list[dict[str, Any]]) -> bool:
     NCCL goes by that in every process (2.19.1 on: engine.diagnose.p2p_refusal_honoured)."""
     kb = load_knowledge()
     return bool(facts) and all(p2p_refusal_honoured(host_of(f), kb) for f in facts)
-
-
-def _at_least(cap: str, floor: tuple[int, int]) -> bool:
-    try:
-        major, minor = (int(part) for part in [*cap.split("."), "0"][:2])
-    except ValueError:
-        return False
-    return (major, minor) >= floor
 
 
 def _extravars(

@@ -715,6 +715,25 @@ def test_nccl_built_for_an_old_cuda_refusing_graph_capture_moves_the_stack() -> 
     assert plan.extra["decision"]["row"] == "text-graph-capture"
 
 
+def test_graph_capture_refused_under_a_driver_before_r465_moves_the_driver() -> None:
+    """Under a driver below Table 3's minimum for CUDA 11.3 (465.19.01) NCCL refuses capture
+    whatever its build (strongstream.cc), so no torch move can fix it: the driver moves. An
+    unread driver keeps the stack move and asks for the driver."""
+    warn = "NCCL WARN NCCL cannot be captured in a graph if either it wasn't built with CUDA runtime >= 11.3"
+    f = facts("bionic-ga-2x3090")
+    f["driver"].update(kernel_module="460.91.03", userspace="460.91.03")
+    plan = decide(f, verdict("failed", "allreduce", error=warn))
+    assert plan.extra["decision"]["row"] == "text-graph-capture-old-driver", plan.path
+    assert plan.strategy == "driver-pin"
+    f["driver"].update(kernel_module="465.19.01", userspace="465.19.01")
+    at_floor = decide(f, verdict("failed", "allreduce", error=warn))
+    assert at_floor.extra["decision"]["row"] == "text-graph-capture"
+    f["driver"] = UNREAD
+    unread = decide(f, verdict("failed", "allreduce", error=warn))
+    assert unread.extra["decision"]["row"] == "text-graph-capture"
+    assert "driver" in [n["id"] for n in unread.extra["needs"]], unread.extra["needs"]
+
+
 def test_nvlink_sharp_off_that_decides_a_multi_node_run_writes_its_profile() -> None:
     """The multi-node probe tries nvls-off on hosts with NVLink SHARP (probe/multinode.py): when
     it decides, the plan is the nvls-off profile, as for one host."""

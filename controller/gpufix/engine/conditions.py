@@ -99,6 +99,13 @@ def _new_feature_branch(s: Subject) -> bool:
     return row is not None and row.kind == "new-feature"
 
 
+def _driver_before_cuda_11_3(s: Subject) -> bool:
+    """The driver supports only CUDA before 11.3 (below Table 3's minimum for 11.3): NCCL refuses
+    graph capture under such a driver (src/misc/strongstream.cc, driver version < 11030)."""
+    floor = s.ctx.kb.cuda_min_driver("11.3")
+    return floor is not None and versions.at_least(s.ctx.host.driver, floor) is False
+
+
 # Probe phases after the process group formed: the GPUs exchange data there (gpufix_probe.py).
 DATA_PHASES = ("p2p_copy", "barrier", "allreduce", "soak")
 
@@ -121,6 +128,7 @@ CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
         "driver-known-issue": lambda s: driver_issue(s) is not None,
         "driver-branch-unsupported": lambda s: s.ctx.has("driver-branch-unsupported"),
         "driver-new-feature-branch": _new_feature_branch,
+        "driver-before-cuda-11.3": _driver_before_cuda_11_3,
         "nvswitch": lambda s: s.ctx.host.nvswitch,
         "fabricmanager-not-ok": _fabricmanager_not_ok,
         "in-container": _in_container,

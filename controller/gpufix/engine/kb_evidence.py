@@ -59,6 +59,7 @@ CONDITIONS = (
     "driver-known-issue",
     "driver-branch-unsupported",
     "driver-new-feature-branch",
+    "driver-before-cuda-11.3",
     "nvswitch",
     "fabricmanager-not-ok",
     "in-container",

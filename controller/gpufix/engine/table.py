@@ -192,6 +192,7 @@ CONDITION_NEEDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "driver-known-issue": ("driver",),
         "driver-branch-unsupported": ("driver",),
         "driver-new-feature-branch": ("driver",),
+        "driver-before-cuda-11.3": ("driver",),
         "nvswitch": ("gpus",),
         "nvlink-peers": ("gpus",),
         "fabricmanager-not-ok": ("fabricmanager",),

@@ -323,6 +323,20 @@ def test_p2p_off_on_gpus_without_p2p_is_no_workaround() -> None:
     assert check("nccl-config", facts(), env={"NCCL_P2P_DISABLE": "1"}).status == "warn"
 
 
+def test_one_model_without_p2p_does_not_speak_for_a_mixed_host() -> None:
+    """With no P2P reading, an RTX 4090 beside two GPUs of a model not listed leaves a pair that
+    may do P2P: NCCL_P2P_DISABLE=1 costs that pair bandwidth, so it is still a workaround. Beside
+    one such GPU, every pair has the 4090 in it."""
+    base = facts()["gpus"][0]
+    names = ["NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000", "NVIDIA RTX A6000"]
+    mixed = [{**base, "index": i, "name": n} for i, n in enumerate(names)]
+    unread = {"unknown": "not read"}
+    r = check("nccl-config", facts(gpus=mixed, p2p=unread), env={"NCCL_P2P_DISABLE": "1"})
+    assert r.status == "warn" and "gpus_without_p2p" not in r.evidence, r.message
+    r = check("nccl-config", facts(gpus=mixed[:2], p2p=unread), env={"NCCL_P2P_DISABLE": "1"})
+    assert r.status == "pass" and r.evidence["gpus_without_p2p"] is True
+
+
 ACS_BRIDGE = {
     "bdf": "0000:02:08.0",
     "name": "PCI bridge: PLX Technology, Inc. PEX 8747",

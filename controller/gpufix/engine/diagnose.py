@@ -172,10 +172,17 @@ def check_stack(i: Inputs) -> Iterator[Finding]:
 def no_p2p(h: Host, kb: KnowledgeBase) -> bool:
     """The GPUs cannot do PCIe P2P at all. The host's own reading (`nvidia-smi topo -p2p r`, i.e.
     cudaDeviceCanAccessPeer, which NVIDIA calls the final determinant) wins; without it, a
-    model known to have no P2P (gpu_p2p.yaml)."""
+    model list (gpu_p2p.yaml) that leaves no pair of GPUs that might do it: on a mixed host two
+    GPUs of models not listed still may, and turning P2P off would cost them bandwidth."""
     if h.p2p_read is not None:
         return h.p2p_read is False
-    return any(kb.gpu_p2p_capable(n) is False for n in h.gpu_names)
+    maybe = [n for n in h.gpu_names if kb.gpu_p2p_capable(n) is not False]
+    return len(maybe) < len(h.gpu_names) and len(maybe) <= 1
+
+
+def models_without_p2p(h: Host, kb: KnowledgeBase) -> list[str]:
+    """The GPU models of the host that gpu_p2p.yaml lists without P2P, each once."""
+    return [n for n in dict.fromkeys(h.gpu_names) if kb.gpu_p2p_capable(n) is False]
 
 
 # From 2.19.1 NCCL turns P2P off wherever NVML reports it disabled, whatever each rank sees
@@ -225,7 +232,7 @@ def check_p2p_path(i: Inputs) -> Iterator[Finding]:
         elif h.nccl_settings.get("NCCL_P2P_DISABLE") != "1":
             yield i.finding(
                 "gpu-no-p2p",
-                f"{h.gpu_names[0] if h.gpu_names else 'these GPUs'}: no PCIe peer-to-peer; "
+                f"{', '.join(models_without_p2p(h, i.kb)) or 'these GPUs'}: no PCIe peer-to-peer; "
                 "NCCL_P2P_DISABLE=1 is the fix here, not a workaround",
                 {"gpus.name": list(dict.fromkeys(h.gpu_names)), "p2p.read": h.p2p_read},
             )

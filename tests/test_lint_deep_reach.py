@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpufix.workload.lint import lint_paths
+from gpufix.workload.lint.deepreach import _imports_one_of
 
 DIST = """\
 import torch.distributed as dist
@@ -157,3 +158,27 @@ def test_a_load_of_data_is_not_reported(tmp_path: Path) -> None:
 def test_a_caller_that_starts_no_group_is_not_rank_code(tmp_path: Path) -> None:
     predict = PREDICT.replace("    setup(rank, world_size)\n", "")
     assert _gpf008(tmp_path, "load_model(conf, load_weights=True)", predict=predict) == []
+
+
+def test_a_starter_imported_on_a_continued_line_is_a_seed(tmp_path: Path) -> None:
+    """The prefilter reads the whole import statement: the module that starts the group is
+    named only on a backslash-continued line."""
+    predict = PREDICT.replace("from dist_utils import setup", "import os, \\\n    dist_utils")
+    predict = predict.replace(
+        "    setup(rank, world_size)", "    dist_utils.setup(rank, world_size)"
+    )
+    found = _gpf008(tmp_path, "load_model(conf, load_weights=True)", predict=predict)
+    assert [(n, line) for n, line, _ in found] == [("ckpt.py", 10)]
+
+
+def test_the_import_prefilter_reads_whole_statements_and_non_ascii_names() -> None:
+    words = frozenset({b"setup_ddp", "módulo".encode()})
+    found = [
+        b"from pkg.mod import (\n    a,\n    setup_ddp,\n)\n",
+        b"from pkg.mod \\\n    import setup_ddp\n",
+        b"import os, \\\n  setup_ddp\n",
+        "from módulo import x\n".encode(),
+    ]
+    not_found = [b"from pkg import a\nsetup_ddp()\n", b"x = (\nimport_thing)\n", b"import"]
+    assert all(_imports_one_of(d, words) for d in found)
+    assert not any(_imports_one_of(d, words) for d in not_found)

@@ -191,20 +191,49 @@ def _name(t: CallTarget) -> str:
 
 _IMPORT = re.compile(rb"import\b")  # a literal first: the engine skips ahead to it
 _WORD = re.compile(rb"\w+")
+_TEXT_WORD = re.compile(r"\w+")  # identifiers may be non-ASCII (PEP 3131)
+_MAX_LINES = 64  # a parenthesised import list longer than this is cut (the prefilter only)
+
+
+def _logical_line(data: bytes, at: int) -> bytes:
+    """The statement around offset `at`: back over lines that end with a backslash, forward
+    over them and over an open parenthesis (`from m import (` ... `)`)."""
+    start = data.rfind(b"\n", 0, at) + 1
+    for _ in range(_MAX_LINES):
+        before = data.rfind(b"\n", 0, max(start - 1, 0)) + 1
+        if start == 0 or not data[before : start - 1].rstrip().endswith(b"\\"):
+            break
+        start = before
+    end = data.find(b"\n", at)
+    for _ in range(_MAX_LINES):
+        if end < 0:
+            break
+        text = data[start:end]
+        if not (text.rstrip().endswith(b"\\") or text.count(b"(") > text.count(b")")):
+            break
+        end = data.find(b"\n", end + 1)
+    return data[start : end if end >= 0 else len(data)]
 
 
 def _imports_one_of(data: bytes, names: frozenset[bytes]) -> bool:
-    """A line that starts with `from` or `import` names one of these words (the import's first
-    line, as written)."""
+    """An import statement (`from` or `import` first, continued lines included) names one of
+    these words."""
     for m in _IMPORT.finditer(data):
         start = data.rfind(b"\n", 0, m.start()) + 1
         end = data.find(b"\n", m.end())
         line = data[start : end if end >= 0 else len(data)]
-        if line.lstrip(b" \t").startswith(
-            (b"from ", b"from\t", b"import ", b"import\t")
-        ) and not names.isdisjoint(_WORD.findall(line)):
+        if b"(" in line or b"\\" in line or b"\\" in data[max(start - 4, 0) : start]:
+            line = _logical_line(data, m.start())  # rare: the statement goes on
+        first = line.lstrip(b" \t").startswith((b"from ", b"from\t", b"import ", b"import\t"))
+        if first and not names.isdisjoint(_words(line)):
             return True
     return False
+
+
+def _words(line: bytes) -> list[bytes]:
+    if line.isascii():
+        return _WORD.findall(line)
+    return [w.encode() for w in _TEXT_WORD.findall(line.decode("utf-8", "replace"))]
 
 
 def path(step: Reached) -> str:

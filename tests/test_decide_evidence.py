@@ -725,6 +725,7 @@ def test_graph_capture_refused_under_a_driver_before_r465_moves_the_driver() -> 
     plan = decide(f, verdict("failed", "allreduce", error=warn))
     assert plan.extra["decision"]["row"] == "text-graph-capture-old-driver", plan.path
     assert plan.strategy == "driver-pin"
+    assert int(plan.steps[0].vars["gpufix_driver_branch"]) >= 465  # the branch it writes
     f["driver"].update(kernel_module="465.19.01", userspace="465.19.01")
     at_floor = decide(f, verdict("failed", "allreduce", error=warn))
     assert at_floor.extra["decision"]["row"] == "text-graph-capture"

@@ -735,6 +735,21 @@ def test_graph_capture_refused_under_a_driver_before_r465_moves_the_driver() -> 
     assert "driver" in [n["id"] for n in unread.extra["needs"]], unread.extra["needs"]
 
 
+def test_graph_capture_under_an_old_driver_on_kepler_changes_nothing_and_says_why() -> None:
+    """Kepler's last branch, R470, reaches R465 but left support: no supported driver can take
+    capture on these GPUs, and a torch move cannot either, so the plan changes nothing and its
+    path names R470 and the end of its support."""
+    warn = "NCCL WARN NCCL cannot be captured in a graph if either it wasn't built with CUDA runtime >= 11.3"
+    f = facts("bionic-ga-2x3090")
+    for gpu in f["gpus"]:
+        gpu["name"] = "Tesla K80"
+    f["driver"].update(kernel_module="460.91.03", userspace="460.91.03")
+    plan = decide(f, verdict("failed", "allreduce", error=warn))
+    assert plan.extra["decision"]["row"] == "text-graph-capture-old-driver", plan.path
+    assert plan.strategy == "none" and not plan.steps, plan.path
+    assert any("R470, the newest that would, left support" in line for line in plan.path)
+
+
 def test_nvlink_sharp_off_that_decides_a_multi_node_run_writes_its_profile() -> None:
     """The multi-node probe tries nvls-off on hosts with NVLink SHARP (probe/multinode.py): when
     it decides, the plan is the nvls-off profile, as for one host."""

@@ -95,11 +95,16 @@ def test_blackwell_on_545_gets_r570_or_later_with_open_modules() -> None:
 
 
 def test_kepler_has_no_supported_branch_and_says_so() -> None:
-    """Kepler ends at R470, whose support ended: no driver move can be proposed."""
+    """Kepler ends at R470, whose support ended: no driver move can be proposed, and the reason
+    names the last branch for these GPUs, when its support ended (driver_branches.yaml) and that
+    it is below what the host's torch needs (530.30.02 here)."""
     f = with_gpus(facts("jammy-470-torch23"), "Tesla K80", "3.7")
     plan = decide(f, constraints=Constraints(plan_date=TODAY))
     pin_ = option(plan, "driver-pin")
     assert not pin_.feasible and "Kepler" in pin_.reason
+    assert pin_.reason.endswith(
+        "R470, the newest that drives them, left support in 2024-09 and is below 530.30.02"
+    )
 
 
 def test_pascal_stays_at_or_below_r580() -> None:

@@ -146,20 +146,14 @@ def choose(kb: KnowledgeBase, want: Wanted) -> Choice | str:
     supported = [b for b in kb.driver_branches if b.supported_on(want.day)]
     if not supported:
         return f"no driver branch in the knowledge base is supported on {want.day.isoformat()}"
-    fits = [
-        b
-        for b in supported
-        if b.branch >= max(need_min, needs.first or 0)
-        and (needs.last is None or b.branch <= needs.last)
-        and (b.open_modules or not needs.open)
-        and not _affected(want.avoid, b.branch)
-    ]
+    fits = [b for b in supported if _fits(b, want, needs, need_min)]
     if not fits:
         names = ", ".join(f"R{b.branch}" for b in supported)
         return (
             f"no supported branch ({names} on {want.day.isoformat()}) drives "
             f"{'/'.join(needs.archs) or 'these GPUs'}"
             + (f" at >= {want.min_driver}" if want.min_driver else "")
+            + _last_that_fits(kb, want, needs, need_min)
         )
     if not want.codename:
         # No release in the facts: NVIDIA's support and the GPUs decide; the role resolves the
@@ -174,6 +168,30 @@ def choose(kb: KnowledgeBase, want: Wanted) -> Choice | str:
             f"NVIDIA's repository lists them for {want.codename or 'this release'}"
         )
     return min(choices, key=lambda c: _rank(c, want.prefer))
+
+
+def _fits(b: DriverBranch, want: Wanted, needs: GpuNeeds, need_min: int) -> bool:
+    return (
+        b.branch >= max(need_min, needs.first or 0)
+        and (needs.last is None or b.branch <= needs.last)
+        and (b.open_modules or not needs.open)
+        and not _affected(want.avoid, b.branch)
+    )
+
+
+def _last_that_fits(kb: KnowledgeBase, want: Wanted, needs: GpuNeeds, need_min: int) -> str:
+    """The newest ended branch that drives these GPUs: what staying would mean."""
+    ended = [
+        b
+        for b in kb.driver_branches
+        if (end := b.end_of_support()) and end < want.day and _fits(b, want, needs, 0)
+    ]
+    if not ended:
+        return ""
+    last = max(ended, key=lambda b: b.branch)
+    if last.branch >= need_min:
+        return f"; R{last.branch}, the newest that would, left support in {last.eol}"
+    return f"; R{last.branch}, the newest that drives them, left support in {last.eol} and is below {want.min_driver}"
 
 
 def _affected(issue: DriverIssue | None, branch: int) -> bool:

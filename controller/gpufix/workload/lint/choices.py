@@ -17,6 +17,7 @@ from typing import cast
 
 from .project import SourceFile
 from .rankcode import names_in
+from .stmts import nodes_below
 
 _FLAG = re.compile(r"(?i)distributed|ddp|multi_?gpu|is_initialized")
 # Counts of ranks, not of GPUs (`n_gpu > 1` is DataParallel in one process).
@@ -45,9 +46,10 @@ def _branches(sf: SourceFile) -> _Branches:
     if cached is None:
         single: set[int] = set()
         ranks: dict[int, frozenset[int]] = {}
-        for node in ast.walk(cast(ast.AST, sf.tree)):
-            for block in _blocks(node):
-                single.update(_calls(_guarded(block)))
+        for node in nodes_below(cast(ast.AST, sf.tree)):
+            if isinstance(node, _WITH_BLOCKS):
+                for block in _blocks(node):
+                    single.update(_calls(_guarded(block)))
             if not isinstance(node, ast.If | ast.IfExp):
                 continue
             side = distributed_side(node.test)
@@ -61,6 +63,10 @@ def _branches(sf: SourceFile) -> _Branches:
         cached = (frozenset(single), ranks)
         sf.cache["choice-branches"] = cached
     return cached
+
+
+# The nodes that hold blocks of statements.
+_WITH_BLOCKS = (ast.Module, ast.stmt, ast.ExceptHandler, ast.match_case)
 
 
 def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
@@ -107,7 +113,7 @@ def _attr(func: ast.expr) -> str:
 
 
 def _calls(nodes: list[ast.stmt] | list[ast.expr]) -> list[int]:
-    return [id(n) for top in nodes for n in ast.walk(top) if isinstance(n, ast.Call)]
+    return [id(n) for top in nodes for n in nodes_below(top) if isinstance(n, ast.Call)]
 
 
 def distributed_side(test: ast.expr, depth: int = 0) -> bool | None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from gpufix.errors import InvalidInput
 from gpufix.probe import program_path, run_local, validate
+from probe.workers import leftovers
 
 torch = pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
 
@@ -52,22 +53,6 @@ def probe_env(tmp_path: Path, fault: str | None = None, only: str | None = None)
     if only:
         env["GPUFIX_PROBE_FAULT_RUN"] = only
     return env
-
-
-def leftovers(token: str) -> list[int]:
-    """PIDs of live processes whose command line mentions token (zombies are dead)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if token in cmdline and "--worker" in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
 
 
 def probe(

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import leftovers, probe_env
+from conftest import probe_env
 from gpufix.probe import run_local, summarize
+from workers import leftovers
 
 pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
 pytestmark = pytest.mark.slow

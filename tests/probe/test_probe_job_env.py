@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import leftovers, probe_env
+from conftest import probe_env
 from gpufix.errors import InvalidInput
 from gpufix.probe import run_local, summarize
 from gpufix.probe.options import ProbeOptions
+from workers import leftovers
 
 ROOT = Path(__file__).resolve().parents[2]
 PHASE = 6.0

@@ -12,9 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import leftovers, probe_env
+from conftest import probe_env
 from gpufix.probe import run_local
 from gpufix.probe.local import load_program
+from workers import leftovers
 
 pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
 

@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import leftovers, probe_env
+from conftest import probe_env
 from gpufix.probe import program_path
+from workers import leftovers
 
 pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
 pytestmark = pytest.mark.slow

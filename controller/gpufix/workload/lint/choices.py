@@ -17,7 +17,7 @@ from typing import cast
 
 from .project import SourceFile
 from .rankcode import names_in
-from .stmts import nodes_below
+from .stmts import calls_in, nodes_below
 
 _FLAG = re.compile(r"(?i)distributed|ddp|multi_?gpu|is_initialized")
 # Counts of ranks, not of GPUs (`n_gpu > 1` is DataParallel in one process).
@@ -113,7 +113,7 @@ def _attr(func: ast.expr) -> str:
 
 
 def _calls(nodes: list[ast.stmt] | list[ast.expr]) -> list[int]:
-    return [id(n) for top in nodes for n in nodes_below(top) if isinstance(n, ast.Call)]
+    return [id(n) for top in nodes for n in calls_in(top)]
 
 
 def distributed_side(test: ast.expr, depth: int = 0) -> bool | None:

@@ -63,17 +63,32 @@ def _clean_tree(dest: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The wheel, and what its build printed (pip -v shows the build backend's warnings)."""
     out = tmp_path_factory.mktemp("dist")
     src = _clean_tree(tmp_path_factory.mktemp("src"))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(out), str(src)],
         check=True,
         capture_output=True,
+        text=True,
         timeout=600,
     )
     (whl,) = out.glob("gpufix-*.whl")
-    return whl
+    return whl, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(built: tuple[Path, str]) -> Path:
+    return built[0]
+
+
+@pytest.mark.slow
+def test_the_wheel_builds_without_setuptools_warnings(built: tuple[Path, str]) -> None:
+    """Each data folder (roles/*/tasks, inventory, ...) once printed a "Package would be
+    ignored" page: the data comes from package-data alone (include-package-data = false)."""
+    log = built[1]
+    assert "would be ignored" not in log and "is absent from the `packages`" not in log
 
 
 @pytest.mark.slow

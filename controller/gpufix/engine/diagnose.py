@@ -59,11 +59,15 @@ def check_probe_measured(i: Inputs) -> Iterator[Finding]:
     h = i.host
     if not h.probe_measured:
         return
+    names = sorted(set(h.gpu_names))
+    gpus = f"{h.gpu_count}x {names[0]}" if len(names) == 1 else f"{h.gpu_count}"
+    gpus += f" ({', '.join(names)})" if len(names) > 1 else ""
     now = {
         "torch": h.env.torch if h.env else None,
         "nccl": h.env.nccl if h.env else None,
         "driver": h.driver,
         "kernel": h.kernel,
+        "gpus": f"{gpus} (the facts could not list them)",
     }
     taken = {k: now[k] for k in h.probe_measured}
     yield i.finding(

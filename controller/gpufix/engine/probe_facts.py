@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from gpufix import versions
 from gpufix.facts.host import Host, PyEnv
@@ -26,6 +26,9 @@ _PYTHON = re.compile(r"\d+\.\d+(?:\.\d+)?")
 # 535.104.05  Sat Aug 19 01:15:15 UTC 2023" (the open modules say "Open Kernel Module").
 _NVRM = re.compile(r"NVRM version: .*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)\s")
 _KERNEL = re.compile(r"\d+\.\d+\.\d+[0-9A-Za-z.+_~-]*")
+# torch.cuda.get_device_name(): "NVIDIA GeForce RTX 3090", "Tesla V100-SXM2-32GB".
+_GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ()._/-]{0,79}")
+_MAX_GPUS = 64  # above any one host (DGX-2 and HGX-2 hold 16): a larger count is not a reading
 
 
 def _read(v: Any, pattern: re.Pattern[str]) -> str | None:
@@ -58,11 +61,45 @@ def measured(verdict: dict[str, Any] | None) -> dict[str, str]:
     return {k: v for k, v in out.items() if v}
 
 
+def probe_gpus(verdict: dict[str, Any] | None) -> tuple[int, tuple[str, ...]] | None:
+    """How many GPUs the probe's own run on this host used, and their names as torch gave them:
+    its ranks' CUDA device count (`facts.gpu_count`), else, from a verdict that lacks it, one GPU
+    per rank of an NCCL run whose CUDA start ended (the probe gives each rank its own GPU, and
+    NCCL refuses two ranks on one). None for a --cpu/gloo or multi-node run, or no count."""
+    v = verdict or {}
+    if v.get("backend") != "nccl" or v.get("scope") == "multi-node":
+        return None
+    f = v.get("facts")
+    f = f if isinstance(f, dict) else {}
+    count = f.get("gpu_count")
+    if not _count(count):
+        started = any(
+            isinstance(p, dict) and p.get("phase") == "cuda_init" and p.get("ok") is True
+            for p in v.get("phases") or []
+        )
+        count = v.get("world_size") if started else None
+        if not _count(count) or count < 2:
+            return None
+    raw = f.get("gpu_names")
+    names = raw if isinstance(raw, dict) else {}
+    read = [_read(names.get(str(i)), _GPU_NAME) for i in range(count)]
+    return count, tuple(n for n in read if n) if all(read) else ()
+
+
+def _count(n: Any) -> TypeGuard[int]:
+    return isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= _MAX_GPUS
+
+
 def with_probe_facts(h: Host, verdict: dict[str, Any] | None) -> Host:
-    """The host with the probe's torch and NCCL as its training environment's, and its driver and
-    kernel where the facts have none; `probe_measured` names what was taken."""
+    """The host with the probe's torch and NCCL as its training environment's, its driver and
+    kernel where the facts have none, and its GPUs where the facts could not list them;
+    `probe_measured` names what was taken."""
     m = measured(verdict)
     taken: list[str] = []
+    gpus = probe_gpus(verdict) if h.gpu_count is None else None
+    if gpus is not None:
+        h = replace(h, gpu_count=gpus[0], gpu_names=gpus[1])
+        taken.append("gpus")
     env = h.env
     if "torch" in m or "nccl" in m:
         base = env or PyEnv(

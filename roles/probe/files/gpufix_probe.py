@@ -1825,6 +1825,11 @@ def record_main(v: Dict[str, Any], main: RunResult, ns: argparse.Namespace, t0: 
         cinfo = st.data.get("cuda_init")
         if cinfo and "nccl" not in v["facts"]:
             v["facts"]["nccl"] = cinfo.get("nccl")
+        if cinfo and cinfo.get("device_count"):
+            # what CUDA listed where training runs; plan reads it when nvidia-smi listed nothing
+            v["facts"]["gpu_count"] = cinfo["device_count"]
+            names = v["facts"].setdefault("gpu_names", {})
+            names[str(st.rank % cinfo["device_count"])] = cinfo.get("name")
     v["p2p"] = p2p_evidence(main)
     v["allreduce"] = allreduce_evidence(main)
     v["slow"] = slow_phases(main, ns.phase_deadline / 2.0)

@@ -31,6 +31,7 @@ from gpufix.strategies.evidence import (
     DRIVER_TOO_OLD,
     SHM_CAUSES,
     TRANSPORT_CAUSES,
+    across_hosts,
     p2p_evidence,
 )
 
@@ -148,9 +149,13 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
     if h.gpu_count == 0:
         path.append("no NVIDIA GPU -> none (not applicable)")
         return ["none"], path
-    if h.gpu_count == 1:
+    if h.gpu_count == 1 and not across_hosts(ctx):
         path.append("one GPU: a multi-GPU hang cannot happen here -> none")
         return ["none"], path
+    if h.gpu_count == 1:
+        path.append(
+            "one GPU on this host in a run across hosts: what joins the hosts still can hang"
+        )
     if not ctx.c.multi_gpu_required:
         want("single-gpu", "multi-GPU not required (--single-gpu-ok)")
     probe = v.get("verdict")
@@ -300,9 +305,11 @@ COUNT_FREE = frozenset(
 
 def _waits_on_gpus(ctx: Ctx, chosen: Candidate) -> bool:
     """An unhealthy verdict's multi-GPU evidence chose a change, on a host whose GPUs nobody
-    could list."""
+    could list (a run across hosts used them: its evidence is about what joins the hosts)."""
     v = ctx.verdict or {}
     if ctx.host.gpu_count is not None or chosen.strategy == "none" or ctx.c.strategy:
+        return False
+    if across_hosts(ctx):
         return False
     if v.get("verdict") not in signals.NOT_HEALTHY:
         return False

@@ -10,6 +10,7 @@ from gpufix.engine.diagnose import no_p2p
 from gpufix.engine.needs import describe
 from gpufix.engine.plan import Interim
 from gpufix.engine.table import passed_over
+from gpufix.strategies.evidence import across_hosts
 
 
 def after_healthy(ctx: Ctx, chosen: Candidate) -> tuple[str, ...]:
@@ -17,7 +18,7 @@ def after_healthy(ctx: Ctx, chosen: Candidate) -> tuple[str, ...]:
     left is a hang after the first collectives (a soak finds it) or the training program itself
     (gpufix lint: CUDA_VISIBLE_DEVICES after import torch, the same GPU on every rank)."""
     v = ctx.verdict or {}
-    one_gpu = ctx.host.gpu_count is not None and ctx.host.gpu_count < 2
+    one_gpu = ctx.host.gpu_count is not None and ctx.host.gpu_count < 2 and not across_hosts(ctx)
     if chosen.strategy != "none" or v.get("verdict") != "healthy" or one_gpu:
         return ()
     return ("workload",) if isinstance(v.get("soak"), dict) else ("soak", "workload")

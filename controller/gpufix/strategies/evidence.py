@@ -13,9 +13,20 @@ DRIVER_CAUSES = ("driver-mismatch", "gpu-init")
 DRIVER_TOO_OLD = ("driver-too-old",)
 
 
-def multi_gpu_problem(ctx: Ctx) -> str | None:
-    """Why a multi-GPU setting cannot apply: no GPU, one GPU, or a count nobody could read."""
+def across_hosts(ctx: Ctx) -> bool:
+    """The probe ran across hosts: NCCL joins this host's GPUs to other hosts' over the network,
+    so one GPU here is enough for the settings between nodes (the interface NCCL and its bootstrap
+    use, IB/RoCE, GPUDirect RDMA through the PCIe path to the NIC)."""
+    return ctx.signals is not None and ctx.signals.scope == "multi-node"
+
+
+def multi_gpu_problem(ctx: Ctx, per_host: bool = False) -> str | None:
+    """Why a multi-GPU setting cannot apply: no GPU, one GPU, or a count nobody could read. In a
+    run across hosts one GPU (or a count nobody could read: the run used them) is enough, unless
+    the setting needs several GPUs on this host (`per_host`: hiding all but one)."""
     n = ctx.host.gpu_count
+    if across_hosts(ctx) and not per_host:
+        return "no GPU on this host" if n == 0 else None
     if n is None:
         return "GPU count unknown (the facts could not list the GPUs): gather facts again"
     if n < 2:
@@ -23,10 +34,10 @@ def multi_gpu_problem(ctx: Ctx) -> str | None:
     return None
 
 
-def not_multi_gpu(ctx: Ctx, strategy: str) -> Candidate | None:
+def not_multi_gpu(ctx: Ctx, strategy: str, per_host: bool = False) -> Candidate | None:
     """The infeasible candidate when a multi-GPU setting cannot apply; a count nobody could read
     is `missing` (need `gpus`), which keeps the plan from passing over it to a later strategy."""
-    problem = multi_gpu_problem(ctx)
+    problem = multi_gpu_problem(ctx, per_host)
     if problem is None:
         return None
     missing = ["gpus"] if ctx.host.gpu_count is None else []

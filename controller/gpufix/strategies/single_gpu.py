@@ -11,7 +11,7 @@ PLAYBOOK = "single_gpu.yml"
 
 
 def evaluate(ctx: Ctx) -> Candidate:
-    blocked = not_multi_gpu(ctx, "single-gpu")
+    blocked = not_multi_gpu(ctx, "single-gpu", per_host=True)
     if blocked is not None:
         # Hiding GPUs changes nothing on a host with fewer than two, or one nobody could count.
         return blocked

@@ -190,6 +190,11 @@ def _container_shm_default(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     f["shm"]["size_bytes"] = 64 * 1024 * 1024
 
 
+def _docker_host_shm_fine(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    f["containers"].update(in_container=False, docker="24.0.7")
+    f["shm"]["size_bytes"] = 32 * 1024**3
+
+
 def _multi_node(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     v.update(scope="multi-node", hosts=["a", "b"], failed_hosts=["b"])
 
@@ -244,6 +249,7 @@ CONDITIONS: dict[str, Callable[[Facts, Verdict, EvidenceFix], None]] = {
     "fabricmanager-not-ok": _fabricmanager_stopped,
     "in-container": _in_container,
     "container-shm-default": _container_shm_default,
+    "docker-host-shm-fine": _docker_host_shm_fine,
     "multi-node": _multi_node,
     "single-host": _single_host,
     "past-bootstrap": _past_bootstrap,

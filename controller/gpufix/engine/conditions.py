@@ -85,6 +85,15 @@ def _in_container(s: Subject) -> bool:
     return bool(h.in_container or h.from_container)
 
 
+def _docker_host_shm_fine(s: Subject) -> bool:
+    """Facts from a host (not a container) that runs Docker and whose own /dev/shm is big enough:
+    /dev/shm that ran out there was a container's (Docker gives each 64 MB unless told)."""
+    h = s.ctx.host
+    if _in_container(s) or not h.docker or h.shm_bytes is None:
+        return False
+    return h.shm_bytes >= s.ctx.rules.thresholds["shm_min_bytes"]
+
+
 def _container_shm_default(s: Subject) -> bool:
     """A container whose /dev/shm nobody measured or sized: Docker's default is 64 MB."""
     h = s.ctx.host
@@ -133,6 +142,7 @@ CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
         "fabricmanager-not-ok": _fabricmanager_not_ok,
         "in-container": _in_container,
         "container-shm-default": _container_shm_default,
+        "docker-host-shm-fine": _docker_host_shm_fine,
         "multi-node": lambda s: s.signals.scope == "multi-node",
         "single-host": lambda s: s.signals.scope == "host",
         "nvlink-peers": _nvlink_peers,

@@ -64,6 +64,7 @@ CONDITIONS = (
     "fabricmanager-not-ok",
     "in-container",
     "container-shm-default",
+    "docker-host-shm-fine",
     "multi-node",
     "single-host",
     "past-bootstrap",

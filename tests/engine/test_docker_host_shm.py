@@ -1,0 +1,61 @@
+"""NCCL ran out of /dev/shm ("No space left on device") on a host whose own /dev/shm is big
+enough and that runs Docker: the segments were a container's (Docker gives each container 64 MB
+of /dev/shm unless told), so the fix is the containers' /dev/shm, not NCCL's SHM transport off
+(evidence_fixes.yaml `text-shm-docker-host`). Facts gathered on the host see its own /dev/shm,
+not the container's."""
+
+from __future__ import annotations
+
+import copy
+from functools import partial
+from typing import Any
+
+import pytest
+from corpus.harness import cases
+from corpus.snapshot import snapshot_for
+from corpus.verdict import verdict_for
+from gpufix.engine import decide as engine
+from gpufix.engine.kb import load
+from gpufix.engine.plan import Plan
+from gpufix.engine.rules import load as load_rules
+
+decide = partial(engine.decide, kb=load(), rules=load_rules())
+CASE = next(c for c in cases() if c["id"] == "nccl-342-docker-shm")  # dev split
+GIB = 1 << 30
+
+
+def on_the_host(shm: Any, docker: str | None = "24.0.7") -> Plan:
+    snap = snapshot_for(CASE)
+    facts = copy.deepcopy(snap["facts"])
+    facts["containers"] = {**facts["containers"], "in_container": False, "docker": docker}
+    facts["shm"] = {"path": "/dev/shm", "size_bytes": shm} if shm else {"unknown": "not read"}
+    verdict, _ = verdict_for(CASE, 2)
+    return decide(facts, verdict)
+
+
+def test_a_docker_host_with_room_in_its_own_shm_fixes_the_containers() -> None:
+    plan = on_the_host(32 * GIB)
+    assert plan.extra["decision"]["row"] == "text-shm-docker-host"
+    assert plan.strategy == "container-fix"
+    assert plan.interim is not None and plan.interim.strategy == "nccl-profile"
+
+
+@pytest.mark.parametrize(
+    ("shm", "docker"),
+    [
+        (64 << 20, "24.0.7"),  # the host's own /dev/shm is the small one
+        (None, "24.0.7"),  # nobody read it: the host's could be the small one
+        (32 * GIB, None),  # no Docker here: no container to blame
+    ],
+)
+def test_otherwise_the_host_row_still_decides(shm: int | None, docker: str | None) -> None:
+    plan = on_the_host(shm, docker)
+    assert plan.extra["decision"]["row"] == "text-shm-host"
+    assert plan.strategy == "nccl-profile"
+
+
+def test_inside_the_container_nothing_changes() -> None:
+    snap = snapshot_for(CASE)
+    verdict, _ = verdict_for(CASE, 2)
+    plan = decide(snap["facts"], verdict)
+    assert plan.extra["decision"]["row"] == "text-shm-container"

@@ -132,9 +132,9 @@ def _pcie(env: dict[str, Any], n: int) -> Any:
             {"bdf": f"0000:f{i:x}:00.0", "acs_ctl": ctl, "acs_enabled": on, "above_gpu": True}
             for i in range(n)
         ]
-    if behind is None:
-        return UNSTATED  # the schema needs a boolean here; without it the object is unknown
-    return {"bridges": bridges, "gpus_behind_switch": bool(behind)}
+    if behind is None and bridges is UNSTATED:
+        return UNSTATED
+    return {"bridges": bridges, "gpus_behind_switch": UNSTATED if behind is None else bool(behind)}
 
 
 def _iommu(env: dict[str, Any]) -> Any:

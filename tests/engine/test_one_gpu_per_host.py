@@ -46,7 +46,10 @@ def test_a_count_nobody_could_read_does_not_hold_back_a_run_across_hosts() -> No
 def test_one_gpu_in_this_hosts_own_run_still_cannot_hang_between_gpus() -> None:
     plan, _ = planned(1, scope="host")
     assert plan.strategy == "none"
-    assert plan.path[-1] == "one GPU: a multi-GPU hang cannot happen here -> none"
+    assert plan.path[-1].startswith("one GPU: no hang between GPUs of this host can happen here")
+    # only a job across hosts can hang here: the multi-node probe would show it
+    assert "multinode-probe" in {n["id"] for n in plan.extra["needs"]}
+    assert "multinode-probe" not in {n["id"] for n in planned(1)[0].extra["needs"]}
 
 
 def test_no_gpu_is_still_not_applicable() -> None:

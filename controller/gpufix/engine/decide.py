@@ -150,7 +150,10 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
         path.append("no NVIDIA GPU -> none (not applicable)")
         return ["none"], path
     if h.gpu_count == 1 and not across_hosts(ctx):
-        path.append("one GPU: a multi-GPU hang cannot happen here -> none")
+        path.append(
+            "one GPU: no hang between GPUs of this host can happen here (a job across hosts: "
+            "the multi-node probe) -> none"
+        )
         return ["none"], path
     if h.gpu_count == 1:
         path.append(

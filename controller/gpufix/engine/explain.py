@@ -24,6 +24,12 @@ def after_healthy(ctx: Ctx, chosen: Candidate) -> tuple[str, ...]:
     return ("workload",) if isinstance(v.get("soak"), dict) else ("soak", "workload")
 
 
+def one_gpu_here(ctx: Ctx) -> tuple[str, ...]:
+    """One GPU on this host and no run across hosts: only a job across hosts can hang, and the
+    multi-node probe is what would show it."""
+    return ("multinode-probe",) if ctx.host.gpu_count == 1 and not across_hosts(ctx) else ()
+
+
 def without_probe(ctx: Ctx) -> tuple[str, ...]:
     """No verdict for a host with several GPUs (or GPUs nobody could count): what the plan chose
     rests on facts alone, and the probe is what would decide (issue 12, item 7)."""
@@ -36,6 +42,7 @@ def explain(ctx: Ctx, chosen: Candidate, passed: tuple[str, ...] = ()) -> dict[s
     d = ctx.decision
     needs = [
         *without_probe(ctx),
+        *one_gpu_here(ctx),
         *(d.needs if d else ()),
         *(passed_over(ctx, ctx.signals, d) if ctx.signals else ()),
         *passed,

@@ -9,6 +9,7 @@ from gpufix.engine import setup, stack_choice
 from gpufix.engine.context import Candidate, Ctx
 from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
+from gpufix.strategies.evidence import across_hosts
 
 PLAYBOOK = "cuda_downgrade.yml"
 _SETUP_WORDS = {"infiniband": "IB/RoCE devices", "multi-node": "more than one node"}
@@ -16,8 +17,7 @@ _SETUP_WORDS = {"infiniband": "IB/RoCE devices", "multi-node": "more than one no
 
 def want(ctx: Ctx) -> stack_choice.Want:
     """Which way the decision table asks the stack to move (up to a fixed NCCL, or down)."""
-    multi_node = ctx.signals is not None and ctx.signals.scope == "multi-node"
-    where = setup.shown(ctx.host, multi_node)
+    where = setup.shown(ctx.host, across_hosts(ctx))
     unread = setup.unread(ctx.host)
     d = ctx.decision
     if d is None or d.fix != "cuda-downgrade":

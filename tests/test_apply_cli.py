@@ -62,14 +62,59 @@ def test_status_of_an_unknown_run_is_one_line(capsys: pytest.CaptureFixture[str]
     assert code == 3 and err.count("\n") == 1 and "no run" in err
 
 
-def test_rollback_refuses_what_it_cannot_do(capsys: pytest.CaptureFixture[str]) -> None:
+def _live_inventory(tmp_path: Path) -> str:
+    """h1 and h2 as live hosts (TEST-NET addresses: nothing in these tests reaches them)."""
+    inv = tmp_path / "live.yml"
+    inv.write_text(
+        "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n    h2: {ansible_host: 192.0.2.2}\n"
+    )
+    return str(inv)
+
+
+def test_rollback_refuses_what_it_cannot_do(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     j = _journal()
     code, _, err = run(capsys, "rollback", j.run_id, "h9")
     assert code == 3 and "not in run" in err
     code, _, err = run(capsys, "rollback", j.run_id, "h1")
     assert code == 3 and "inventory" in err and "-i PATH" in err
-    code, _, err = run(capsys, "rollback", j.run_id, "h2", "-i", "inventory/example.yml")
+    code, _, err = run(capsys, "rollback", j.run_id, "h2", "-i", _live_inventory(tmp_path))
     assert code == 3 and "nothing to roll back" in err
+
+
+@pytest.mark.parametrize("host", ["h1", "host01"])
+def test_rollback_of_a_host_the_inventory_does_not_hold_records_nothing(
+    capsys: pytest.CaptureFixture[str], host: str
+) -> None:
+    """A review (2026-12-05): rollback wrote `rolling-back` then `failed` into the journal of a
+    host it never reached (not in the inventory, or a recorded snapshot), and a later apply of
+    the plan then refused that host. It is refused first now, and the journal is left as it was."""
+    j = FileJournal.start(
+        [{"host": host, "strategy": "nccl-profile", "steps": []}],
+        plan_digest="sha256:y",
+        options={"inventory": "inventory/example.yml"},
+    )
+    j.set_state(host, "healthy", "probe: healthy")
+    j.finish("complete")
+    code, _, err = run(capsys, "rollback", j.run_id, host)
+    assert code == 3 and err.count("\n") == 1, err
+    assert ("no host or group 'h1'" in err) if host == "h1" else ("recorded" in err)
+    assert FileJournal.open(j.run_id).host(host)["state"] == "healthy"
+
+
+def test_rollback_of_a_run_that_records_no_inventory_asks_for_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An empty inventory path was read as "." (a directory) and the rollback ran against it."""
+    j = FileJournal.start(
+        [{"host": "h1", "strategy": "nccl-profile", "steps": []}],
+        plan_digest="sha256:z",
+        options={"inventory": ""},
+    )
+    j.finish("complete")
+    code, _, err = run(capsys, "rollback", j.run_id, "h1")
+    assert code == 3 and "records no inventory" in err and "-i PATH" in err
 
 
 def test_apply_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -195,9 +240,11 @@ def _rebooted_journal() -> FileJournal:
     return j
 
 
-def test_rollback_that_reboots_needs_allow_reboot(capsys: pytest.CaptureFixture[str]) -> None:
+def test_rollback_that_reboots_needs_allow_reboot(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     j = _rebooted_journal()
-    code, _, err = run(capsys, "rollback", j.run_id, "h1", "-i", "inventory/example.yml")
+    code, _, err = run(capsys, "rollback", j.run_id, "h1", "-i", _live_inventory(tmp_path))
     assert code == 3 and "--allow-reboot" in err and err.count("\n") == 1
     assert FileJournal.open(j.run_id).host("h1")["state"] == "healthy"  # nothing was done
 
@@ -230,3 +277,100 @@ def test_a_check_run_waits_for_no_one_but_is_refused_while_a_run_holds_the_host(
     assert code == 1, err
     assert "h1 is being changed by another gpufix run" in err
     assert "before its run starts" in err and "run ?" not in err
+
+
+@pytest.mark.parametrize("python", ["python; rm -rf /", "rel/python", "", "/usr/bin/python3 -c x"])
+def test_probe_options_are_refused_before_any_host_is_touched(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, python: str
+) -> None:
+    """A review (2026-12-05): --probe-python was checked only when the probe ran, after the
+    steps and the reboot, which left the host changed, unprobed and not rolled back. Refused
+    (exit 3) before the run starts now, in --check too; no run is recorded."""
+    path, inv = _live_plan(tmp_path)
+    code, _, err = run(capsys, "apply", str(path), "-i", str(inv), "--probe-python", python)
+    assert code == 3 and "gpufix_probe_python" in err and err.count("\n") == 1, err
+    code, _, err = run(
+        capsys, "apply", str(path), "-i", str(inv), "--check", "--probe-python", python
+    )
+    assert code == 3 and "gpufix_probe_python" in err, err
+    from gpufix.apply.journal import list_runs
+
+    assert list_runs() == []
+
+
+def test_a_damaged_run_of_the_same_plan_is_refused_not_started_over(tmp_path: Path) -> None:
+    """A review (2026-12-05): a run of this plan whose host file could not be read was passed
+    over, so a new run started every host at step 0, past a host that had failed and was not
+    rolled back. Refused now (exit 1, naming the run); a damaged run of another plan is still
+    passed over."""
+    from gpufix.errors import GpufixError
+
+    j = _journal()  # plan digest sha256:x
+    (j.path / "h2.json").write_text('{"format": "gpufix-journal-host"')  # cut short
+    with pytest.raises(GpufixError, match=f"run {j.run_id} of this plan cannot be read"):
+        FileJournal.find_for_plan("sha256:x")
+    assert FileJournal.find_for_plan("sha256:other") is None
+
+
+def test_a_host_file_that_is_not_a_file_makes_the_run_unreadable() -> None:
+    from gpufix.errors import InvalidInput
+
+    j = _journal()
+    (j.path / "h2.json").unlink()
+    (j.path / "h2.json").mkdir()
+    with pytest.raises(InvalidInput):
+        FileJournal.open(j.run_id)
+
+
+def test_a_journal_without_started_at_is_read(capsys: pytest.CaptureFixture[str]) -> None:
+    """started_at is optional in journal-host.schema.json: a record without it is updated,
+    not a KeyError."""
+    j = _journal()
+    rec = json.loads((j.path / "h2.json").read_text())
+    del rec["started_at"]
+    (j.path / "h2.json").write_text(json.dumps(rec))
+    again = FileJournal.open(j.run_id)
+    again.set_state("h2", "skipped", "test")
+    assert again.host("h2")["started_at"]
+
+
+@pytest.mark.parametrize("kind", ["dangling", "directory", "fifo", "bad-pid", "huge-pid"])
+def test_a_damaged_lock_file_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str
+) -> None:
+    """A review (2026-12-05): a lock file that is a dangling link, a directory or a FIFO, or a
+    held lock naming a pid that is not one, was an internal error."""
+    import fcntl
+
+    from gpufix.paths import private_dir
+
+    path, inv = _live_plan(tmp_path)
+    lock = private_dir("locks") / "h1.lock"
+    held = None
+    if kind == "dangling":
+        lock.symlink_to(tmp_path / "nowhere")
+    elif kind == "directory":
+        lock.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.write_text(json.dumps({"pid": "abc" if kind == "bad-pid" else 10**20}))
+        held = os.open(lock, os.O_RDONLY)
+        fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        code, _, err = run(capsys, "apply", str(path), "-i", str(inv), "--check")
+    finally:
+        if held is not None:
+            os.close(held)
+    assert code == 1 and err.startswith("gpufix: error: h1") and err.count("\n") == 1, err
+    assert "internal error" not in err
+
+
+def test_status_titles_show_control_characters_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """run.json's error and plan_file reach the table title: escaped like the rows."""
+    j = _journal()
+    meta = json.loads((j.path / "run.json").read_text())
+    meta["plan_file"] = "p\x1b]0;PWNED\x07\x1b[2J.json"
+    (j.path / "run.json").write_text(json.dumps(meta))
+    code, out, _ = run(capsys, "status", j.run_id)
+    assert code == 0 and "\x1b" not in out and "\x07" not in out

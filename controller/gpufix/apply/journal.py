@@ -20,7 +20,7 @@ from typing import Any
 
 from gpufix import inputs
 from gpufix.apply.locks import check_host_name, me, process_alive
-from gpufix.errors import InvalidInput
+from gpufix.errors import GpufixError, InvalidInput
 from gpufix.paths import private_dir
 
 FORMAT = "gpufix-journal"
@@ -260,7 +260,7 @@ class Journal:
         rec["state"] = state
         if reason or state in FINAL_OK:
             rec["reason"] = reason
-        if rec["started_at"] is None and state != "pending":
+        if rec.get("started_at") is None and state != "pending":
             rec["started_at"] = now()
         rec["history"].append({"at": now(), "state": state, "note": reason})
         self._persist_host(host)
@@ -276,7 +276,7 @@ class Journal:
         step = rec["steps"][index]
         step.update(state="started", started_at=now(), ended_at=None, message="")
         rec["state"] = "applying"
-        if rec["started_at"] is None:
+        if rec.get("started_at") is None:
             rec["started_at"] = now()
         rec["history"].append({"at": now(), "state": "applying", "note": step["playbook"]})
         self._persist_host(host)
@@ -355,7 +355,9 @@ class FileJournal(Journal):
         j = cls(run_id, meta, path)
         for host in meta["hosts"]:
             hp = j._host_path(host)
-            if hp.is_file():
+            # missing: the run stopped before writing it; anything else there is read (and a
+            # directory, FIFO or device refused) rather than passed over
+            if hp.exists() or hp.is_symlink():
                 rec = inputs.load_json(hp, "journal", schema_name="journal-host")
                 if rec["host"] != host or rec["run"] != run_id:
                     raise InvalidInput(f"journal file {hp}: names another host or run")
@@ -364,11 +366,18 @@ class FileJournal(Journal):
 
     @classmethod
     def find_for_plan(cls, plan_digest: str) -> FileJournal | None:
-        """The newest readable run of this exact plan, if any (unreadable runs are skipped)."""
+        """The newest readable run of this exact plan, if any. A run of another plan that cannot
+        be read is passed over; one of this plan is refused: it may hold a host that failed and
+        was not rolled back, which a new run must not start over on."""
         for run_id in reversed(list_runs()):
             try:
                 j = cls.open(run_id)
-            except InvalidInput:
+            except InvalidInput as e:
+                if _plan_digest_of(run_id) == plan_digest:
+                    raise GpufixError(
+                        f"run {run_id} of this plan cannot be read ({e}): repair or remove it "
+                        f"under {runs_dir()} before applying the plan again"
+                    ) from None
                 continue
             if j.meta.get("plan_digest") == plan_digest:
                 return j
@@ -424,3 +433,15 @@ def next_action(rec: dict[str, Any]) -> tuple[str, int]:
         # every step done; the crash came between the last step and the reboot decision
         return ("reboot", -1)
     return ("step", 0)
+
+
+def _plan_digest_of(run_id: str) -> str | None:
+    """The plan digest a run's own run.json records, when that file alone can be read."""
+    try:
+        meta = inputs.load_json(
+            runs_dir() / run_id / "run.json", "journal", schema_name="journal-run"
+        )
+    except InvalidInput:
+        return None
+    digest = meta.get("plan_digest")
+    return digest if isinstance(digest, str) else None

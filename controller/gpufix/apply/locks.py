@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from gpufix.errors import GpufixError, InvalidInput
 from gpufix.paths import private_dir
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,252}$")
+_RUN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 def process_start(pid: int) -> str | None:
@@ -92,22 +94,40 @@ class HostLocks:
             except FileNotFoundError:
                 same = False
             if same:
-                os.ftruncate(fd, 0)
-                os.write(fd, json.dumps({**me(), "host": host}).encode())
+                try:
+                    os.ftruncate(fd, 0)
+                    os.write(fd, json.dumps({**me(), "host": host}).encode())
+                except OSError as e:
+                    os.close(fd)
+                    raise GpufixError(
+                        f"{host}: cannot write the lock {path}: {e.strerror}"
+                    ) from None
                 return fd
             os.close(fd)
         raise GpufixError(f"{host}: could not take the lock {path}: try again")
 
     def _try(self, path: Path, host: str) -> int:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as e:
+            raise GpufixError(
+                f"{host}: cannot open the lock {path} ({e.strerror}): remove it if no gpufix runs"
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise GpufixError(
+                f"{host}: the lock {path} is not a regular file: remove it if no gpufix runs"
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             holder = _read_holder(fd)
             os.close(fd)
-            if holder and process_alive(int(holder.get("pid") or 0), holder.get("start")):
+            if holder and process_alive(holder["pid"], holder.get("start")):
                 run = holder.get("run")
-                which = f"run {run}" if run else "before its run starts: checking facts"
+                named = isinstance(run, str) and _RUN_NAME.fullmatch(run)
+                which = f"run {run}" if named else "before its run starts: checking facts"
                 raise GpufixError(
                     f"{host} is being changed by another gpufix run (pid {holder['pid']}, "
                     f"{which}): wait for it, or see `gpufix status`"
@@ -121,8 +141,11 @@ class HostLocks:
     def label(self, run_id: str | None) -> None:
         """Name the run in each lock file, so a refusal can point at it."""
         for h, fd in self._held.items():
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps({**me(), "host": h, "run": run_id}).encode(), 0)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps({**me(), "host": h, "run": run_id}).encode(), 0)
+            except OSError as e:
+                raise GpufixError(f"{h}: cannot write its lock: {e.strerror}") from None
 
     def release(self) -> None:
         directory = private_dir("locks")
@@ -140,4 +163,10 @@ def _read_holder(fd: int) -> dict[str, Any] | None:
         doc = json.loads(data.decode("utf-8") or "null")
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return None
+    pid, start = doc.get("pid"), doc.get("start")
+    # only what gpufix writes names a holder: a pid in range, a start time as text or none
+    if type(pid) is not int or not 0 < pid < 2**31 or not isinstance(start, (str, type(None))):
+        return None
+    return doc

@@ -143,6 +143,9 @@ class Applier:
     def run(self, plan_file: str | None) -> Result:
         work = [self.plans[h] for h in self.order]
         validate(work, self.opts.inventory)
+        if self.opts.verify:
+            # the probe runs after the change: its options are checked before anything runs
+            check_vars("probe.yml", self.opts.probe_vars, "the probe options (--probe-*)")
         pd = plans_digest([self.source[h] for h in self.order], self.kind)
         if self.opts.check:
             # a dry run too: its diffs mean nothing while another run changes the host

@@ -42,7 +42,7 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(title=Text(title), title_justify="left")
+    t = Table(title=Text(one_line(title, 400)), title_justify="left")  # run data in it, too
     for c in columns:
         t.add_column(c)
     for r in rows:
@@ -140,8 +140,8 @@ def _probe_vars(
         out["gpufix_probe_job_env"] = list(job_env)
     if probe_cpu:
         out["gpufix_probe_cpu"] = True
-    if probe_python:
-        out["gpufix_probe_python"] = probe_python
+    if probe_python is not None:
+        out["gpufix_probe_python"] = probe_python  # checked against probe.yml's spec by apply
     return out
 
 
@@ -411,18 +411,24 @@ def rollback_cmd(
     """
     from gpufix.apply.locks import HostLocks
     from gpufix.apply.rollback import rollback
+    from gpufix.apply.uninstall import live_hosts
 
     j = FileJournal.open(run)
     if j.state == "running":
         raise GpufixError(f"run {j.run_id} is still running (pid {j.meta.get('pid')})")
     j.host(host)
-    inv = (
-        inventory_path(inventory)
-        if inventory
-        else Path(str(j.meta.get("options", {}).get("inventory", "")))
-    )
+    recorded = j.meta.get("options", {}).get("inventory")
+    if inventory:
+        inv = inventory_path(inventory)
+    elif isinstance(recorded, str) and recorded:
+        inv = Path(recorded)
+    else:
+        raise InvalidInput(f"run {j.run_id} records no inventory: give -i PATH")
     if not inv.is_file() and not inv.is_dir():
         raise InvalidInput(f"inventory {inv} of run {j.run_id} not found: give -i PATH")
+    # the host must be one live host of that inventory before its journal says anything more
+    if live_hosts(host, inv) != [host]:
+        raise InvalidInput(f"{one_line(repr(host))} is not one host of {inv}: give its own name")
     with HostLocks([host]):
         state = rollback(
             j,

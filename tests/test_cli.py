@@ -174,6 +174,7 @@ def test_bad_input_is_one_line_and_exit_3(args: tuple[str, ...], needle: str) ->
         ("{not json", "not JSON"),
         ('{"format": "gpufix-facts", "version": 99, "host": "h", "facts": {}}', "version"),
         ('{"format": "something-else", "version": 1}', "format"),
+        ('{"format": "x", "format": "gpufix-facts"}', "key 'format' appears twice"),
         (
             '{"format": "gpufix-facts", "version": 1, "host": "h", "gathered_at": "x", "facts": {"os": 1}}',
             "",
@@ -311,3 +312,52 @@ def test_probe_localhost_without_gpu_is_not_applicable_and_cpu_self_test_is_heal
     assert v["verdict"] == "healthy" and v["backend"] == "gloo" and v["world_size"] == 2
     # the program names the machine; gpufix adds the inventory name it probed, which plan binds
     assert v["inventory_host"] == "localhost" and v["host"] == socket.gethostname()
+
+
+def test_plan_never_writes_over_its_own_input(tmp_path: Path) -> None:
+    """A review (2026-12-05): `plan --facts S -o S` replaced the snapshot with the plan."""
+    snap = tmp_path / "h.json"
+    assert gpufix("facts", "host01", "-o", str(snap)).returncode == 0
+    before = snap.read_bytes()
+    r = gpufix("plan", "x", "--facts", str(snap), "-o", str(snap))
+    assert r.returncode == 3 and "is the input" in one_line_error(r)
+    assert snap.read_bytes() == before
+
+
+@pytest.mark.parametrize("python", ["/usr/bin/perl", "rel/python", "python3; id"])
+def test_facts_refuses_what_plan_refuses_as_an_interpreter(python: str) -> None:
+    r = gpufix("facts", "localhost", "--python-env", python)
+    assert r.returncode == 3 and "--python-env" in one_line_error(r)
+
+
+def test_output_errors_are_one_line(tmp_path: Path) -> None:
+    """A review (2026-12-05): stdout closed or on a full device gave internal errors, and
+    `--json` with stdout closed exited 0 with nothing written."""
+    base = [sys.executable, "-m", "gpufix", "plan", "host01"]
+    for extra in ([], ["--json"]):
+        r = subprocess.run(
+            [*base, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            timeout=120, check=False, pass_fds=(), close_fds=True,
+            preexec_fn=lambda: os.close(1),
+        )  # fmt: skip
+        assert r.returncode == 1 and r.stderr == "gpufix: error: standard output is closed\n"
+    if Path("/dev/full").exists():
+        with open("/dev/full", "w") as full:
+            r = subprocess.run(
+                base, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120, check=False
+            )
+        assert r.returncode == 1 and r.stderr == "gpufix: error: No space left on device\n"
+
+
+def test_a_host_whose_interpreter_is_missing_is_exit_4_with_the_reason(tmp_path: Path) -> None:
+    """A review (2026-12-05): Ansible's "you probably need to set the interpreter" was exit 1
+    and hid the shell's reason. It is exit 4 (the host's Python cannot be managed), with it."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text(
+        "all:\n  hosts:\n    u3: {ansible_connection: local, "
+        "ansible_python_interpreter: /nonexistent/python3}\n"
+    )
+    r = gpufix("facts", "u3", "-i", str(inv))
+    line = one_line_error(r)
+    assert r.returncode == 4, r.stderr
+    assert "did not run" in line and "/nonexistent/python3: not found" in line

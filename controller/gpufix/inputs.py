@@ -147,6 +147,19 @@ def _parse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object that names a key twice is refused: a reader sees the first value, json.loads
+    would keep the last."""
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"key {one_line(repr(key), 80)} appears twice in one object")
+            seen.add(key)
+    return doc
+
+
 def parse_json(text: str, what: str, origin: str = "") -> Any:
     """json.loads with bounded numbers and nesting; every failure one InvalidInput line."""
     where = f"{what} {origin}".strip() if origin else what
@@ -156,6 +169,7 @@ def parse_json(text: str, what: str, origin: str = "") -> Any:
             parse_int=_parse_int,
             parse_float=_parse_float,
             parse_constant=_parse_constant,
+            object_pairs_hook=_unique_keys,
         )
     except json.JSONDecodeError as exc:
         raise InvalidInput(

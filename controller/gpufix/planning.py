@@ -54,6 +54,16 @@ class Planned:
     failures: list[Failure] = field(default_factory=list)
 
 
+def check_python_envs(python_envs: list[str] | None) -> None:
+    """--python-env: each an absolute path to a python interpreter, or refused (exit 3)."""
+    for py in python_envs or []:
+        if not PYTHON.fullmatch(py):
+            raise InvalidInput(
+                f"--python-env {one_line(repr(py), 80)}: give the absolute path of a python "
+                "interpreter (.../python, .../python3, .../python3.9), without spaces or quotes"
+            )
+
+
 def constraints_to_dict(c: Constraints) -> dict[str, Any]:
     """JSON-native: the plan date as YYYY-MM-DD."""
     d = asdict(c)
@@ -240,12 +250,7 @@ def make_plans(
     goes to every Ansible run (facts, probe), `facts_timeout` to the fact-gathering run."""
     from gpufix.facts.snapshot import load_snapshot
 
-    for py in python_envs or []:
-        if not PYTHON.fullmatch(py):
-            raise InvalidInput(
-                f"--python-env {py!r}: give the absolute path of a python interpreter "
-                "(.../python, .../python3, .../python3.9), without spaces or quotes"
-            )
+    check_python_envs(python_envs)
     image = constraints.container_image
     if image and not _CONSTRAINT_PATTERNS["container_image"].fullmatch(image):
         raise InvalidInput(f"--image {image[:200]!r}: give REF@sha256:<64 hex digits>")

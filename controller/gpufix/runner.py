@@ -33,6 +33,10 @@ Progress = Callable[[str, str], None]  # (host, message)
 
 # ansible-core 2.16 manages Python 2.7 and 3.6+ targets; older ones fail in ways we name.
 _PYTHON_TOO_OLD = ("SyntaxError", "requires Python", "No module named 'json'", "not supported")
+# ansible-core's message when the module's interpreter gave no result (not found, not Python):
+# lib/ansible/plugins/action/__init__.py, _parse_returned_data
+_INTERPRETER_FAILED = "you probably need to set the interpreter"
+_NEEDS_TAIL = "See stdout/stderr for the exact error"
 # An interpreter or script argument handed to an ad-hoc module: one word, no template syntax.
 _WORD = re.compile(r"^[A-Za-z0-9._+/=:,^-]{1,4096}$")
 _TAIL = 300  # characters of a failing module's stderr shown with its message
@@ -147,7 +151,7 @@ def failure_message(res: dict[str, Any]) -> str:
     """A failed task in one line; a module that died (MODULE FAILURE) says why from its stderr
     (a broken interpreter, a missing library) instead of "See stdout/stderr"."""
     msg = _one_line(res.get("msg") or res.get("module_stderr") or res.get("stderr"))
-    if "MODULE FAILURE" in msg or not msg or msg == "non-zero return code":
+    if "MODULE FAILURE" in msg or not msg or msg == "non-zero return code" or _NEEDS_TAIL in msg:
         # "non-zero return code" (script, command) says nothing: the stderr says why
         raw = str(res.get("module_stderr") or res.get("stderr") or res.get("module_stdout") or "")
         tail = _one_line(raw[-_TAIL:], _TAIL)
@@ -157,7 +161,10 @@ def failure_message(res: dict[str, Any]) -> str:
 
 
 def python_unmanageable(message: str) -> bool:
-    """True when a failure says the target's Python is one ansible-core 2.16 cannot drive."""
+    """True when a failure says the target's Python is one ansible-core 2.16 cannot drive, or
+    that the interpreter named for the host did not run at all (Ansible's own words for it)."""
+    if _INTERPRETER_FAILED in message:
+        return True
     return any(m in message for m in _PYTHON_TOO_OLD) and "python" in message.lower()
 
 

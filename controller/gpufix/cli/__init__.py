@@ -1,46 +1,13 @@
-"""The gpufix command line: parse, call, print. Exit codes: docs/exit-codes.md.
-
-Every subcommand is registered here explicitly: an import error is a bug that must show, not a
-command that silently disappears.
-"""
+"""The gpufix command line (gpufix.cli.app). This module stays small: Ctrl-C or SIGTERM while
+the commands are still being imported (a third of a second) is exit 130 and one line too."""
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from typing import Any
 
-import click
-
-from gpufix import __version__
-from gpufix.cli.apply import apply_cmd, rollback_cmd, status_cmd, uninstall_cmd
-from gpufix.cli.hosts import diff, facts, plan, probe
-from gpufix.cli.tools import lint_cmd, preflight_cmd
-from gpufix.errors import EXIT_ERROR, EXIT_INVALID, EXIT_OK, GpufixError
-
 EXIT_INTERRUPTED = 130
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="gpufix")
-def main_group() -> None:
-    """Diagnose and fix multi-GPU PyTorch start-up hangs on Linux GPU hosts."""
-
-
-for _name, _cmd in (
-    ("facts", facts),
-    ("plan", plan),
-    ("diff", diff),
-    ("probe", probe),
-    ("apply", apply_cmd),
-    ("status", status_cmd),
-    ("rollback", rollback_cmd),
-    ("uninstall", uninstall_cmd),
-    ("lint", lint_cmd),
-    ("preflight", preflight_cmd),
-):
-    main_group.add_command(_cmd, _name)
 
 
 def _terminate(signum: int, frame: Any) -> None:
@@ -49,40 +16,13 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: one-line errors, stable exit codes, no tracebacks for user errors."""
+    """Entry point: one-line errors, stable exit codes (docs/exit-codes.md)."""
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
     try:
-        rv = main_group.main(args=argv, prog_name="gpufix", standalone_mode=False)
-    except GpufixError as exc:
-        click.echo(f"gpufix: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.UsageError as exc:
-        msg = exc.format_message()
-        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-        click.echo(f"gpufix: error: {msg}{hint}", err=True)
-        sys.exit(EXIT_INVALID)
-    except click.Abort as exc:
-        # click turns KeyboardInterrupt into Abort; keep what the interrupted command said
-        cause = exc.__cause__
-        said = cause.args[0] if isinstance(cause, KeyboardInterrupt) and cause.args else None
-        click.echo(f"gpufix: {said or 'aborted'}", err=True)
+        from gpufix.cli.app import run
+    except KeyboardInterrupt:
+        if sys.stderr is not None:
+            sys.stderr.write("gpufix: aborted\n")
         sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt as exc:
-        # apply's journal says where each host stands; the message says how to resume
-        click.echo(f"gpufix: {exc.args[0] if exc.args else 'interrupted'}", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except click.ClickException as exc:
-        click.echo(f"gpufix: error: {exc.format_message()}", err=True)
-        sys.exit(EXIT_INVALID)
-    except Exception as exc:  # a bug: one line, traceback only when asked
-        if os.environ.get("GPUFIX_DEBUG"):
-            raise
-        click.echo(
-            f"gpufix: internal error: {type(exc).__name__}: {exc} (GPUFIX_DEBUG=1 shows the traceback)",
-            err=True,
-        )
-        sys.exit(EXIT_ERROR)
-    sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+    run(argv)

@@ -28,6 +28,20 @@ from gpufix.errors import EXIT_ERROR, EXIT_UNREACHABLE, GpufixError, InvalidInpu
 from gpufix.strategies import NAMES as STRATEGIES
 
 
+def _not_an_input(output: str | None, *inputs: str | None) -> None:
+    """-o must not name a file the command reads: the plan would replace its own input."""
+    if not output:
+        return
+    for given in inputs:
+        if given and os.path.exists(output) and os.path.exists(given):
+            try:
+                same = os.path.samefile(output, given)
+            except OSError:
+                continue
+            if same:
+                raise InvalidInput(f"-o {output} is the input {given}: write the plan elsewhere")
+
+
 @click.command("facts")
 @click.argument("host")
 @inventory_option
@@ -52,7 +66,9 @@ def facts(
     """Gather facts from HOST (or read its recorded snapshot) and print or save them."""
     from gpufix.facts.collect import one
     from gpufix.facts.snapshot import save_snapshot
+    from gpufix.planning import check_python_envs
 
+    check_python_envs(list(python_envs))
     snap = one(
         host,
         inventory_path(inventory),
@@ -170,6 +186,7 @@ def plan(
 
     _conflicts(facts=facts_file, probe=run_probe)  # a snapshot cannot be probed
     _conflicts(probe=run_probe, probe_verdict=probe_verdict)
+    _not_an_input(output, facts_file, probe_verdict)
     if job_env and not run_probe:
         raise InvalidInput("--job-env: only with --probe (a saved verdict records its own)")
     if job_env:

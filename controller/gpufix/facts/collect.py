@@ -63,7 +63,11 @@ def gather(
             elif hr.facts is None:
                 msg = hr.message or "the facts module returned nothing"
                 if runner.python_unmanageable(msg):
-                    msg = f"target Python cannot be managed by ansible-core 2.16 (needs 2.7 or 3.6+): {msg}"
+                    # the interpreter named for the host did not run, or is too old to drive
+                    msg = (
+                        "target Python did not run or cannot be managed by ansible-core 2.16 "
+                        f"(needs 2.7 or 3.6+): {msg}"
+                    )
                 out[name] = Gathered(name, None, msg, runner.python_unmanageable(msg))
             else:
                 try:  # a host's report is data from outside: validated like a file

@@ -84,6 +84,8 @@ def _load_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InvalidInput(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:  # tomllib recurses per nested array or table
+        raise InvalidInput(f"{path}: nested too deeply to read as TOML") from None
 
 
 def find_pyproject(start: Path) -> Path | None:

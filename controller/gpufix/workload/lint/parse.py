@@ -29,6 +29,44 @@ def parse_file(
     data: bytes, path: str, target: tuple[int, int] | None
 ) -> tuple[ast.Module | None, LintFinding | None]:
     """The tree (None when the file cannot be checked) and a GPF900/GPF901 finding, if any."""
+    tree, finding = _parse(data, path, target)
+    if tree is not None and data.count(b"elif") >= _ELIF_SCAN:
+        depth = statement_depth(tree)
+        if depth > MAX_STATEMENT_DEPTH:
+            msg = (
+                f"statements nested {depth} deep (a long elif chain): lint follows up to "
+                f"{MAX_STATEMENT_DEPTH}; not checked"
+            )
+            return None, _finding("GPF900", path, 1, 1, msg)
+    return tree, finding
+
+
+# Python's tokenizer refuses more than 100 indentation levels, so only an elif chain (each elif
+# an If in the previous one's orelse) nests statements deeper; lint's walkers recurse on that.
+MAX_STATEMENT_DEPTH = 150
+_ELIF_SCAN = MAX_STATEMENT_DEPTH - 100
+
+
+def statement_depth(tree: ast.Module) -> int:
+    """How deep statements nest (a statement in another's body, orelse, handler or case is one
+    level deeper), walked with a stack."""
+    deepest = 0
+    todo: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, name, None) or ():
+                if isinstance(child, ast.stmt):
+                    todo.append((child, depth + 1))
+                elif isinstance(child, ast.ExceptHandler | ast.match_case):
+                    todo.extend((c, depth + 1) for c in child.body)
+    return deepest
+
+
+def _parse(
+    data: bytes, path: str, target: tuple[int, int] | None
+) -> tuple[ast.Module | None, LintFinding | None]:
     running = sys.version_info[:2]
     try:
         if target is not None and target <= running:

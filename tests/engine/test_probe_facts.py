@@ -185,3 +185,12 @@ def test_a_fixed_nccl_has_none() -> None:
     newest = max((i.fixed_in for i in KB.nccl_issues), key=versions.key)
     plan = decide(a100_host("2.3.0+cu121"), with_facts(cumem_off_decided(), nccl=newest))
     assert known(plan) == set()
+
+
+def test_a_soak_already_run_is_not_asked_for_again() -> None:
+    """The --soak hint is for a verdict without a soak: one that soaked (healthy) was the look."""
+    healthy = {"format": "gpufix-probe", "version": 1, "verdict": "healthy", "causes": []}
+    soak = {"sizes": [1024, 1 << 20], "iters": 20, "verdict": "healthy", "stalled_at_bytes": None}
+    plan = decide(a100_host("2.3.0+cu121"), with_facts({**healthy, "soak": soak}, nccl="2.4.2"))
+    assert "ll-cleanup-hang" in known(plan) and plan.strategy == "none"
+    assert not any("--soak" in step for step in plan.path)

@@ -3,7 +3,11 @@ runc (crun fails on cgroups v1 hybrid), ulimits root may set, no network, a tmpf
 
 from __future__ import annotations
 
+import os
 import subprocess
+from typing import NoReturn
+
+import pytest
 
 IMAGE = "localhost/gpufix-bionic-identity:1"
 PODMAN_RUN = [
@@ -18,3 +22,11 @@ def start(name: str, image: str = IMAGE) -> None:
 
 def remove(*names: str) -> None:
     subprocess.run(["podman", "rm", "-f", *names], check=False, capture_output=True)
+
+
+def unavailable(why: str) -> NoReturn:
+    """Skip a test that needs podman, a tool or a built image; under GPUFIX_REQUIRE_PODMAN (the
+    CI run, scripts/test.sh) fail instead, so a missing part cannot pass as a skip."""
+    if os.environ.get("GPUFIX_REQUIRE_PODMAN"):
+        pytest.fail(f"{why} (GPUFIX_REQUIRE_PODMAN is set)")
+    pytest.skip(why)

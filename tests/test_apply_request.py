@@ -54,20 +54,7 @@ def test_every_plan_survives_a_file_and_its_rederivation(host: Path, tmp_path: P
         assert back == plan
         request.check_plans([back], KB, RULES, "plan file")
         for i, s in enumerate(plan.steps):  # and the role specs accept what the engine says
-            try:
-                rolevars.check_vars(s.playbook, s.vars, f"{host.stem}: steps/{i}", plan_step=True)
-            except InvalidInput as exc:
-                if not _undeclared_driver_flavour(s.vars, str(exc)):
-                    raise
-
-
-def _undeclared_driver_flavour(variables: dict, error: str) -> bool:
-    """The engine names open-module flavours (open, server-open) that roles/driver's spec does
-    not declare yet: apply refuses those plans (the role would too). Once the role declares
-    them this exception no longer matches and can go."""
-    choices = rolevars.role_options("driver")["gpufix_driver_flavour"].get("choices") or []
-    flavour = variables.get("gpufix_driver_flavour")
-    return "gpufix_driver_flavour" in error and flavour not in choices
+            rolevars.check_vars(s.playbook, s.vars, f"{host.stem}: steps/{i}", plan_step=True)
 
 
 def test_first_difference_names_the_field() -> None:

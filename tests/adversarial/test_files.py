@@ -126,17 +126,18 @@ def test_a_snapshot_path_in_the_inventory_goes_through_the_same_door(
 
 
 @pytest.mark.parametrize(
-    ("field", "value"),
+    ("field", "value", "needle"),
     [
-        ("verdict", "healthy-ish"),
-        ("version", 99),
-        ("world_size", "two"),
-        ("stalled", {"phase": "nowhere", "ranks": [0]}),
-        ("error", "CUDA error"),  # with verdict healthy: contradicts itself
+        ("verdict", "healthy-ish", "verdict: 'healthy-ish' is not one of"),
+        ("version", 99, "version: 1 was expected"),
+        ("world_size", "two", "world_size: 'two' is not of type"),
+        ("stalled", {"phase": "nowhere", "ranks": [0]}, "stalled/phase: 'nowhere'"),
+        # with verdict healthy: contradicts itself
+        ("error", "CUDA error", "'healthy' with a stall or an error contradicts itself"),
     ],
 )
 def test_probe_verdicts_are_validated(
-    field: str, value: object, cli: CliRun, tmp_path: Path
+    field: str, value: object, needle: str, cli: CliRun, tmp_path: Path
 ) -> None:
     v = json.loads((ROOT / "docs/device/h200-probe-healthy.json").read_text())
     v[field] = value
@@ -149,7 +150,29 @@ def test_probe_verdicts_are_validated(
         "--probe-verdict",
         str(path),
     )
-    assert code == 3 and (field in err or "contradicts" in err), err
+    assert code == 3 and needle in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("[" * 200 + "]" * 200, "nested too deeply (limit 48)"),  # parses; the cap refuses it
+        ("1" * 5000, "an integer of 5000 digits"),
+        ('{"format": "gpufix-facts", "version": ' + "9" * 40 + "}", "an integer of 40 digits"),
+        ('{"x": 1e999}', "number 1e999 out of range"),
+        ("[" + "0," * 2_000_000 + "0]", "too many values (limit 2000000)"),
+    ],
+    ids=["depth", "digits", "digits-in-object", "infinity", "values"],
+)
+def test_each_cap_of_the_input_layer_names_itself(
+    content: str, needle: str, cli: CliRun, tmp_path: Path
+) -> None:
+    """A mutation review (2026-12-05): with a cap turned off the file was still refused, by the
+    schema, so only the message shows the cap at work."""
+    path = tmp_path / "doc.json"
+    path.write_text(content)
+    code, _, err = cli("plan", "x", "--facts", str(path))
+    assert code == 3 and needle in err and err.count("\n") == 1, err
 
 
 def test_plan_o_is_atomic(cli: CliRun, tmp_path: Path) -> None:

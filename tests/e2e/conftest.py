@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import containers
 import pytest
 from lab import (
     DRIVER,
@@ -45,13 +46,13 @@ def _torch_dir() -> Path:
 
 def _need(cmd: list[str], why: str) -> None:
     if subprocess.run(cmd, capture_output=True).returncode != 0:
-        pytest.skip(why)
+        containers.unavailable(why)
 
 
 @pytest.fixture(scope="session")
 def lab_prereqs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     if shutil.which("podman") is None:
-        pytest.skip("podman not installed")
+        containers.unavailable("podman not installed")
     # ansible-runner runs `ansible-playbook` from PATH; in-process gathering needs the venv's.
     venv_bin = str(Path(sys.executable).parent)
     if venv_bin not in os.environ.get("PATH", "").split(os.pathsep):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import containers
 import pytest
 import yaml
 from lab import IMAGE, ROOT
@@ -54,7 +55,7 @@ def _tools(tmp: Path) -> Path:
 @pytest.mark.integration
 def test_one_decision_per_boot_when_the_unit_and_uname_race(tmp_path: Path) -> None:
     if subprocess.run(["podman", "image", "exists", IMAGE], capture_output=True).returncode:
-        pytest.skip(f"{IMAGE} missing: run tests/images/build.sh")
+        containers.unavailable(f"{IMAGE} missing: run tests/images/build.sh")
     r = subprocess.run(
         [
             "podman",

@@ -36,7 +36,9 @@ def test_a_healthy_probe_does_not_hide_an_error_in_the_facts() -> None:
 
 def test_a_healthy_probe_with_no_error_is_none() -> None:
     plan = decide(facts("bionic-ga-2x3090"), HEALTHY)
-    assert plan.strategy == "none" and plan.path[-1] == "probe healthy and no error findings -> none"
+    assert (
+        plan.strategy == "none" and plan.path[-1] == "probe healthy and no error findings -> none"
+    )
 
 
 def test_the_kernel_threshold_risk_is_named_where_the_kernel_stays() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import containers
 import pytest
 from podman_hosts import IMAGE, Hosts, new_hosts, torch_dir
 
@@ -30,9 +31,9 @@ FAST = ["--cpu", "--world-size", "1", "--phase-deadline", "8", "--import-deadlin
 @pytest.fixture(scope="module")
 def hosts() -> Iterator[Hosts]:
     if shutil.which("podman") is None or shutil.which("nsenter") is None:
-        pytest.skip("needs podman and nsenter")
+        containers.unavailable("needs podman and nsenter")
     if subprocess.run(["podman", "image", "exists", IMAGE]).returncode != 0:
-        pytest.skip(f"{IMAGE} missing: run tests/images/build.sh")
+        containers.unavailable(f"{IMAGE} missing: run tests/images/build.sh")
     h = new_hosts(2)
     try:
         h.start(torch_dir())

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import containers
 import pytest
 from gpufix import runner
 from podman_hosts import IMAGE, Hosts, new_hosts, sh, torch_dir
@@ -29,9 +30,9 @@ CPU = {
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Hosts, Path]]:
     if shutil.which("podman") is None:
-        pytest.skip("needs podman")
+        containers.unavailable("needs podman")
     if subprocess.run(["podman", "image", "exists", IMAGE]).returncode != 0:
-        pytest.skip(f"{IMAGE} missing: run tests/images/build.sh")
+        containers.unavailable(f"{IMAGE} missing: run tests/images/build.sh")
     h = new_hosts(1)
     try:
         h.start(torch_dir())

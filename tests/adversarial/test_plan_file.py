@@ -247,3 +247,15 @@ def test_a_plan_file_cannot_choose_the_image_root_pulls(
         assert code == 3 and "container image" in err, (args, err)
     code, err = _apply(cli, plan, dead_inventory, "--check", "--image", IMAGE)
     assert code != 3, err  # named again: it goes on to the (dead) host
+
+
+def test_a_plan_of_another_knowledge_base_is_refused_as_stale(
+    cli: CliRun, dead_inventory: Path, tmp_path: Path
+) -> None:
+    """The knowledge-base check names its own cause, before the plan is derived again (a
+    mutation review, 2026-12-05: with the check off, the file was still refused, by the diff)."""
+    doc = plan_doc(make_plan(BASE))
+    doc["plans"][0]["kb_digest"] = "sha256:" + "0" * 64
+    code, err = _apply(cli, write(tmp_path / "p.json", doc), dead_inventory)
+    assert code == 3 and "made with another knowledge base" in err, err
+    assert list_runs() == []

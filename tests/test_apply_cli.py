@@ -374,3 +374,25 @@ def test_status_titles_show_control_characters_as_text(capsys: pytest.CaptureFix
     (j.path / "run.json").write_text(json.dumps(meta))
     code, out, _ = run(capsys, "status", j.run_id)
     assert code == 0 and "\x1b" not in out and "\x07" not in out
+
+
+@pytest.mark.parametrize("damage", ["missing", "named-twice"])
+def test_a_run_whose_hosts_do_not_match_its_files_is_unreadable(
+    capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """A review (2026-12-05): a host file missing was passed over (status showed an empty
+    table, rollback said the host is not in the run), and a host named twice was counted
+    twice. Such a run is listed as unreadable, like any damaged journal."""
+    from gpufix.errors import InvalidInput
+
+    j = _journal()
+    if damage == "missing":
+        (j.path / "h2.json").unlink()
+    else:
+        meta = json.loads((j.path / "run.json").read_text())
+        meta["hosts"] = ["h1", "h2", "h1"]
+        (j.path / "run.json").write_text(json.dumps(meta))
+    with pytest.raises(InvalidInput):
+        FileJournal.open(j.run_id)
+    code, out, _ = run(capsys, "status", "--json")
+    assert code == 0 and json.loads(out)[0]["state"] == "unreadable", out

@@ -701,6 +701,22 @@ def test_gdr_off_clears_acs_on_the_nics_bridges_too() -> None:
     assert bridges != ["auto"] and all(b.startswith("0000:") for b in bridges)
 
 
+def test_acs_unread_with_a_broken_peer_path_finds_the_bridges_at_boot() -> None:
+    """lspci could not be read (no become) and the IOMMU is already in pass-through, while the
+    probe shows the peer path broken: asked for by name, pcie-acs leaves the bridges to the
+    unit, which finds those above the NVIDIA GPUs at boot ([auto]); not asked for, the plan
+    turns P2P off and asks for the facts (ACS unread is not evidence)."""
+    f = p2p_capable(facts("focal-4x4090"))
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    f["pcie"]["bridges"] = {"unknown": "lspci needs root"}
+    f["iommu"]["mode"], f["iommu"]["cmdline"]["iommu"] = "passthrough", "pt"
+    v = verdict("hung", "p2p_copy", causes=[{"id": "p2p-path", "evidence": "x", "source": "y"}])
+    asked = decide(f, v, Constraints(plan_date=KB.checked(), strategy="pcie-acs"))
+    assert asked.steps[0].vars == {"gpufix_pcie_acs_bridges": ["auto"]}
+    assert "every bridge above an NVIDIA GPU (found at boot)" in asked.steps[0].description
+    assert decide(f, v, Constraints(plan_date=KB.checked())).strategy == "nccl-profile"
+
+
 def test_nccl_built_for_an_old_cuda_refusing_graph_capture_moves_the_stack() -> None:
     """NCCL's own warning (src/misc/strongstream.cc) says its build (CUDA runtime < 11.3) or the
     driver (< R465) cannot take graph capture: the stack moves, P2P is not turned off."""

@@ -352,16 +352,19 @@ class FileJournal(Journal):
         meta = inputs.load_json(meta_path, "journal", schema_name="journal-run")
         if meta["run"] != run_id:
             raise InvalidInput(f"journal file {meta_path}: run: names {meta['run']}, not {run_id}")
+        if len(set(meta["hosts"])) != len(meta["hosts"]):
+            raise InvalidInput(f"journal file {meta_path}: hosts: a host is named twice")
         j = cls(run_id, meta, path)
         for host in meta["hosts"]:
             hp = j._host_path(host)
-            # missing: the run stopped before writing it; anything else there is read (and a
-            # directory, FIFO or device refused) rather than passed over
-            if hp.exists() or hp.is_symlink():
-                rec = inputs.load_json(hp, "journal", schema_name="journal-host")
-                if rec["host"] != host or rec["run"] != run_id:
-                    raise InvalidInput(f"journal file {hp}: names another host or run")
-                j._hosts[host] = rec
+            # start() writes every host's file before run.json: one missing is damage, and a
+            # directory, FIFO or device there is refused by the input layer, not passed over
+            if not hp.exists() and not hp.is_symlink():
+                raise InvalidInput(f"journal file {hp} is missing (run.json names {host})")
+            rec = inputs.load_json(hp, "journal", schema_name="journal-host")
+            if rec["host"] != host or rec["run"] != run_id:
+                raise InvalidInput(f"journal file {hp}: names another host or run")
+            j._hosts[host] = rec
         return j
 
     @classmethod

@@ -361,3 +361,14 @@ def test_a_host_whose_interpreter_is_missing_is_exit_4_with_the_reason(tmp_path:
     line = one_line_error(r)
     assert r.returncode == 4, r.stderr
     assert "did not run" in line and "/nonexistent/python3: not found" in line
+
+
+def test_usage_errors_of_lint_and_preflight_name_the_tool() -> None:
+    """docs/exit-codes.md: lint and preflight say `gpufix lint: error:` (they also run alone in
+    CI and job scripts); an empty --facts is refused, not read as the current directory."""
+    r = gpufix("lint", "--bogus")
+    assert r.returncode == 3 and r.stderr.startswith("gpufix lint: error: No such option")
+    r = gpufix("preflight", "--bogus")
+    assert r.returncode == 3 and r.stderr.startswith("gpufix preflight: error: No such option")
+    r = gpufix("preflight", "--facts", "")
+    assert r.returncode == 3 and "--facts: an empty value" in r.stderr

@@ -72,7 +72,10 @@ def run(argv: list[str] | None = None) -> None:
     except click.UsageError as exc:
         msg = exc.format_message()
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-        click.echo(f"gpufix: error: {msg}{hint}", err=True)
+        # lint and preflight name themselves in every error (docs/exit-codes.md)
+        path = exc.ctx.command_path if exc.ctx else ""
+        who = path if path in ("gpufix lint", "gpufix preflight") else "gpufix"
+        click.echo(f"{who}: error: {msg}{hint}", err=True)
         sys.exit(EXIT_INVALID)
     except click.Abort as exc:
         # click turns KeyboardInterrupt into Abort; keep what the interrupted command said

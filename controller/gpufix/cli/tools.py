@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from gpufix.cli.common import not_empty
 from gpufix.workload.lint.command import lint
 
 # `gpufix lint` lives with the rest of the lint (gpufix.workload.lint); registered here.
@@ -19,6 +20,7 @@ lint_cmd = lint
     "--facts",
     "facts_file",
     type=click.Path(dir_okay=False),
+    callback=not_empty,
     help="Check a snapshot instead of this host.",
 )
 def preflight_cmd(as_json: bool, probe: bool, facts_file: str | None) -> None:

@@ -55,3 +55,52 @@ def test_a_build_that_dropped_the_gpus_moves_to_the_same_release_in_another_buil
     assert step.vars["gpufix_ml_stack_torch_version"] == "2.8.0"
     assert step.vars["gpufix_ml_stack_torch_variant"] == "cu126"
     assert not any("may need changes" in r for r in plan.risks)
+
+
+def test_the_stack_already_installed_is_no_move() -> None:
+    """A mutation review (2026-12-05) found this guard could never hold: it compared the
+    installed torch with its local tag ("2.14.1+cu126") against the bare release, so a host on
+    the newest stack that fits was offered a "move" to the same wheels."""
+    import copy
+    import json
+    from pathlib import Path
+
+    from gpufix.engine import decide as engine
+    from gpufix.engine.kb import load
+    from gpufix.engine.rules import load as load_rules
+
+    hosts = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+    facts = json.loads((hosts / "jammy-4xp100-torch28.json").read_text())["facts"]
+    newest = copy.deepcopy(facts)
+    newest["python_envs"][0]["packages"]["torch"] = "2.14.1+cu126"  # the newest fit for P100
+    plan = engine.decide(newest, kb=load(), rules=load_rules())
+    option = next(o for o in plan.options if o.strategy == "cuda-downgrade")
+    assert not option.feasible
+    assert option.reason == "the installed torch 2.14.1+cu126 is already the newest stack that fits"
+    older = copy.deepcopy(facts)
+    older["python_envs"][0]["packages"]["torch"] = "2.7.1+cu126"
+    moved = engine.decide(older, kb=load(), rules=load_rules())
+    assert next(o for o in moved.options if o.strategy == "cuda-downgrade").feasible
+
+
+def test_a_stack_move_names_its_code_and_kernel_risks() -> None:
+    """bionic's torch 1.12.1 on kernel 4.15, moved by name: code written for the old torch, and
+    accelerate's kernel warning that the move does not touch, are both risks of the plan."""
+    import json
+    from pathlib import Path
+
+    from gpufix.engine import decide as engine
+    from gpufix.engine.context import Constraints
+    from gpufix.engine.kb import load
+    from gpufix.engine.rules import load as load_rules
+
+    hosts = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+    facts = json.loads((hosts / "bionic-ga-2x3090.json").read_text())["facts"]
+    plan = engine.decide(
+        facts, constraints=Constraints(strategy="cuda-downgrade"), kb=load(), rules=load_rules()
+    )
+    assert plan.strategy == "cuda-downgrade"
+    assert any(
+        r.startswith("code written for torch 1.12.1+cu113 may need changes") for r in plan.risks
+    )
+    assert "accelerate will still print the kernel warning; it is a risk factor only" in plan.risks

@@ -124,7 +124,8 @@ def evaluate(ctx: Ctx) -> Candidate:
     current = h.env.torch if h.env else None
     same = (
         current is not None
-        and versions.parse(current) == versions.parse(best["torch"])
+        # the release without its local tag ("2.8.0+cu126" is release 2.8.0 of build cu126)
+        and versions.parse(current.split("+")[0]) == versions.parse(best["torch"])
         and (versions.local_tag(current) == best["tag"])
     )
     if same and ctx.stack.driver_ok is not False and not ctx.stack.arch_problem:

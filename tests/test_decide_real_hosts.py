@@ -622,3 +622,30 @@ def test_a_stopped_fabric_manager_at_the_drivers_version_is_started_not_moved(
     assert "not running: enable and start it" in step.description
     said = any("refuses before changing anything: then start it by hand" in r for r in plan.risks)
     assert said == (installable is not True)
+
+
+def test_debug_knobs_are_removed_by_the_default_profile() -> None:
+    """The finding's fix, asked for by name: the nccl-profile step writes the `default` profile
+    (a mutation review, 2026-12-05: only the finding was held by a test)."""
+    f = copy.deepcopy(facts("bionic-hwe-8xa100"))
+    f["nccl"]["files"]["/etc/nccl.conf"]["NCCL_DEBUG_FILE"] = "/tmp/nccl.%h.log"
+    plan = decide(f, constraints=Constraints(strategy="nccl-profile", plan_date=TODAY))
+    assert [s.vars for s in plan.steps] == [{"gpufix_nccl_profile_names": ["default"]}]
+
+
+def test_a_transport_stall_turns_ib_off_only_where_there_is_ib() -> None:
+    """NCCL stalled in its transport: the profile tries without IB on a host with HCAs, and pins
+    the socket interface to the first physical one (the loopback and IPoIB aside)."""
+    from test_decide_evidence import verdict
+
+    v = verdict(
+        "hung", "allreduce", causes=[{"id": "nccl-transport", "evidence": "x", "source": "y"}]
+    )
+    f = copy.deepcopy(facts("bionic-hwe-8xa100"))
+    c = Constraints(strategy="nccl-profile", plan_date=TODAY)
+    (step,) = decide(f, v, c).steps
+    assert step.vars["gpufix_nccl_profile_names"] == ["ib-off", "socket-ifname"]
+    assert step.vars["gpufix_nccl_profile_socket_ifname"] == "enp226s0"
+    f["network"]["infiniband"] = []
+    (step,) = decide(f, v, c).steps
+    assert step.vars["gpufix_nccl_profile_names"] == ["socket-ifname"]

@@ -59,7 +59,7 @@ _SECRET_NAME = re.compile(
 )
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@")
 _AUTH_HEADER = re.compile(r"(?i)\b(authorization\s*[:=]\s*(?:\w+\s+)?)\S+")
-_RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{6}$")
+RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{6}$")
 REDACTED = "<redacted>"
 
 
@@ -341,7 +341,7 @@ class FileJournal(Journal):
             if not runs:
                 raise InvalidInput("no apply runs recorded yet")
             run_id = runs[-1]
-        if not _RUN_ID.fullmatch(run_id):
+        if not RUN_ID.fullmatch(run_id):
             raise InvalidInput(
                 f"not a run id: {inputs.one_line(repr(run_id), 80)} (see `gpufix status`)"
             )
@@ -373,17 +373,15 @@ class FileJournal(Journal):
         be read is passed over; one of this plan is refused: it may hold a host that failed and
         was not rolled back, which a new run must not start over on."""
         for run_id in reversed(list_runs()):
-            try:
-                j = cls.open(run_id)
-            except InvalidInput as e:
-                if _plan_digest_of(run_id) == plan_digest:
-                    raise GpufixError(
-                        f"run {run_id} of this plan cannot be read ({e}): repair or remove it "
-                        f"under {runs_dir()} before applying the plan again"
-                    ) from None
+            if _plan_digest_of(run_id) != plan_digest:
                 continue
-            if j.meta.get("plan_digest") == plan_digest:
-                return j
+            try:
+                return cls.open(run_id)
+            except InvalidInput as e:
+                raise GpufixError(
+                    f"run {run_id} of this plan cannot be read ({e}): repair or remove it "
+                    f"under {runs_dir()} before applying the plan again"
+                ) from None
         return None
 
     def _host_path(self, host: str) -> Path:
@@ -403,7 +401,7 @@ class FileJournal(Journal):
 
 def list_runs() -> list[str]:
     """Run ids, oldest first (ids start with a UTC timestamp)."""
-    return sorted(p.name for p in runs_dir().iterdir() if p.is_dir() and _RUN_ID.fullmatch(p.name))
+    return sorted(p.name for p in runs_dir().iterdir() if p.is_dir() and RUN_ID.fullmatch(p.name))
 
 
 # -- resume state machine ---------------------------------------------------------------------

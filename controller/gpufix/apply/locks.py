@@ -19,7 +19,6 @@ from gpufix.errors import GpufixError, InvalidInput
 from gpufix.paths import private_dir
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,252}$")
-_RUN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 def process_start(pid: int) -> str | None:
@@ -125,8 +124,10 @@ class HostLocks:
             holder = _read_holder(fd)
             os.close(fd)
             if holder and process_alive(holder["pid"], holder.get("start")):
+                from gpufix.apply.journal import RUN_ID  # journal imports this module
+
                 run = holder.get("run")
-                named = isinstance(run, str) and _RUN_NAME.fullmatch(run)
+                named = isinstance(run, str) and RUN_ID.fullmatch(run)
                 which = f"run {run}" if named else "before its run starts: checking facts"
                 raise GpufixError(
                     f"{host} is being changed by another gpufix run (pid {holder['pid']}, "

@@ -14,12 +14,11 @@ import sys
 import click
 
 from gpufix import __version__
+from gpufix.cli import EXIT_INTERRUPTED
 from gpufix.cli.apply import apply_cmd, rollback_cmd, status_cmd, uninstall_cmd
 from gpufix.cli.hosts import diff, facts, plan, probe
 from gpufix.cli.tools import lint_cmd, preflight_cmd
 from gpufix.errors import EXIT_ERROR, EXIT_INVALID, EXIT_OK, GpufixError
-
-EXIT_INTERRUPTED = 130
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

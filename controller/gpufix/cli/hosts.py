@@ -33,13 +33,12 @@ def _not_an_input(output: str | None, *inputs: str | None) -> None:
     if not output:
         return
     for given in inputs:
-        if given and os.path.exists(output) and os.path.exists(given):
-            try:
-                same = os.path.samefile(output, given)
-            except OSError:
-                continue
-            if same:
-                raise InvalidInput(f"-o {output} is the input {given}: write the plan elsewhere")
+        try:
+            same = bool(given) and os.path.samefile(output, str(given))
+        except OSError:  # either one missing: not the same file
+            continue
+        if same:
+            raise InvalidInput(f"-o {output} is the input {given}: write the plan elsewhere")
 
 
 @click.command("facts")

@@ -235,16 +235,9 @@ class FlowWalker:
     ) -> State | None:
         walk = self.block
         if isinstance(stmt, ast.If):
-            # an elif chain in a loop, not a frame per elif: hundreds of them are valid Python
-            ends = []
-            while True:
-                ends.append(walk(scope, stmt.body, dict(state), via, returns))
-                orelse = stmt.orelse
-                if len(orelse) != 1 or not isinstance(orelse[0], ast.If):
-                    ends.append(walk(scope, orelse, dict(state), via, returns))
-                    return merge(ends)
-                stmt = orelse[0]
-                state = self._simple(scope, header_exprs(stmt), dict(state), via)
+            a = walk(scope, stmt.body, dict(state), via, returns)
+            b = walk(scope, stmt.orelse, dict(state), via, returns)
+            return merge([a, b])
         if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
             walk(scope, stmt.body, dict(state), via, returns)  # may run zero times
             walk(scope, stmt.orelse, dict(state), via, returns)

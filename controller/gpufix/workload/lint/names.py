@@ -38,15 +38,13 @@ def _bind(table: dict[str, str], name: str, value: str) -> None:
 
 def top_level_defs(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
     """Module-level defs and classes, also those under a top-level if/try (version switches)."""
-    todo = list(reversed(list(body)))  # a stack, not recursion: elif chains can be long
-    while todo:
-        stmt = todo.pop()
+    for stmt in body:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             yield stmt
         elif isinstance(stmt, ast.If):
-            todo.extend(reversed([*stmt.body, *stmt.orelse]))
+            yield from top_level_defs([*stmt.body, *stmt.orelse])
         elif isinstance(stmt, ast.Try):
-            todo.extend(reversed([*stmt.body, *stmt.orelse, *stmt.finalbody]))
+            yield from top_level_defs([*stmt.body, *stmt.orelse, *stmt.finalbody])
 
 
 class NameTable:

@@ -27,6 +27,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import containers
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -254,9 +255,7 @@ def test_lab_sessions_run_as_written(tmp_path: Path) -> None:
     if not lab:
         pytest.skip("no documented lab session")
     if shutil.which("podman") is None:
-        if os.environ.get("GPUFIX_REQUIRE_PODMAN"):
-            pytest.fail("podman is required (GPUFIX_REQUIRE_PODMAN is set) but not on PATH")
-        pytest.skip("podman not installed")
+        containers.unavailable("podman not installed")
     work, env = workdir(tmp_path)
     env["GPUFIX_LAB_NAME"] = f"gpufix-docs-{os.getpid()}"  # this test's containers only
     lab_sh = ["bash", str(ROOT / "scripts" / "lab.sh")]

@@ -8,7 +8,6 @@ host, so the GPU parsers run on the real module path; everything else is what th
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import uuid
@@ -35,9 +34,7 @@ def _podman_ready() -> bool:
 @pytest.fixture(scope="module")
 def container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     if not _podman_ready():
-        if os.environ.get("GPUFIX_REQUIRE_PODMAN"):
-            pytest.fail(f"podman or {IMAGE} missing (run tests/images/build.sh)")
-        pytest.skip(f"podman or {IMAGE} missing")
+        containers.unavailable(f"podman or {IMAGE} missing (run tests/images/build.sh)")
     name = f"gpufix-it-{uuid.uuid4().hex[:8]}"
     containers.start(name, IMAGE)
     try:

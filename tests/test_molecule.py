@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import containers
 import pytest
 import yaml
 
@@ -92,9 +93,7 @@ def test_repeated_settings_finds_a_copied_block() -> None:
 @pytest.mark.parametrize("scenario", scenarios())
 def test_scenario(scenario: str) -> None:
     if shutil.which("podman") is None:
-        if os.environ.get("GPUFIX_REQUIRE_PODMAN"):
-            pytest.fail("podman is required (GPUFIX_REQUIRE_PODMAN is set) but not on PATH")
-        pytest.skip("podman not installed; set GPUFIX_REQUIRE_PODMAN to make this a failure")
+        containers.unavailable("podman not installed")
     molecule = _venv_bin() / "molecule"
     if not molecule.exists():
         molecule = Path(shutil.which("molecule") or "molecule")

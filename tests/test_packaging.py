@@ -203,12 +203,10 @@ def test_installed_collection_runs_by_fqcn_on_a_container(
 ) -> None:
     """A role and the facts module from the installed collection, by fully qualified name,
     with plain ansible-playbook and no gpufix settings, against a real container."""
-    from containers import IMAGE, remove, start
+    from containers import IMAGE, remove, start, unavailable
 
     if subprocess.run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
-        if os.environ.get("GPUFIX_REQUIRE_PODMAN"):
-            pytest.fail(f"{IMAGE} missing (run tests/images/build.sh)")
-        pytest.skip(f"{IMAGE} missing")
+        unavailable(f"{IMAGE} missing (run tests/images/build.sh)")
     coll_path = collection[1]
     name = f"gpufix-coll-{uuid.uuid4().hex[:8]}"
     start(name)

@@ -161,3 +161,18 @@ def test_a_plan_dated_after_today_is_refused_or_judged_as_of_today() -> None:
                      host="h1", python_envs=[], kb=KB, rules=RULES)  # fmt: skip
     with pytest.raises(InvalidInput, match=r"stale plan.*made on 2026-07-01"):
         request.check_plans([july], KB, RULES, "plan file", today=date(2026, 6, 30))
+
+
+def test_a_plan_whose_interim_moved_since_it_was_made_is_stale(monkeypatch) -> None:
+    """Same strategy, steps and reboot, another interim today: `apply --interim` would run a
+    mitigation the engine no longer picks, so the date check must look at the interim too."""
+    from datetime import date
+
+    (plan, *_) = _plans(Path("tests/fixtures/hosts/bionic-ga-2x3090.json"))
+    made = replace(plan, inputs={**plan.inputs, "constraints": {"plan_date": "2026-06-20"}})
+    step = Step("nccl_profile.yml", "p2p off", {"gpufix_nccl_profile_names": ["no-p2p"]})
+    moved = replace(made, interim=Interim("nccl-profile", [step], "no P2P for now"))
+    monkeypatch.setattr(request, "rederive", lambda p, *a, **k: moved)
+    assert request._moved_since(made, KB, RULES, "plan file", date(2026, 12, 3)) == "2026-06-20"
+    monkeypatch.setattr(request, "rederive", lambda p, *a, **k: made)
+    assert request._moved_since(made, KB, RULES, "plan file", date(2026, 12, 3)) is None

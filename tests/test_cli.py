@@ -278,6 +278,17 @@ def test_probe_refuses_soak_sizes_without_soak() -> None:
     assert one_line_error(r).endswith("--soak-factor: only with --soak")
 
 
+@pytest.mark.parametrize(("lo", "hi"), [("1G", "1K"), ("0", "8"), ("1K", "17G"), ("2048", "1K")])
+def test_probe_refuses_a_soak_sweep_the_program_would_refuse(lo: str, hi: str) -> None:
+    """min > max, zero or past 16G: gpufix_probe.py exits 3 on the host, after Ansible copied it
+    there; refused here first, before any host is reached."""
+    r = gpufix("probe", "localhost", "--soak", "--soak-min-bytes", lo, "--soak-max-bytes", hi)
+    assert r.returncode == 3
+    assert one_line_error(r).endswith(
+        "soak sizes need 0 < --soak-min-bytes <= --soak-max-bytes <= 16G"
+    )
+
+
 def test_lint_command_exit_codes_and_sarif(tmp_path: Path) -> None:
     bad = tmp_path / "train.py"
     bad.write_text('import os\nimport torch\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n')

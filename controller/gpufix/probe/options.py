@@ -21,6 +21,15 @@ _JOB_ENV_OWNED = ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS")
 JOB_ENV_MAX = 32
 
 
+SOAK_MAX = 1 << 34  # 16G, as check_soak_args in gpufix_probe.py
+
+
+def size_bytes(text: str) -> int:
+    """Bytes from a size _SIZE accepts ("8", "64K", "128M", "1G": binary, as nccl-tests)."""
+    shift = {"K": 10, "M": 20, "G": 30}.get(text[-1:].upper(), 0)
+    return int(text.rstrip("KMGkmg")) << shift
+
+
 @dataclass(frozen=True)
 class Soak:
     """An all-reduce size sweep like nccl-tests' -b/-e/-f/-n."""
@@ -65,6 +74,8 @@ class ProbeOptions:
         s = self.soak
         if s and not (_SIZE.match(s.min_bytes) and _SIZE.match(s.max_bytes)):
             raise InvalidInput("--soak-min-bytes/--soak-max-bytes take sizes like 8, 64K, 128M")
+        if s and not 0 < size_bytes(s.min_bytes) <= size_bytes(s.max_bytes) <= SOAK_MAX:
+            raise InvalidInput("soak sizes need 0 < --soak-min-bytes <= --soak-max-bytes <= 16G")
         return self
 
     def _check_job_env(self) -> None:

@@ -39,8 +39,9 @@ def test_vermin_check_can_fail(tmp_path: Path) -> None:
 
 def test_documented_options_match_argument_spec() -> None:
     doc = yaml.safe_load(g.DOCUMENTATION)
-    assert set(doc["options"]) == {"python_envs", "timeout"}
+    assert set(doc["options"]) == {"python_envs", "timeout", "total_timeout"}
     assert doc["options"]["timeout"]["default"] == g.DEFAULT_TIMEOUT
+    assert doc["options"]["total_timeout"]["default"] == g.DEFAULT_TOTAL_TIMEOUT
 
 
 def test_command_timeout_is_enforced() -> None:

@@ -218,6 +218,7 @@ def test_lspci_without_domain() -> None:
         ("00000000:01:00.0", "0000:01:00.0"),
         ("01:00.0", "0000:01:00.0"),
         ("0000:0A:00.0", "0000:0a:00.0"),
+        ("10000:01:00.0", "10000:01:00.0"),  # a VMD domain
     ],
 )
 def test_normalise_bdf(raw: str, bdf: str) -> None:
@@ -361,6 +362,7 @@ TEXT_PARSERS = [
     "parse_cpuinfo",
     "parse_proc_driver_version",
     "parse_nvml_error",
+    "parse_gpu_errors",
     "parse_nvidia_smi_query",
     "parse_compute_apps",
     "parse_topo_matrix",
@@ -377,6 +379,7 @@ TEXT_PARSERS = [
     "parse_kv_conf",
     "parse_kernel_log",
     "parse_apt_config_dump",
+    "parse_modprobe_blacklist",
     "parse_cmdline",
     "parse_version_line",
     "driver_summary",

@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 try:
     from ansible.module_utils.basic import AnsibleModule
@@ -51,6 +52,15 @@ options:
     description: Seconds allowed for each external command.
     type: int
     default: 10
+  total_timeout:
+    description:
+      - Seconds allowed for all external commands together. Each command gets the smaller of
+        O(timeout) and what is left; a fact whose command did not run, or was cut short, because
+        this ran out reads as unknown, naming the time budget.
+      - The default stays under gpufix's own 120 s limit for a whole fact-gathering run, so a
+        slow host still returns what it could gather.
+    type: int
+    default: 60
 author: gpufix
 """
 
@@ -59,6 +69,7 @@ EXAMPLES = r"""
   gpufix_facts:
     python_envs: [/opt/venvs/train/bin/python]
     timeout: 10
+    total_timeout: 60
 """
 
 RETURN = r"""
@@ -69,8 +80,9 @@ ansible_facts:
 """
 
 
-MODULE_VERSION = "1.2.0"
+MODULE_VERSION = "1.3.0"
 DEFAULT_TIMEOUT = 10
+DEFAULT_TOTAL_TIMEOUT = 60  # under the controller's 120 s for a whole gathering run
 # Seconds to wait for a killed tool to go; one stuck in the kernel never does.
 KILL_GRACE = 2
 
@@ -105,7 +117,10 @@ PORT_TYPES = {"Root Port": "root", "Upstream Port": "upstream", "Downstream Port
 _EXPRESS_PORT = re.compile(r"Express \(v\d\) (Root Port|Upstream Port|Downstream Port)")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_BDF = re.compile(r"^((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.*)$")
+# PCI address: VMD domains (Intel Volume Management Device) run past 4 hex digits (10000:01:00.0).
+_PCI_ADDRESS = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+_BDF = re.compile(r"^(" + _PCI_ADDRESS + r")\s+(.*)$")
+_SYSFS_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _DRIVER_VERSION = re.compile(r"\b(\d{2,3}\.\d{1,3}(?:\.\d{1,3})?)\b")
 
 
@@ -123,6 +138,10 @@ class Unknown(Exception):
     def __init__(self, reason):
         Exception.__init__(self, reason)
         self.reason = reason
+
+
+class BudgetSpent(Unknown):
+    """A command not run, or cut short, because total_timeout ran out: says nothing of the tool."""
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -195,6 +214,26 @@ def parse_nvml_error(text):
         if NVML_MISMATCH in line:
             return line
     return None
+
+
+# nvidia-smi's line for a GPU it cannot reach while it still reports the others; seen as
+# 'for GPU 0000:02:00.0: GPU is lost.  Reboot the system to recover this GPU' and
+# 'for GPU0000:65:00.0: Unknown Error'.
+_GPU_HANDLE_ERROR = re.compile(
+    r"Unable to determine the device handle for gpu\s*(" + _PCI_ADDRESS + r")\s*:\s*(.*)$",
+    re.IGNORECASE,
+)
+
+
+def parse_gpu_errors(text, rc=None):
+    """[{pci_bus_id, message, rc}] for each GPU nvidia-smi could not reach, in sysfs BDF form."""
+    errors = []
+    for line in (text or "").splitlines():
+        m = _GPU_HANDLE_ERROR.search(line)
+        if m:
+            message = " ".join(m.group(2).split())
+            errors.append({"pci_bus_id": normalise_bdf(m.group(1)), "message": message, "rc": rc})
+    return errors
 
 
 def _na(value):
@@ -351,14 +390,27 @@ def _acs_flags(text):
 
 
 def normalise_bdf(bdf):
-    """'00000000:01:00.0' / '01:00.0' / '0000:01:00.0' -> '0000:01:00.0' (sysfs form)."""
+    """'00000000:01:00.0' / '01:00.0' / '0000:01:00.0' -> '0000:01:00.0' (sysfs form).
+
+    The domain keeps its value: VMD's '00010000:01:00.0' -> '10000:01:00.0', as sysfs names it.
+    """
     bdf = (bdf or "").strip().lower()
     parts = bdf.split(":")
     if len(parts) == 2:
         return "0000:" + bdf
     if len(parts) == 3:
-        return parts[0][-4:].rjust(4, "0") + ":" + parts[1] + ":" + parts[2]
+        try:
+            domain = "%04x" % int(parts[0], 16)
+        except ValueError:
+            return bdf
+        return domain + ":" + parts[1] + ":" + parts[2]
     return bdf
+
+
+def split_bdf(bdf):
+    """'10000:01:00.0' -> ('10000', 1): the domain and bus of a sysfs-form BDF."""
+    domain, bus = bdf.split(":")[:2]
+    return domain, int(bus, 16)
 
 
 def parse_lspci_devices(text):
@@ -431,12 +483,12 @@ def lspci_gpus(devices):
 
 def lspci_parents(devices, bdf):
     """Bridges whose bus range holds bdf's bus (same domain), nearest the root first."""
-    domain, bus = bdf[:4], int(bdf[5:7], 16)
+    domain, bus = split_bdf(bdf)
     above = [
         d
         for d in devices
         if d["secondary"] is not None
-        and d["bdf"][:4] == domain
+        and split_bdf(d["bdf"])[0] == domain
         and d["secondary"] <= bus <= d["subordinate"]
         and d["bdf"] != bdf
     ]
@@ -609,6 +661,29 @@ def parse_kernel_log(text):
     return {"xid": xid, "nvrm": nvrm, "aer": aer}
 
 
+# journalctl's notes when it may not read the system journal (the kernel's messages are there).
+_JOURNAL_DENIED = (
+    "insufficient permissions",
+    "not seeing messages from other users and the system",
+)
+
+
+def kernel_log_unread(out, err):
+    """Why a dmesg / journalctl -k run says nothing about the kernel log, or None when it read it.
+
+    Without root journalctl may exit 0 with no kernel lines, and dmesg may print nothing: a count
+    of 0 from such output would be a guess. The kernel always logs at boot, so a log that was
+    read has lines.
+    """
+    for line in (err or "").splitlines():
+        if any(hint in line for hint in _JOURNAL_DENIED):
+            return line.strip()
+    lines = [line for line in (out or "").splitlines() if line.strip()]
+    if not any(not line.startswith("-- ") for line in lines):  # '-- No entries --'
+        return "no kernel messages in the output"
+    return None
+
+
 def parse_apt_config_dump(text):
     """`apt-config dump` -> {key: value or [values]}; 'Key:: "v";' appends to a list."""
     out = {}
@@ -642,6 +717,22 @@ def blacklist_covers(patterns, name):
     return False
 
 
+# Branches whose package names stand in when no driver is installed yet: a blacklist that names
+# one branch (nvidia-driver-535) does not keep unattended-upgrades off the next one.
+SAMPLE_DRIVER_BRANCHES = ("470", "535", "550", "570", "580")
+
+
+def driver_package_names(installed):
+    """The driver packages a Package-Blacklist must cover: the installed nvidia-driver-N* and
+    libnvidia-compute-N* (any branch, -server and -open too), else sample branches' names."""
+    names = sorted(
+        n for n in installed or {} if re.match(r"^(nvidia-driver|libnvidia-compute)-\d+", n)
+    )
+    if names:
+        return names
+    return [p + b for b in SAMPLE_DRIVER_BRANCHES for p in ("nvidia-driver-", "libnvidia-compute-")]
+
+
 def parse_cmdline(text):
     """/proc/cmdline -> {key: value} ('quiet' -> True)."""
     out = {}
@@ -666,11 +757,24 @@ def upstream_version(deb_version):
 # ----------------------------------------------------------------------------- context
 
 
+def _seconds(value):
+    return "%g" % round(value, 1)
+
+
+def exit_reason(argv, rc, out, err):
+    """'tool: exit N: first line of its error', the reason for a failed command."""
+    detail = (err.strip() or out.strip()).splitlines()
+    return "%s: exit %d%s" % (argv[0], rc, (": " + detail[0]) if detail else "")
+
+
 class Context:
     """Runs commands and reads files, turning failures into Unknown(reason)."""
 
-    def __init__(self, timeout=DEFAULT_TIMEOUT):
+    def __init__(self, timeout=DEFAULT_TIMEOUT, budget=None):
         self.timeout = int(timeout)
+        # Seconds for all commands together (None: no limit), so slow tools don't add up.
+        self.budget = budget
+        self.deadline = time.monotonic() + budget if budget else None
         self.env = dict(os.environ)
         self.env["LC_ALL"] = "C"
         self.env["PATH"] = self.env.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"
@@ -679,6 +783,12 @@ class Context:
 
     def which(self, tool):
         return shutil.which(tool, path=self.env["PATH"])
+
+    def time_left(self):
+        """Seconds left of the budget; None when there is none."""
+        if self.deadline is None:
+            return None
+        return self.deadline - time.monotonic()
 
     def run(self, argv, ok_rcs=(0,), timeout=None):
         """stdout of argv; raises Unknown when the tool is missing, slow or fails."""
@@ -692,8 +802,7 @@ class Context:
             raise result
         rc, out, err = result
         if rc not in ok_rcs:
-            detail = (err.strip() or out.strip()).splitlines()
-            raise Unknown("%s: exit %d%s" % (argv[0], rc, (": " + detail[0]) if detail else ""))
+            raise Unknown(exit_reason(argv, rc, out, err))
         return out
 
     def run_full(self, argv, timeout=None):
@@ -714,6 +823,13 @@ class Context:
         if not path or not os.path.exists(path):
             return Unknown("%s: not found" % argv[0])
         limit = timeout or self.timeout
+        left = self.time_left()
+        if left is not None and left <= 0:
+            return BudgetSpent(
+                "%s: not run, the %ss time budget is spent" % (argv[0], _seconds(self.budget))
+            )
+        cut = left is not None and left < limit
+        limit = left if cut else limit
         try:
             proc = subprocess.Popen(
                 [path] + list(argv[1:]),
@@ -746,7 +862,12 @@ class Context:
                     with contextlib.suppress(OSError):
                         pipe.close()
                 note = ", still running after SIGKILL"
-            self._timed_out[argv[0]] = Unknown("%s: timeout after %ss%s" % (argv[0], limit, note))
+            reason = "%s: timeout after %ss%s" % (argv[0], _seconds(limit), note)
+            if cut:  # stopped by the budget: not evidence that the tool hangs
+                return BudgetSpent(
+                    reason + " (the %ss time budget ran out)" % _seconds(self.budget)
+                )
+            self._timed_out[argv[0]] = Unknown(reason)
             return self._timed_out[argv[0]]
         return (proc.returncode, out, err)
 
@@ -925,33 +1046,73 @@ def _gpu_pci_devices():
     return found
 
 
-def g_gpus(ctx, opts):
-    if not ctx.which("nvidia-smi"):
-        if not _gpu_pci_devices() and not os.path.exists("/proc/driver/nvidia/version"):
-            return []
-        raise Unknown("nvidia-smi: not found")
-    argv = [
-        "nvidia-smi",
-        "--query-gpu=" + ",".join(GPU_QUERY_FIELDS),
-        "--format=csv,noheader,nounits",
-    ]
-    rc, out, err = ctx.run_full(argv)
+def _query_gpus(ctx):
+    """(rc, stdout, stderr, fields) of nvidia-smi --query-gpu; older drivers (470) reject
+    compute_cap and are asked again without it. Runs once: the Context caches each command."""
     fields = GPU_QUERY_FIELDS
+    rc, out, err = ctx.run_full(_query_argv(fields))
     if rc != 0 and "compute_cap" in (out + err) and "valid field" in (out + err):
         fields = [f for f in GPU_QUERY_FIELDS if f != "compute_cap"]
-        argv = ["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
-        rc, out, err = ctx.run_full(argv)
+        rc, out, err = ctx.run_full(_query_argv(fields))
+    return rc, out, err, fields
+
+
+def _query_argv(fields):
+    return ["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
+
+
+def _no_nvidia_smi():
+    """[] when the host has no NVIDIA GPU at all; raises Unknown when nvidia-smi is missing."""
+    if not _gpu_pci_devices() and not os.path.exists("/proc/driver/nvidia/version"):
+        return []
+    raise Unknown("nvidia-smi: not found")
+
+
+def g_gpus(ctx, opts):
+    if not ctx.which("nvidia-smi"):
+        return _no_nvidia_smi()
+    rc, out, err, fields = _query_gpus(ctx)
     if "No devices were found" in out + err:
         return []
     error = parse_nvml_error(out + "\n" + err)
     if error:
         raise Unknown("nvidia-smi: " + error)
-    if rc != 0:
-        raise Unknown("nvidia-smi: exit %d" % rc)
+    # A GPU that fell off the bus fails nvidia-smi (exit 15) while the other GPUs' rows are
+    # still printed: keep them; driver.gpu_errors says which GPU failed.
     gpus = gpus_from_query(parse_nvidia_smi_query(out, fields))
+    if rc != 0 and not gpus:
+        raise Unknown(exit_reason(["nvidia-smi"], rc, out, err))
     if not gpus and out.strip():
         raise Unknown("nvidia-smi: output not understood")
     return gpus
+
+
+def gpu_errors(rc, out, err):
+    """The GPUs a --query-gpu run could not read; [] when it read them all.
+
+    nvidia-smi's exit code is NVML's nvmlReturn_t (nvidia-smi(1), RETURN VALUE; NVML API
+    reference, nvmlReturn_t): 15 = NVML_ERROR_GPU_IS_LOST, "the GPU has fallen off the bus or
+    has otherwise become inaccessible".
+    """
+    if rc == 0:
+        return []
+    errors = parse_gpu_errors(out + "\n" + err, rc)
+    if not errors:  # failed without naming a GPU
+        detail = (err.strip() or out.strip()).splitlines()
+        errors = [{"pci_bus_id": None, "message": detail[0] if detail else None, "rc": rc}]
+    return errors
+
+
+def _gpu_errors(ctx):
+    if not ctx.which("nvidia-smi"):
+        return _no_nvidia_smi()
+    rc, out, err, _ = _query_gpus(ctx)
+    if "No devices were found" in out + err:
+        return []
+    error = parse_nvml_error(out + "\n" + err)
+    if error:  # NVML itself failed: driver.nvml_error says so, no GPU was asked
+        raise Unknown("nvidia-smi: " + error)
+    return gpu_errors(rc, out, err)
 
 
 def _libnvidia_ml_version():
@@ -988,7 +1149,8 @@ def driver_summary(proc_text, libnvidia_ml=None, smi_output=None, installed=None
     sources = {"libnvidia_ml": libnvidia_ml, "nvidia_smi": None, "dpkg": None}
     nvml_error = parse_nvml_error(smi_output) if smi_output else None
     if smi_output and not nvml_error:
-        m = _DRIVER_VERSION.search(smi_output)
+        # A line of its own: a lost GPU's error line holds '0000:02:00.0', which reads as '00.0'.
+        m = re.search(r"^\s*(\d{2,3}\.\d{1,3}(?:\.\d{1,3})?)\s*$", smi_output, re.MULTILINE)
         sources["nvidia_smi"] = m.group(1) if m else None
     for name, version in sorted((installed or {}).items()):
         if re.match(r"^(libnvidia-compute|nvidia-utils|libnvidia-gl)-\d+", name):
@@ -1022,13 +1184,55 @@ def g_driver(ctx, opts):
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
             )
             smi_output = out + "\n" + err
+        except BudgetSpent:
+            pass  # not run, or cut short: says nothing about NVML
         except Unknown as exc:
             smi_output = "NVIDIA-SMI has failed: " + exc.reason  # a hanging nvidia-smi is news
     try:
         installed = ctx.dpkg()
     except Unknown:
         installed = {}
-    return driver_summary(proc_text, _libnvidia_ml_version(), smi_output, installed)
+    summary = driver_summary(proc_text, _libnvidia_ml_version(), smi_output, installed)
+    summary["gpu_errors"] = _field(_gpu_errors, ctx)
+    summary["modprobe_blacklist"] = _field(modprobe_blacklist, ctx)
+    return summary
+
+
+# modprobe.d(5): a file in an earlier directory hides a file of the same name in a later one.
+MODPROBE_DIRS = (
+    "/etc/modprobe.d",
+    "/run/modprobe.d",
+    "/usr/local/lib/modprobe.d",
+    "/lib/modprobe.d",
+    "/usr/lib/modprobe.d",
+)
+# nvidia, nvidia-drm, nvidia_uvm, nvidia-current, nvidia-550...; not nvidiafb (framebuffer).
+_NVIDIA_MODULE = re.compile(r"^nvidia(?:[-_].*)?$")
+
+
+def parse_modprobe_blacklist(text):
+    """NVIDIA module names a modprobe.d file blacklists ('blacklist nvidia')."""
+    modules = []
+    for line in (text or "").splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) == 2 and words[0] == "blacklist" and _NVIDIA_MODULE.match(words[1]):
+            modules.append(words[1])
+    return modules
+
+
+def modprobe_blacklist(ctx, dirs=MODPROBE_DIRS):
+    """[{module, path}] for each NVIDIA module blacklisted in modprobe.d (nvidia-prime,
+    bumblebee or a hand-written file, whatever the driver branch); [] when none is."""
+    found, seen = [], set()
+    for directory in dirs:
+        for path in sorted(glob.glob(os.path.join(directory, "*.conf"))):
+            name = os.path.basename(path)
+            if name in seen:
+                continue
+            seen.add(name)
+            for module in parse_modprobe_blacklist(ctx.read(path)):
+                found.append({"module": module, "path": path})
+    return found
 
 
 def _nvidia_smi_table(ctx, argv):
@@ -1059,12 +1263,18 @@ def g_p2p(ctx, opts):
     return {"read": parse_topo_p2p(out) if out else {}}
 
 
+def parents_in_sysfs_path(path, bdf):
+    """BDFs above bdf in its /sys/devices path, nearest the root first, in bdf's domain only:
+    a VMD controller (0000:00:0e.0 above domain 10000) is no bridge on the GPU's link."""
+    domain = split_bdf(bdf)[0]
+    bdfs = [p for p in path.split("/") if _SYSFS_BDF.match(p) and split_bdf(p)[0] == domain]
+    return bdfs[:-1] if bdfs and bdfs[-1] == bdf else bdfs
+
+
 def _parent_bridges(bdf):
     """BDFs between the root complex and a device, nearest the root first (from sysfs)."""
     real = os.path.realpath(os.path.join("/sys/bus/pci/devices", bdf))
-    parts = real.split("/")
-    bdfs = [p for p in parts if re.match(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", p)]
-    return bdfs[:-1] if bdfs and bdfs[-1] == bdf else bdfs
+    return parents_in_sysfs_path(real, bdf)
 
 
 def g_pcie(ctx, opts):
@@ -1320,15 +1530,14 @@ def g_packages(ctx, opts):
 
 
 def g_unattended(ctx, opts):
-    installed = ctx.dpkg().get("unattended-upgrades") is not None
+    packages = ctx.dpkg()
+    installed = packages.get("unattended-upgrades") is not None
     config = parse_apt_config_dump(ctx.run(["apt-config", "dump"]))
     enabled = str(config.get("APT::Periodic::Unattended-Upgrade", "0")).strip() not in ("0", "")
     patterns = config.get("Unattended-Upgrade::Package-Blacklist") or []
     if isinstance(patterns, str):
         patterns = [patterns] if patterns else []
-    covered = blacklist_covers(patterns, "nvidia-driver-535") and blacklist_covers(
-        patterns, "libnvidia-compute-535"
-    )
+    covered = all(blacklist_covers(patterns, n) for n in driver_package_names(packages))
     # Unattended-Upgrade::Automatic-Reboot: the host reboots by itself when an upgrade (a new
     # kernel) asks for it, outside any check gpufix makes. apt's true words (apt-pkg StringToBool).
     reboot = str(config.get("Unattended-Upgrade::Automatic-Reboot", "false")).strip().lower()
@@ -1467,16 +1676,27 @@ def g_gpu_processes(ctx, opts):
     return parse_compute_apps(out) if out else []
 
 
+# No -q for journalctl: it would hide the note that says the system journal was not readable.
+KERNEL_LOG_SOURCES = (
+    (["dmesg"], "dmesg"),
+    (["journalctl", "-k", "-b", "--no-pager"], "journalctl"),
+)
+
+
 def g_kernel_log(ctx, opts):
     reasons = []
-    for argv, source in (
-        (["dmesg"], "dmesg"),
-        (["journalctl", "-k", "-b", "--no-pager", "-q"], "journalctl"),
-    ):
+    for argv, source in KERNEL_LOG_SOURCES:
         try:
-            out = ctx.run(argv)
+            rc, out, err = ctx.run_full(argv)
         except Unknown as exc:
             reasons.append(exc.reason)
+            continue
+        if rc != 0:
+            reasons.append(exit_reason(argv, rc, out, err))
+            continue
+        why = kernel_log_unread(out, err)
+        if why:
+            reasons.append("%s: %s" % (source, why))
             continue
         counts = parse_kernel_log(out)
         counts["source"] = source
@@ -1548,7 +1768,10 @@ FACT_KEYS = ("module_version",) + tuple(name for name, _ in GATHERERS)
 def gather(options=None):
     """All facts as a dict; every key in FACT_KEYS is present, failures read as unknown."""
     opts = dict(options or {})
-    ctx = Context(timeout=opts.get("timeout") or DEFAULT_TIMEOUT)
+    ctx = Context(
+        timeout=opts.get("timeout") or DEFAULT_TIMEOUT,
+        budget=opts.get("total_timeout") or DEFAULT_TOTAL_TIMEOUT,
+    )
     facts = {"module_version": MODULE_VERSION}
     for name, fn in GATHERERS:
         try:
@@ -1565,11 +1788,13 @@ def main():
         argument_spec=dict(
             python_envs=dict(type="list", elements="path", default=[]),
             timeout=dict(type="int", default=DEFAULT_TIMEOUT),
+            total_timeout=dict(type="int", default=DEFAULT_TOTAL_TIMEOUT),
         ),
         supports_check_mode=True,
     )
-    if module.params["timeout"] < 1:
-        module.fail_json(msg="timeout must be at least 1 second")
+    for name in ("timeout", "total_timeout"):
+        if module.params[name] < 1:
+            module.fail_json(msg="%s must be at least 1 second" % name)
     facts = gather(module.params)
     module.exit_json(changed=False, ansible_facts={"gpufix": facts})
 

@@ -98,6 +98,22 @@ def check_driver_mismatch(i: Inputs) -> Iterator[Finding]:
         )
 
 
+def check_gpus_unreachable(i: Inputs) -> Iterator[Finding]:
+    """A GPU nvidia-smi could not reach while it read the others (exit 15 is NVML's
+    GPU_IS_LOST: fallen off the bus): the job's ranks cannot all start, whatever else changes."""
+    errs = i.host.gpu_errors
+    if not errs:
+        return
+    named = [f"{bdf or 'a GPU'} ({msg or 'no message'}, exit {rc})" for bdf, msg, rc in errs]
+    yield i.finding(
+        "gpu-unreachable",
+        f"nvidia-smi could not reach {'; '.join(named)}: the facts list only the GPUs it read. "
+        "Reboot the host; if it comes back, check the GPU's power, seating and slot "
+        "(Xid 79 in the kernel log)",
+        {"driver.gpu_errors": [{"pci_bus_id": b, "message": m, "rc": r} for b, m, r in errs]},
+    )
+
+
 def check_driver_support(i: Inputs) -> Iterator[Finding]:
     """The running branch: does NVIDIA still support it, and does it drive these GPUs?"""
     h = i.host
@@ -395,6 +411,7 @@ CHECKS: tuple[FactCheck, ...] = (
     check_gpus,
     check_probe_measured,
     check_gathered_in,
+    check_gpus_unreachable,
     check_driver_mismatch,
     check_driver_support,
     check_kernel,

@@ -87,6 +87,8 @@ class Host:
     compute_caps_named: bool = False  # compute_caps come from the GPU names, not the facts
     # What the probe's verdict supplied (torch, nccl, driver, kernel: engine/probe_facts.py).
     probe_measured: tuple[str, ...] = ()
+    # GPUs nvidia-smi could not reach while it read the others: (pci_bus_id, message, rc)
+    gpu_errors: tuple[tuple[str | None, str | None, int | None], ...] = ()
 
     @property
     def multi_gpu(self) -> bool:
@@ -327,4 +329,13 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         network_read=isinstance(fget(facts, "network.infiniband"), list),
         fabricmanager_known=isinstance(fget(facts, "fabricmanager"), dict)
         and not is_unknown(fget(facts, "fabricmanager.installed")),
+        gpu_errors=tuple(
+            (
+                _str(e.get("pci_bus_id")),
+                (_str(e.get("message")) or "")[:160] or None,
+                _int(e.get("rc")),
+            )
+            for e in _list(fget(facts, "driver.gpu_errors"))
+            if isinstance(e, dict)
+        ),
     )

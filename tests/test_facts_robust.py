@@ -255,6 +255,8 @@ def test_modprobe_blacklists_of_any_branch(tmp_path: Path) -> None:
     write(lib, "blacklist-framebuffer.conf", "blacklist nvidiafb\nblacklist rivafb\n")
     write(usr, "nvidia-graphics-drivers-kms.conf", "options nvidia-drm modeset=1\n")
     write(etc, "gpufix-blacklist-nouveau.conf", "blacklist nouveau\n")
+    # not a module name modprobe would match, nor one the facts schema takes: skipped
+    write(etc, "odd.conf", "blacklist nvidia-*\nblacklist nvidia_drm.x\n")
     write(etc, "local.conf", "blacklist nvidia_uvm  # no CUDA here\n# blacklist nvidia\n")
     dirs = (str(etc), str(lib), str(usr))
     got = g.modprobe_blacklist(g.Context(), dirs)

@@ -1207,7 +1207,7 @@ MODPROBE_DIRS = (
     "/usr/lib/modprobe.d",
 )
 # nvidia, nvidia-drm, nvidia_uvm, nvidia-current, nvidia-550...; not nvidiafb (framebuffer).
-_NVIDIA_MODULE = re.compile(r"^nvidia(?:[-_].*)?$")
+_NVIDIA_MODULE = re.compile(r"^nvidia(?:[-_][A-Za-z0-9_-]{1,56})?$")  # as the facts schema takes it
 
 
 def parse_modprobe_blacklist(text):

@@ -44,6 +44,7 @@ _TAIL = 300  # characters of a failing module's stderr shown with its message
 # Defaults of the --forks, --timeout and --playbook-timeout flags (gpufix.cli.common).
 FORKS = 10  # hosts Ansible works on at once
 FACTS_TIMEOUT_S = 120  # one fact-gathering run, all hosts together
+FACTS_MODULE_BUDGET_S = 60  # gpufix_facts' total_timeout at the default --timeout
 PLAYBOOK_TIMEOUT_S = 3600  # one playbook run that changes hosts (apply's steps, rollback)
 
 
@@ -265,7 +266,10 @@ def gather_facts(
     envs = list(python_envs or [])
     for py in envs:
         _check_word(py, "python_envs")
-    args: dict[str, Any] = {"timeout": 10}
+    # The module's own budget for all its commands ends well inside this run's limit, so a slow
+    # host returns what it could read (the rest unknown) instead of failing as a whole.
+    budget = max(1, min(FACTS_MODULE_BUDGET_S, timeout // 2))
+    args: dict[str, Any] = {"timeout": min(10, budget), "total_timeout": budget}
     if envs:
         args["python_envs"] = envs
     return _run(

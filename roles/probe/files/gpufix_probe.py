@@ -13,6 +13,7 @@ This file must not import gpufix: it is shipped alone to the host by roles/probe
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
@@ -264,6 +265,10 @@ FAULT_RUN_ENV = "GPUFIX_PROBE_FAULT_RUN"
 FAULT_RUNS = ("all", "main", "exp", "pair", "single")
 FAULT_ACTIONS = ("stall", "crash", "slow")
 KILL_GRACE_S = 0.5
+CMD_REAP_S = 2.0  # how long a command killed at its timeout may take to die before we give up
+# A worker ends itself this long after its run's deadline, should the supervisor be gone.
+WORKER_GRACE_S = 10.0
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 MAX_SECONDS = 86400.0  # the longest deadline or budget the program accepts
 MAX_VERDICT_BYTES = 16 << 20  # --prom-from: a verdict is kilobytes; more is not one
 SOAK_PROGRESS_S = 1.0  # how often a long soak size reports a finished collective
@@ -358,6 +363,25 @@ def fault_fires(
 
 def parse_sizes(text: str) -> List[int]:
     return [int(x) for x in text.split(",") if x]
+
+
+def tie_to_supervisor(parent_pid: int, exit_after: float) -> None:
+    """A worker must not outlive its supervisor (SIGKILLed, OOM-killed) nor its run's deadline."""
+    if exit_after > 0:
+        # SIGALRM's default action ends the process in the kernel, even while this thread is
+        # wedged in a C call that never returns to Python.
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(math.ceil(exit_after))
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the alarm above is the backstop
+    if parent_pid and os.getppid() != parent_pid:
+        os._exit(1)  # the supervisor died before prctl took effect
 
 
 class Reporter(object):
@@ -681,6 +705,7 @@ class RankState(object):
 class RunResult(object):
     def __init__(self, kind: str, phases: List[str], deadline_at: float) -> None:
         self.kind = kind
+        self.name = kind  # the RunSpec's: "single", "main", "exp-ID"
         self.phases = phases
         self.deadline_at = deadline_at
         self.deadline_label = "probe deadline"
@@ -737,6 +762,7 @@ class Supervisor(object):
         self.t0 = t0
         self.deadline_at = deadline_at
         self.live: List[RankState] = []
+        self.current: Optional[RunResult] = None  # the run in flight, for an interrupted verdict
 
     def worker_env(
         self, name: str, kind: str, extra: Dict[str, str], gpus: List[int], host: Tuple[str, ...]
@@ -783,6 +809,9 @@ class Supervisor(object):
         cmd += ["--kind", spec.kind, "--rank", str(rank), "--world-size", str(spec.world)]
         cmd += ["--backend", ns.backend, "--run-dir", run_dir]
         cmd += ["--phase-deadline", str(ns.phase_deadline)]
+        cmd += ["--parent-pid", str(os.getpid())]
+        left = spec.deadline_at - time.monotonic()
+        cmd += ["--exit-after", str(max(1, math.ceil(left + WORKER_GRACE_S)))]
         if ns.import_deadline:
             cmd += ["--import-deadline", str(ns.import_deadline)]
         cmd += ["--gpus", ",".join(str(g) for g in spec.gpus)]
@@ -804,8 +833,10 @@ class Supervisor(object):
         multinode = (ns.nnodes or 1) > 1
         phases = phases_for(spec.kind, ns.cpu, spec.soak, multinode)
         res = RunResult(spec.kind, phases, spec.deadline_at)
+        res.name = spec.name
         res.world = spec.world
         res.deadline_label = spec.deadline_label
+        self.current = res
         env = self.worker_env(spec.name, spec.kind, spec.env, spec.gpus, spec.host_vars)
         for r in spec.ranks:
             with open(os.path.join(run_dir, "rank%d.out" % r), "wb") as out:
@@ -829,6 +860,7 @@ class Supervisor(object):
         for st in res.ranks:
             st.read()
             res.texts += tail_file(os.path.join(run_dir, "rank%d.out" % st.rank), 30)
+        self.current = None
         return res
 
     def watch(self, res: RunResult) -> None:
@@ -1157,7 +1189,7 @@ def cause_records(ids: List[str]) -> List[Dict[str, str]]:
 # --------------------------------------------------------------------------- cheap facts
 
 
-def count_gpus() -> Tuple[int, str]:
+def count_gpus(until: Optional[float] = None) -> Tuple[int, str]:
     """GPUs this process may use, without importing torch, and how that was decided."""
     n = 0
     how = ""
@@ -1165,7 +1197,7 @@ def count_gpus() -> Tuple[int, str]:
     if os.path.isdir(gdir):
         n, how = len(os.listdir(gdir)), gdir
     if n == 0:
-        out = run_cmd(["nvidia-smi", "-L"], 10)
+        out = run_cmd(["nvidia-smi", "-L"], 10, until=until)
         if out is not None:
             n, how = len([ln for ln in out.splitlines() if ln.startswith("GPU ")]), "nvidia-smi -L"
     if n == 0 and os.path.isdir("/dev"):
@@ -1178,8 +1210,15 @@ def count_gpus() -> Tuple[int, str]:
     return n, how or "no /proc/driver/nvidia/gpus, nvidia-smi or /dev/nvidia*"
 
 
-def run_cmd(cmd: List[str], timeout: float, any_rc: bool = False) -> Optional[str]:
-    """stdout of cmd (exit 0 only); any_rc: stdout + stderr whatever the exit status."""
+def run_cmd(
+    cmd: List[str], timeout: float, any_rc: bool = False, until: Optional[float] = None
+) -> Optional[str]:
+    """stdout of cmd (exit 0 only); any_rc: stdout + stderr whatever the exit status. until:
+    the time.monotonic() by which it must end (the probe deadline); past it, None."""
+    if until is not None:
+        timeout = min(timeout, until - time.monotonic())
+        if timeout <= 0:
+            return None
     try:
         p = subprocess.Popen(
             cmd,
@@ -1194,11 +1233,23 @@ def run_cmd(cmd: List[str], timeout: float, any_rc: bool = False) -> Optional[st
     try:
         out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
+        give_up(p)
         return None
+    except BaseException:  # SIGTERM/SIGINT (Interrupted): the command goes too
+        give_up(p)
+        raise
     return out if p.returncode == 0 or any_rc else None
+
+
+def give_up(p: subprocess.Popen) -> None:
+    """Kill a command's process group and wait a little, never forever: a child in
+    uninterruptible sleep (nvidia-smi wedged in the driver) outlives SIGKILL."""
+    with contextlib.suppress(OSError):
+        os.killpg(p.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        p.wait(CMD_REAP_S)
+    if p.stdout is not None:
+        p.stdout.close()  # a grandchild may hold the pipe's other end: never read it again
 
 
 def topo_worst(raw: Optional[str]) -> Optional[str]:
@@ -1229,7 +1280,7 @@ def topo_worst(raw: Optional[str]) -> Optional[str]:
     return worst
 
 
-def cheap_facts(gpu: bool, timeout: float) -> Dict[str, Any]:
+def cheap_facts(gpu: bool, timeout: float, until: Optional[float] = None) -> Dict[str, Any]:
     facts: Dict[str, Any] = {
         "kernel": os.uname()[2],
         "infiniband": sorted(os.listdir("/sys/class/infiniband"))
@@ -1247,11 +1298,11 @@ def cheap_facts(gpu: bool, timeout: float) -> Dict[str, Any]:
     except (IOError, OSError):
         pass
     if gpu and timeout > 0:
-        raw = run_cmd(["nvidia-smi", "topo", "-m"], timeout)
+        raw = run_cmd(["nvidia-smi", "topo", "-m"], timeout, until=until)
         if raw:
             facts["topology"] = raw.strip().splitlines()[:20]
             facts["topology_worst"] = topo_worst(raw)
-    facts["kernel_log"] = kernel_log_counts(timeout) if timeout > 0 else None
+    facts["kernel_log"] = kernel_log_counts(timeout, until) if timeout > 0 else None
     return facts
 
 
@@ -1268,11 +1319,13 @@ def parse_kernel_log(text: str) -> Dict[str, int]:
     return {"xid": xid, "nvrm": nvrm, "aer": aer}
 
 
-def kernel_log_counts(timeout: float) -> Optional[Dict[str, Any]]:
-    """The kernel log's counts since boot, from dmesg or journalctl -k; None when unreadable."""
+def kernel_log_counts(timeout: float, until: Optional[float] = None) -> Optional[Dict[str, Any]]:
+    """The kernel log's counts since boot, from dmesg or journalctl -k; None when unreadable.
+    An empty log is unreadable too (journalctl -k for a user outside systemd-journal prints
+    nothing): a booted kernel always logs, and zero counts would read as "no Xid errors"."""
     for cmd in (["dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]):
-        out = run_cmd(cmd, timeout)
-        if out is not None:
+        out = run_cmd(cmd, timeout, until=until)
+        if out is not None and out.strip() and out.strip() != "-- No entries --":
             counts: Dict[str, Any] = dict(parse_kernel_log(out))
             counts["source"] = cmd[0]
             return counts
@@ -1459,6 +1512,8 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-id", default="", help=argparse.SUPPRESS)
     p.add_argument("--gpus", default="", help=argparse.SUPPRESS)
     p.add_argument("--soak-sizes", default="", help=argparse.SUPPRESS)
+    p.add_argument("--parent-pid", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--exit-after", type=float, default=0.0, help=argparse.SUPPRESS)
 
 
 HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
@@ -1610,18 +1665,55 @@ def nccl_conf_note() -> Optional[str]:
     return "NCCL config files the ranks read (HOME=%s): %s" % (home or "unset", ", ".join(found))
 
 
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT reached the supervisor: stop, and report what is known so far."""
+
+    def __init__(self, signum: int) -> None:
+        BaseException.__init__(self, signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+def on_signal(signum: int, frame: Any) -> None:
+    # Once only: the clean-up that writes the verdict must not be interrupted in turn.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
 def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
+    """The verdict; on SIGTERM/SIGINT the one known so far, with ns.interrupted = the signal."""
     t0 = time.monotonic()
     ns.run_id = uuid.uuid4().hex[:12]
+    ns.interrupted = 0
+    backend = "gloo" if ns.cpu or ns.backend == "gloo" else "nccl"
+    v = base_verdict(ns, socket.gethostname(), (ns.world_size or 1) * ns.nnodes, backend)
+    old = [(s, signal.signal(s, on_signal)) for s in (signal.SIGTERM, signal.SIGINT)]
+    try:
+        supervise_into(v, ns, t0)
+    except Interrupted as exc:
+        ns.interrupted = exc.signum
+        if v["verdict"] == "not-applicable":
+            v["verdict"] = "failed"
+            v["error"] = "interrupted by %s before the workers started" % exc.name
+        v["notes"].append("interrupted by %s: the verdict holds what was known then" % exc.name)
+    else:
+        for sig, handler in old:
+            signal.signal(sig, handler)
+    v["duration_s"] = round(time.monotonic() - t0, 3)
+    return v
+
+
+def supervise_into(v: Dict[str, Any], ns: argparse.Namespace, t0: float) -> None:
+    until = t0 + ns.deadline
     # The job's settings first: GPUs are counted as the job sees them (CUDA_VISIBLE_DEVICES).
     set_job_env(ns)
     if ns.cpu:
         ngpu, how = 0, "--cpu"
     else:
-        ngpu, how = count_gpus()
+        ngpu, how = count_gpus(until)
     world = ns.world_size or max(ngpu, 1)
-    backend = "gloo" if ns.cpu or ns.backend == "gloo" else "nccl"
-    v = base_verdict(ns, socket.gethostname(), world * ns.nnodes, backend)
+    v["world_size"] = world * ns.nnodes
     for var in ns.nccl_default:  # the ranks inherit this environment
         os.environ[var] = NCCL_DEFAULTS[var]
         v["notes"].append(
@@ -1632,10 +1724,13 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
     conf = nccl_conf_note()
     if conf:
         v["notes"].append(conf)
-    v["facts"] = cheap_facts(not ns.cpu and ngpu > 1, min(10.0, ns.deadline / 10))
+    # Commands before the workers take their time out of --deadline: a wedged nvidia-smi
+    # must not hold the verdict past it.
+    v["facts"] = cheap_facts(not ns.cpu and ngpu > 1, min(10.0, ns.deadline / 10), until)
     if not ns.cpu and ngpu > 0:
         # A driver/library mismatch shows in NVML's words, not in torch's (facts module: same).
-        v["facts"]["nvml_error"] = nvml_error_line(run_cmd(["nvidia-smi", "-L"], 10, any_rc=True))
+        smi = run_cmd(["nvidia-smi", "-L"], 10, any_rc=True, until=until)
+        v["facts"]["nvml_error"] = nvml_error_line(smi)
     if ns.nnodes > 1:
         ns.no_single_gpu = True  # each host's own probe has the baseline
         v["node"] = node_record(ns, world)
@@ -1663,10 +1758,15 @@ def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
         v["notes"].append("no NVIDIA GPU visible (%s); use --cpu to test with gloo" % how)
     elif not torch_installed():
         no_torch_verdict(v, world)
+    elif time.monotonic() >= until:
+        # Not a hung import_torch: no worker ran.
+        v["verdict"] = "failed"
+        v["error"] = (
+            "the probe deadline (%g s) ran out before any worker started: nvidia-smi or the "
+            "kernel log did not answer in time" % ns.deadline
+        )
     else:
         supervised(v, ns, world, ngpu, t0)
-    v["duration_s"] = round(time.monotonic() - t0, 3)
-    return v
 
 
 def node_record(ns: argparse.Namespace, world: int) -> Dict[str, Any]:
@@ -1692,14 +1792,6 @@ def supervised(v: Dict[str, Any], ns: argparse.Namespace, world: int, ngpu: int,
         nccl_dir = os.path.join(run_root, "nccl")
         os.mkdir(nccl_dir)
     sup = Supervisor(ns, run_root, nccl_dir, t0, t0 + ns.deadline)
-
-    def on_signal(signum: int, frame: Any) -> None:
-        # Killed from outside (ansible timeout, Ctrl-C): take the workers down with us.
-        kill_groups(sup.live)
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     try:
         fill_verdict(v, sup, ns, world, ngpu)
     finally:
@@ -1746,6 +1838,22 @@ def fill_verdict(
     v: Dict[str, Any], sup: Supervisor, ns: argparse.Namespace, world: int, ngpu: int
 ) -> None:
     ev: Dict[str, Any] = {"texts": [(v.get("facts") or {}).get("nvml_error") or ""]}
+    try:
+        run_all(v, sup, ns, world, ngpu, ev)
+    except Interrupted as exc:
+        record_interrupt(v, sup, ev, exc.name)
+        raise
+
+
+def run_all(
+    v: Dict[str, Any],
+    sup: Supervisor,
+    ns: argparse.Namespace,
+    world: int,
+    ngpu: int,
+    ev: Dict[str, Any],
+) -> None:
+    """The baseline, the main run and the experiments; the verdict and its causes."""
     if not ns.no_single_gpu and not run_baseline(v, sup, ns, ev):
         v["causes"] = find_causes(ev)
         return
@@ -1763,6 +1871,41 @@ def fill_verdict(
         plan = plan_experiments(ns, v["facts"], world, ngpu, (v.get("p2p") or {}).get("matrix"))
         run_experiments(v, sup, ns, ev, plan, trouble)
     v["causes"] = find_causes(ev)
+
+
+RUN_LABELS = {"single": "the single-GPU baseline", "main": "the main run"}
+
+
+def record_interrupt(v: Dict[str, Any], sup: Supervisor, ev: Dict[str, Any], name: str) -> None:
+    """The verdict when a signal stopped the probe: where the run in flight was. An interrupted
+    run is evidence of nothing, so no causes from it."""
+    res = sup.current
+    for st in res.ranks if res else []:
+        st.read()
+    if v["verdict"] != "not-applicable":  # the main run was judged; an experiment was cut short
+        what = "during experiment %s" % res.name[len("exp-") :] if res else "after the main run"
+        v["notes"].append("interrupted by %s %s; no experiment after it ran" % (name, what))
+        v["causes"] = find_causes(ev)
+        return
+    v["verdict"], v["causes"] = "failed", []
+    v["error"] = "interrupted by %s between runs" % name
+    if res is None:
+        return
+    v["phases"] = phase_records(res, sup.t0)
+    v["unkillable_ranks"] = res.unkillable
+    if all(st.done for st in res.ranks):
+        return
+    stalled = sup.describe_stall(res, res.phases)
+    stalled["by"] = name
+    v["verdict"], v["stalled"], v["failed_in"] = "hung", stalled, None
+    v["error"] = "interrupted by %s during %s: ranks %s had not finished %s" % (
+        name,
+        RUN_LABELS.get(res.name, res.name),
+        stalled["ranks"],
+        stalled["phase"],
+    )
+    if stalled["waiting"]:
+        v["error"] += "; ranks %s were waiting for them" % stalled["waiting"]
 
 
 def main_spec(ns: argparse.Namespace, world: int, ngpu: int, deadline_at: float) -> RunSpec:
@@ -2347,6 +2490,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stderr.write("gpufix_probe: %s (see --help)\n" % exc)
         return EXIT_INVALID
     if ns.worker:
+        tie_to_supervisor(ns.parent_pid, ns.exit_after)
         return Worker(ns).run()
     if ns.prom_from:
         return prom_from(ns.prom_from, ns.prom_out)
@@ -2358,6 +2502,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         write_atomic(ns.prom_out, prometheus(v))
     sys.stdout.write(text)
     sys.stdout.flush()
+    if ns.interrupted:
+        return 128 + ns.interrupted
     return EXIT_OK if v["verdict"] in ("healthy", "not-applicable") else EXIT_NOT_HEALTHY
 
 

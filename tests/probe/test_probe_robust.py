@@ -1,0 +1,297 @@
+"""The probe never hangs and never loses its verdict: wedged commands, signals, a dead supervisor.
+
+Most cases stall the workers at the entry of import_torch (the fault switch fires before torch
+is imported), so they cost a Python start, not an import of torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import probe_env
+from gpufix.probe import program_path, validate
+from workers import leftovers
+
+FAST = ["--cpu", "--world-size", "2", "--no-single-gpu", "--no-experiments"]
+# Stopping the workers (SIGTERM, SIGKILL 0.5 s later) and writing the verdict, on a loaded
+# machine: the grace docs/probe.md allows past --deadline.
+GRACE_S = 5.0
+# The supervisor starts workers only where torch is installed (the CPU build is enough).
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+
+
+def fake_bin(tmp_path: Path, **scripts: str) -> dict[str, str]:
+    """An environment whose PATH finds these shell scripts first (name: body)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    for name, body in scripts.items():
+        path = bindir / name
+        path.write_text("#!/bin/sh\n" + body + "\n")
+        path.chmod(0o755)
+    env = probe_env(tmp_path)
+    env["PATH"] = f"{bindir}:{env['PATH']}"
+    return env
+
+
+def start(tmp_path: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    cmd = [sys.executable, str(program_path()), *args, "--json-out", str(tmp_path / "v.json")]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def events(tmp_path: Path, rank: int) -> list[dict[str, Any]]:
+    out = []
+    for path in tmp_path.glob(f"gpufix-probe-*/main/rank{rank}.jsonl"):
+        out += [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    return out
+
+
+def reached(tmp_path: Path, rank: int, event: str, phase: str) -> bool:
+    return any(e["e"] == event and e["p"] == phase for e in events(tmp_path, rank))
+
+
+def wait_for(check: Any, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.1)
+    return bool(check())
+
+
+def kill_pids(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def pid_in(path: Path) -> list[int]:
+    return [int(path.read_text())] if path.exists() and path.read_text().strip() else []
+
+
+# --------------------------------------------------------------------------- run_cmd
+
+
+def test_run_cmd_gives_up_on_a_child_that_outlives_sigkill(
+    prog: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nvidia-smi wedged in the driver (D state) ignores SIGKILL: a kill that does nothing
+    stands in for it. The old code waited for the child forever."""
+    pidfile = tmp_path / "pid"
+    monkeypatch.setattr(prog.os, "killpg", lambda pid, sig: None)
+    cmd = ["sh", "-c", f"echo $$ > {pidfile}; exec sleep 15"]
+    t0 = time.monotonic()
+    try:
+        assert prog.run_cmd(cmd, 0.5) is None
+        elapsed = time.monotonic() - t0
+    finally:
+        monkeypatch.undo()
+        kill_pids(pid_in(pidfile))
+    assert elapsed < 0.5 + prog.CMD_REAP_S + 2.0
+
+
+def test_run_cmd_never_reads_a_pipe_a_grandchild_holds(
+    prog: types.ModuleType, tmp_path: Path
+) -> None:
+    """A grandchild in its own session keeps stdout open after the group is killed."""
+    pidfile = tmp_path / "pid"
+    inner = f"echo \\$\\$ > {pidfile}; exec sleep 15"
+    cmd = ["sh", "-c", f'setsid sh -c "{inner}" & exec sleep 15']
+    t0 = time.monotonic()
+    try:
+        assert prog.run_cmd(cmd, 0.5) is None
+        elapsed = time.monotonic() - t0
+    finally:
+        wait_for(lambda: pid_in(pidfile), 2)
+        kill_pids(pid_in(pidfile))
+    assert elapsed < 0.5 + prog.CMD_REAP_S + 2.0
+
+
+def test_run_cmd_ends_by_the_deadline_it_is_given(prog: types.ModuleType) -> None:
+    t0 = time.monotonic()
+    assert prog.run_cmd(["sleep", "10"], 10, until=t0 + 0.5) is None
+    assert time.monotonic() - t0 < 3.0
+    assert prog.run_cmd(["echo", "hi"], 10, until=time.monotonic() - 1) is None  # not run
+    assert prog.run_cmd(["echo", "hi"], 10, until=time.monotonic() + 10) == "hi\n"
+
+
+# --------------------------------------------------------------------------- the kernel log
+
+
+@pytest.mark.parametrize(
+    ("dmesg", "journalctl"),
+    [
+        ("echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; exit 1", "exit 0"),
+        ("exit 0", "echo '-- No entries --'"),
+        ("exit 1", "exit 1"),
+    ],
+    ids=["dmesg-refused-journal-empty", "both-empty", "both-fail"],
+)
+def test_an_empty_or_unreadable_kernel_log_is_unknown_not_zero(
+    prog: types.ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    dmesg: str,
+    journalctl: str,
+) -> None:
+    env = fake_bin(tmp_path, dmesg=dmesg, journalctl=journalctl)
+    monkeypatch.setenv("PATH", env["PATH"])
+    assert prog.kernel_log_counts(5) is None
+
+
+def test_a_readable_kernel_log_is_counted(
+    prog: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = fake_bin(tmp_path, dmesg="exit 1", journalctl="echo 'NVRM: Xid (PCI:0000:3b:00): 79'")
+    monkeypatch.setenv("PATH", env["PATH"])
+    assert prog.kernel_log_counts(5) == {"xid": 1, "nvrm": 0, "aer": 0, "source": "journalctl"}
+
+
+# --------------------------------------------------------------------------- the deadline
+
+
+def test_a_wedged_nvidia_smi_does_not_outlast_the_deadline(tmp_path: Path) -> None:
+    """Without --cpu the probe asks nvidia-smi (and the kernel log) before any worker; each
+    used to have 10 s of its own whatever --deadline said."""
+    env = fake_bin(tmp_path, **{"nvidia-smi": "exec sleep 60", "dmesg": "exec sleep 60"})
+    t0 = time.monotonic()
+    proc = start(tmp_path, ["--deadline", "2", "--no-experiments"], env)
+    out, err = proc.communicate(timeout=60)
+    elapsed = time.monotonic() - t0
+    v = validate(json.loads(out))
+    assert elapsed <= 2 + GRACE_S, (elapsed, err)
+    assert v["facts"]["kernel_log"] is None
+    if not os.path.isdir("/proc/driver/nvidia/gpus"):  # no GPU: nvidia-smi was the only hope
+        assert v["verdict"] == "not-applicable" and proc.returncode == 0
+
+
+# --------------------------------------------------------------------------- signals
+
+
+@needs_torch
+@pytest.mark.slow
+def test_sigterm_prints_the_verdict_so_far_naming_the_stalled_phase(tmp_path: Path) -> None:
+    """What Ansible's timeout or an operator's kill used to lose: which phase and rank."""
+    args = [*FAST, "--phase-deadline", "60", "--import-deadline", "90", "--deadline", "120"]
+    proc = start(tmp_path, args, probe_env(tmp_path, "stall:pg_init:1"))
+    try:
+        assert wait_for(
+            lambda: (
+                reached(tmp_path, 0, "call", "pg_init") and reached(tmp_path, 1, "enter", "pg_init")
+            ),
+            90,
+        ), "the ranks never reached pg_init"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        stop_s = time.monotonic() - t0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    v = validate(json.loads(out))
+    assert v["verdict"] == "hung"
+    assert v["stalled"] == {
+        "phase": "pg_init",
+        "ranks": [1],
+        "waiting": [0],
+        "called": [0],
+        "by": "SIGTERM",
+    }
+    assert v["error"] == (
+        "interrupted by SIGTERM during the main run: ranks [1] had not finished pg_init; "
+        "ranks [0] were waiting for them"
+    )
+    assert v["causes"] == []  # an interrupted run is evidence of nothing
+    assert {(p["phase"], p["rank"], p["ok"]) for p in v["phases"]} >= {
+        ("p2p_copy", 0, True),
+        ("pg_init", 0, False),
+        ("pg_init", 1, False),
+    }
+    assert json.loads((tmp_path / "v.json").read_text()) == v
+    assert stop_s < GRACE_S
+    assert leftovers(str(tmp_path)) == []
+
+
+@needs_torch
+def test_sigint_names_the_ranks_in_import_torch(tmp_path: Path) -> None:
+    args = [*FAST, "--phase-deadline", "60", "--deadline", "120"]
+    proc = start(tmp_path, args, probe_env(tmp_path, "stall:import_torch:*"))
+    try:
+        assert wait_for(lambda: len(leftovers(str(tmp_path))) == 2, 30)
+        assert wait_for(lambda: events(tmp_path, 0) and events(tmp_path, 1), 30)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 128 + signal.SIGINT, err
+    v = validate(json.loads(out))
+    assert v["verdict"] == "hung" and v["stalled"]["phase"] == "import_torch"
+    assert v["stalled"]["ranks"] == [0, 1] and v["stalled"]["by"] == "SIGINT"
+    assert leftovers(str(tmp_path)) == []
+
+
+def test_sigterm_before_the_workers_start_is_a_failed_verdict(tmp_path: Path) -> None:
+    env = fake_bin(tmp_path, **{"nvidia-smi": "exec sleep 60"})
+    proc = start(tmp_path, ["--deadline", "100"], env)
+    try:
+        time.sleep(1.5)  # inside `nvidia-smi -L`, counting GPUs
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    v = validate(json.loads(out))
+    assert v["verdict"] == "failed" and v["phases"] == []
+    assert v["error"] == "interrupted by SIGTERM before the workers started"
+
+
+# --------------------------------------------------------------------------- a dead supervisor
+
+
+@needs_torch
+def test_workers_die_with_a_sigkilled_supervisor(tmp_path: Path) -> None:
+    args = [*FAST, "--phase-deadline", "60", "--deadline", "120"]
+    proc = start(tmp_path, args, probe_env(tmp_path, "stall:import_torch:*"))
+    try:
+        assert wait_for(lambda: len(leftovers(str(tmp_path))) == 2, 30)
+        assert wait_for(lambda: events(tmp_path, 0) and events(tmp_path, 1), 30)
+        t0 = time.monotonic()
+        proc.kill()
+        proc.wait()
+        gone = wait_for(lambda: leftovers(str(tmp_path)) == [], 5)
+        gone_s = time.monotonic() - t0
+    finally:
+        kill_pids(leftovers(str(tmp_path)))
+    assert gone, "workers outlived their supervisor"
+    assert gone_s < 5
+
+
+def test_a_worker_ends_itself_after_its_deadline(tmp_path: Path) -> None:
+    """The backstop when nothing else stops it: SIGALRM's default action, from the kernel."""
+    cmd = [sys.executable, str(program_path()), "--worker", "--cpu", "--run-dir", str(tmp_path)]
+    cmd += ["--world-size", "1", "--exit-after", "1"]
+    t0 = time.monotonic()
+    rc = subprocess.run(cmd, env=probe_env(tmp_path, "stall:import_torch:0"), timeout=30).returncode
+    assert rc == -signal.SIGALRM and time.monotonic() - t0 < 10
+
+
+def test_a_worker_whose_supervisor_is_already_gone_exits(tmp_path: Path) -> None:
+    """The supervisor died between spawning the worker and its prctl: the parent changed."""
+    cmd = [sys.executable, str(program_path()), "--worker", "--cpu", "--run-dir", str(tmp_path)]
+    cmd += ["--world-size", "1", "--parent-pid", str(os.getpid() + 1)]
+    env = probe_env(tmp_path, "stall:import_torch:0")
+    assert subprocess.run(cmd, env=env, timeout=30).returncode == 1
+    assert not (tmp_path / "rank0.jsonl").exists()  # gone before it reported anything

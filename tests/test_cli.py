@@ -374,6 +374,22 @@ def test_a_host_whose_interpreter_is_missing_is_exit_4_with_the_reason(tmp_path:
     assert "did not run" in line and "/nonexistent/python3: not found" in line
 
 
+def test_plan_o_on_a_host_without_facts_says_why_and_writes_nothing(tmp_path: Path) -> None:
+    """Found running the README's lab without its connection plugin: `plan -o` for a host
+    whose facts failed tried to write an empty plan file and said "plans: [] should be
+    non-empty" (exit 3). It is the host's failure, with its exit code, and no file."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text(
+        "all:\n  hosts:\n    u3: {ansible_connection: local, "
+        "ansible_python_interpreter: /nonexistent/python3}\n"
+    )
+    out = tmp_path / "plan.json"
+    r = gpufix("plan", "u3", "-i", str(inv), "-o", str(out))
+    assert r.returncode == 4, r.stderr
+    assert "no facts from u3" in r.stderr.splitlines()[-1]
+    assert "should be non-empty" not in r.stderr and not out.exists()
+
+
 def test_usage_errors_of_lint_and_preflight_name_the_tool() -> None:
     """docs/exit-codes.md: lint and preflight say `gpufix lint: error:` (they also run alone in
     CI and job scripts); an empty --facts is refused, not read as the current directory."""

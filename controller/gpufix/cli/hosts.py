@@ -215,7 +215,7 @@ def plan(
         facts_timeout=facts_timeout,
     )
     plans, failures = got.plans, got.failures
-    if output:
+    if output and plans:  # no host planned: the failures below say why, no file is written
         save_plans(plans, Path(output))
         click.echo(f"wrote {output}", err=True)
     for f in failures:

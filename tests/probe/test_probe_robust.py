@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import probe_env
-from gpufix.probe import program_path, validate
+from gpufix.probe import program_path, run_local, validate
 from workers import leftovers
 
 FAST = ["--cpu", "--world-size", "2", "--no-single-gpu", "--no-experiments"]
@@ -295,3 +295,13 @@ def test_a_worker_whose_supervisor_is_already_gone_exits(tmp_path: Path) -> None
     env = probe_env(tmp_path, "stall:import_torch:0")
     assert subprocess.run(cmd, env=env, timeout=30).returncode == 1
     assert not (tmp_path / "rank0.jsonl").exists()  # gone before it reported anything
+
+
+def test_run_local_returns_the_verdict_of_a_probe_it_had_to_stop(tmp_path: Path) -> None:
+    """gpufix's own limit on the probe (run_local's timeout) SIGTERMs it: the verdict the probe
+    then prints, naming what stalled, is returned instead of "did not return within N s"."""
+    args = [*FAST, "--phase-deadline", "60", "--import-deadline", "90", "--deadline", "120"]
+    v = run_local(args=args, env=probe_env(tmp_path, "stall:pg_init:1"), timeout=20)
+    assert v["verdict"] == "hung" and v["stalled"]["by"] == "SIGTERM", v.get("error")
+    assert v["stalled"]["phase"] in ("import_torch", "pg_init")
+    assert leftovers(str(tmp_path)) == [], "worker processes left behind"

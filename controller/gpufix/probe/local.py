@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import signal
@@ -122,8 +123,11 @@ def run_local(
     try:
         out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
-        _stop(proc)
-        raise GpufixError(f"the probe did not return within {limit:.0f} s") from None
+        # On SIGTERM the probe prints the verdict so far (the phase and ranks that stalled).
+        try:
+            return validate(json.loads(_stop(proc)))
+        except (ValueError, GpufixError):
+            raise GpufixError(f"the probe did not return within {limit:.0f} s") from None
     except BaseException:
         # Interrupted (the CLI turns SIGTERM into KeyboardInterrupt): the probe and its workers
         # must not outlive gpufix, holding the GPUs until the probe's own deadline.
@@ -139,14 +143,17 @@ def run_local(
     return validate(verdict)
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM the probe (its supervisor then kills its workers), SIGKILL it 5 s later."""
+def _stop(proc: subprocess.Popen[str]) -> str:
+    """SIGTERM the probe (its supervisor then kills its workers), SIGKILL it 5 s later; what it
+    printed on stdout by then ("" when it had to be killed)."""
     proc.send_signal(signal.SIGTERM)
     try:
-        proc.communicate(timeout=5)
+        return proc.communicate(timeout=5)[0] or ""
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.communicate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=5)
+        return ""
 
 
 def _last_line(text: str) -> str:

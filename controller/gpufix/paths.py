@@ -17,7 +17,10 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 def _is_content(path: Path) -> bool:
-    return all((path / m).exists() for m in _MARKERS)
+    try:
+        return all((path / m).exists() for m in _MARKERS)
+    except OSError:  # a name too long, a loop of links: not content
+        return False
 
 
 def content_root() -> Path:
@@ -27,7 +30,8 @@ def content_root() -> Path:
         if _is_content(Path(env)):
             return Path(env).resolve()
         raise GpufixError(
-            f"GPUFIX_HOME={env} holds no gpufix content (ansible.cfg, playbooks/, roles/, plugins/)"
+            f"GPUFIX_HOME={env[:200]}{'...' if len(env) > 200 else ''} holds no gpufix content "
+            "(ansible.cfg, playbooks/, roles/, plugins/)"
         )
     for candidate in (_PACKAGE / "_content", _PACKAGE.parents[1]):
         if _is_content(candidate):

@@ -52,9 +52,20 @@ def fake_apt_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, madison: Pat
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
 
 
+# The role installs NSCQ beside fabric manager, at the build its source offers for the driver's
+# version (tests/test_driver_revision.py): canonical/apt-packaging-libnvidia-nscq 535-jammy @
+# 9e4e0e68 is 535.216.03-0ubuntu0.22.04.1, uploaded with fabric manager.
+NSCQ = (
+    "libnvidia-nscq-535 | 535.216.03-0ubuntu0.22.04.1 | "
+    "http://archive.ubuntu.com/ubuntu jammy-updates/multiverse amd64 Packages\n"
+)
+
+
 @pytest.fixture()
 def apt_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_apt_cache(tmp_path, monkeypatch, MADISON)
+    madison = tmp_path / "madison.txt"
+    madison.write_text(MADISON.read_text() + NSCQ)
+    fake_apt_cache(tmp_path, monkeypatch, madison)
 
 
 def resolve(tmp_path: Path, vars_: dict[str, Any]) -> subprocess.CompletedProcess[str]:

@@ -67,7 +67,10 @@ def test_no_helper_was_needed(host):
 
 def test_pin(host):
     pref = host.file("/etc/apt/preferences.d/gpufix-nvidia-driver.pref")
-    assert pref.contains("^Pin: version 535.288.01-\\*$")
+    # The archive's exact build, not 535.288.01-*: a glob would rank another source's build of
+    # the same version (NVIDIA's -0ubuntu1) alike, and apt would take its higher revision.
+    assert pref.contains(f"^Pin: version {VERSION}$")
+    assert not pref.contains("^Pin: version .*\\*")
     assert pref.contains("^Pin-Priority: 1001$")
     assert f"Candidate: {VERSION}" in host.check_output("apt-cache policy nvidia-utils-535")
 

@@ -46,6 +46,11 @@ def test_cuda_drivers_and_extras_move_with_the_driver(host):
     pref = host.file("/etc/apt/preferences.d/gpufix-nvidia-driver.pref")
     assert pref.contains("^Package: .*cuda-drivers\\*")
     assert pref.contains("^Package: .*libxnvctrl\\*")
+    # NVIDIA's exact build first; the rest of the version (cuda-drivers-550 at 550.54.15-1) one
+    # priority below, so another source's build of 550.54.15 never ranks with NVIDIA's.
+    assert pref.contains(f"^Pin: version {PINNED}$")
+    assert pref.contains("^Pin: version 550.54.15-\\*$")
+    assert pref.contains("^Pin-Priority: 1000$")
 
 
 def test_keyring_and_toolkit_list_untouched(host):

@@ -189,6 +189,10 @@ def test_gpu_errors_without_a_gpu_named() -> None:
     assert g.gpu_errors(15, ROWS[0], "GPU access blocked\n") == [
         {"pci_bus_id": None, "message": "GPU access blocked", "rc": 15}
     ]
+    # Another failure that names no GPU (a crash, a refused field) is not a lost GPU.
+    for rc in (2, -11, 255):
+        with pytest.raises(g.Unknown, match=f"nvidia-smi: exit {rc}"):
+            g.gpu_errors(rc, ROWS[0], "Segmentation fault\n")
 
 
 # ----------------------------------------------------------------------------- driver branches
@@ -205,6 +209,7 @@ D535 = ("nvidia-driver-535", "libnvidia-compute-535")
 D550 = ("nvidia-driver-550", "libnvidia-compute-550")
 D470_SERVER = ("nvidia-driver-470-server", "libnvidia-compute-470-server")
 D580_OPEN = ("nvidia-driver-580-open", "libnvidia-compute-580")
+D590 = ("nvidia-open", "libnvidia-compute")  # NVIDIA's repository names 590+ without a branch
 
 
 @pytest.mark.parametrize(
@@ -218,6 +223,10 @@ D580_OPEN = ("nvidia-driver-580-open", "libnvidia-compute-580")
         # No driver yet: one branch's names don't cover the driver the next install brings.
         ((), blacklist(*D535), False),
         ((), blacklist("nvidia-", "libnvidia-"), True),
+        # A review: 590+'s unversioned names fell back to the samples, which the branch-dash
+        # patterns cover, so a blacklist that holds none of the installed packages read as held.
+        (D590, blacklist("nvidia-driver-", "libnvidia-compute-"), False),
+        (D590, blacklist("nvidia-open", "libnvidia-compute"), True),
     ],
 )
 def test_unattended_blacklist_is_checked_against_any_branch(

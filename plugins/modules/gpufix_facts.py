@@ -722,15 +722,24 @@ def blacklist_covers(patterns, name):
 SAMPLE_DRIVER_BRANCHES = ("470", "535", "550", "570", "580")
 
 
+# NVIDIA's repository names 590 and later without a branch (nvidia-open, libnvidia-compute).
+UNVERSIONED_DRIVER_PACKAGES = ("nvidia-driver", "nvidia-open", "libnvidia-compute")
+_DRIVER_PACKAGE = re.compile(r"^(nvidia-driver-\d+|libnvidia-compute-\d+|nvidia-open-\d+)")
+
+
 def driver_package_names(installed):
-    """The driver packages a Package-Blacklist must cover: the installed nvidia-driver-N* and
-    libnvidia-compute-N* (any branch, -server and -open too), else sample branches' names."""
+    """The driver packages a Package-Blacklist must cover: the installed nvidia-driver-N*,
+    libnvidia-compute-N* (any branch, -server and -open too) and 590+'s unversioned names, else
+    sample branches' names and the unversioned ones."""
     names = sorted(
-        n for n in installed or {} if re.match(r"^(nvidia-driver|libnvidia-compute)-\d+", n)
+        n for n in installed or {} if _DRIVER_PACKAGE.match(n) or n in UNVERSIONED_DRIVER_PACKAGES
     )
     if names:
         return names
-    return [p + b for b in SAMPLE_DRIVER_BRANCHES for p in ("nvidia-driver-", "libnvidia-compute-")]
+    samples = [
+        p + b for b in SAMPLE_DRIVER_BRANCHES for p in ("nvidia-driver-", "libnvidia-compute-")
+    ]
+    return samples + list(UNVERSIONED_DRIVER_PACKAGES)
 
 
 def parse_cmdline(text):
@@ -1087,6 +1096,9 @@ def g_gpus(ctx, opts):
     return gpus
 
 
+NVML_GPU_IS_LOST = 15
+
+
 def gpu_errors(rc, out, err):
     """The GPUs a --query-gpu run could not read; [] when it read them all.
 
@@ -1097,10 +1109,12 @@ def gpu_errors(rc, out, err):
     if rc == 0:
         return []
     errors = parse_gpu_errors(out + "\n" + err, rc)
-    if not errors:  # failed without naming a GPU
-        detail = (err.strip() or out.strip()).splitlines()
-        errors = [{"pci_bus_id": None, "message": detail[0] if detail else None, "rc": rc}]
-    return errors
+    if errors:
+        return errors
+    if rc != NVML_GPU_IS_LOST:  # a crash, a refused field: says nothing of a GPU
+        raise Unknown(exit_reason(["nvidia-smi"], rc, out, err))
+    detail = (err.strip() or out.strip()).splitlines()  # lost, but which one is not said
+    return [{"pci_bus_id": None, "message": detail[0] if detail else None, "rc": rc}]
 
 
 def _gpu_errors(ctx):

@@ -176,3 +176,16 @@ def test_a_plan_whose_interim_moved_since_it_was_made_is_stale(monkeypatch) -> N
     assert request._moved_since(made, KB, RULES, "plan file", date(2026, 12, 3)) == "2026-06-20"
     monkeypatch.setattr(request, "rederive", lambda p, *a, **k: made)
     assert request._moved_since(made, KB, RULES, "plan file", date(2026, 12, 3)) is None
+
+
+@pytest.mark.parametrize("bdf", ["0000:00:01.0", "10000:e0:1a.0", "auto"])
+def test_pcie_acs_takes_bridges_in_any_pci_domain(bdf: str) -> None:
+    """A review: the facts keep VMD domains (10000:e0:1a.0), so a plan may name one; the spec
+    refused it at apply, after the plan was made. pciutils takes 32-bit domains."""
+    rolevars.check_vars("pcie_acs.yml", {"gpufix_pcie_acs_bridges": [bdf]}, "t", plan_step=True)
+
+
+@pytest.mark.parametrize("bdf", ["1:00:01.0", "123456789:00:01.0", "0000:00:01.8", "00:01.0;x"])
+def test_pcie_acs_refuses_what_is_no_pci_address(bdf: str) -> None:
+    with pytest.raises(InvalidInput):
+        rolevars.check_vars("pcie_acs.yml", {"gpufix_pcie_acs_bridges": [bdf]}, "t", plan_step=True)

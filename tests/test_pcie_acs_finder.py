@@ -54,3 +54,14 @@ def test_adds_the_bridges_of_an_adapter_beside_a_gpu(tmp_path: Path) -> None:
         ["sh", str(FINDER), str(tmp_path)], capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["0000:00:01.0", "0000:01:00.0", "0000:02:08.0", "0000:02:10.0"]
+
+
+def test_bridges_in_a_vmd_domain_keep_their_domain(tmp_path: Path) -> None:
+    """A GPU behind Intel VMD sits in a domain past four hex digits (10000:e0:1a.0, sysfs
+    pci10000:e0 under the VMD endpoint): its bridges are listed, the VMD endpoint is not."""
+    vmd = "pci0000:00/0000:00:0e.0/pci10000:e0"
+    device(tmp_path, f"{vmd}/10000:e0:1a.0/10000:e1:00.0", "0x10de", "0x030200")
+    out = subprocess.run(
+        ["sh", str(FINDER), str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["10000:e0:1a.0"]

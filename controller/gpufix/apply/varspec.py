@@ -33,7 +33,8 @@ PATTERNS: dict[str, str] = {
     # repo[:tag]@sha256:<64 hex>
     "image_digest": r"^[a-z0-9][a-z0-9._/:-]{0,254}@sha256:[0-9a-f]{64}$",
     "size": r"^[0-9]{1,6}[bkmg]?$",
-    "pci_bdf": r"^([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|auto)$",
+    # VMD domains run past four hex digits (10000:e0:1a.0); pciutils takes 32-bit domains
+    "pci_bdf": r"^([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|auto)$",
     "kernel_param": r"^[a-z0-9_.]{1,64}(=[A-Za-z0-9_.,:-]{1,64})?$",
     "ifname": r"^[A-Za-z0-9_.:-]{1,15}$",
     # a login name as useradd takes it (shadow-utils' default NAME_REGEX, plus digits first)

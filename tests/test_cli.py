@@ -289,6 +289,18 @@ def test_probe_refuses_a_soak_sweep_the_program_would_refuse(lo: str, hi: str) -
     )
 
 
+def test_probe_refuses_a_soak_factor_that_never_reaches_the_top() -> None:
+    """A review: --soak-factor 1 with min < max passed here and was refused on the host."""
+    r = gpufix("probe", "localhost", "--soak", "--soak-factor", "1", "--soak-max-bytes", "2K")
+    assert r.returncode == 3
+    assert one_line_error(r).endswith(
+        "--soak-factor 1 never reaches --soak-max-bytes: use a factor above 1"
+    )
+    from gpufix.probe.options import ProbeOptions, Soak
+
+    ProbeOptions(soak=Soak("1K", "1K", 1)).check()  # min == max: one size, any factor
+
+
 def test_lint_command_exit_codes_and_sarif(tmp_path: Path) -> None:
     bad = tmp_path / "train.py"
     bad.write_text('import os\nimport torch\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n')

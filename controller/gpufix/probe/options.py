@@ -76,6 +76,10 @@ class ProbeOptions:
             raise InvalidInput("--soak-min-bytes/--soak-max-bytes take sizes like 8, 64K, 128M")
         if s and not 0 < size_bytes(s.min_bytes) <= size_bytes(s.max_bytes) <= SOAK_MAX:
             raise InvalidInput("soak sizes need 0 < --soak-min-bytes <= --soak-max-bytes <= 16G")
+        if s and s.factor <= 1 and size_bytes(s.min_bytes) < size_bytes(s.max_bytes):
+            raise InvalidInput(
+                "--soak-factor 1 never reaches --soak-max-bytes: use a factor above 1"
+            )
         return self
 
     def _check_job_env(self) -> None:

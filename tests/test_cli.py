@@ -398,7 +398,8 @@ def test_plan_o_on_a_host_without_facts_says_why_and_writes_nothing(tmp_path: Pa
     out = tmp_path / "plan.json"
     r = gpufix("plan", "u3", "-i", str(inv), "-o", str(out))
     assert r.returncode == 4, r.stderr
-    assert "no facts from u3" in r.stderr.splitlines()[-1]
+    assert r.stderr.splitlines()[-1] == "gpufix: error: no host planned: u3"
+    assert "u3: " in r.stderr.splitlines()[0]  # the host's own reason
     assert "should be non-empty" not in r.stderr and not out.exists()
 
 

@@ -232,7 +232,10 @@ def plan(
     if failures:
         code = EXIT_UNREACHABLE if any(f.unreachable for f in failures) else EXIT_ERROR
         names = ", ".join(f.host for f in failures)
-        raise GpufixError(f"no facts from {names}" if not plans else f"not planned: {names}", code)
+        # each failure's own reason is on its line above (facts, or a probe that never reached it)
+        raise GpufixError(
+            f"no host planned: {names}" if not plans else f"not planned: {names}", code
+        )
     sys.exit(changes_exit(any(p.changes for p in plans), detailed_exitcode))
 
 

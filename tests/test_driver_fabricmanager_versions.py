@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from role_check import run_tasks
+from role_check import run_playbook, run_tasks
 
 OUTPUTS = Path(__file__).parent / "fixtures" / "tool_outputs"
 MADISON = OUTPUTS / "apt_madison_535_jammy_fm_apart.txt"
@@ -144,3 +144,47 @@ def test_jinja_in_the_host_s_package_index_is_never_run(
     assert r.returncode != 0 and where in out, out[-3000:]
     assert "lookup('pipe'" in out  # shown as text
     assert not marker.exists()
+
+
+# NVIDIA's repository keeps every version; a review: when NSCQ lags behind fabric manager at the
+# newest version, the role picked that version and then refused it ("NSCQ not offered"), where
+# the newest version all three are offered at is the one to take.
+NVIDIA_URL = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64"
+LAGGING_NSCQ = "".join(
+    f"{name} | {version} | {NVIDIA_URL}  Packages\n"
+    for name, version in [
+        ("nvidia-driver-550", "550.90.07-0ubuntu1"),
+        ("nvidia-driver-550", "550.54.15-0ubuntu1"),
+        ("nvidia-fabricmanager-550", "550.90.07-1"),
+        ("nvidia-fabricmanager-550", "550.54.15-1"),
+        ("libnvidia-nscq-550", "550.54.15-1"),
+    ]
+)
+
+
+@pytest.mark.slow
+def test_a_companion_that_lags_behind_leaves_out_the_newest_version_not_the_branch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    madison = tmp_path / "madison.txt"
+    madison.write_text(LAGGING_NSCQ)
+    fake_apt_cache(tmp_path, monkeypatch, madison)
+    book = tmp_path / "resolve_and_show.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: true\n  tasks:\n"
+        "    - ansible.builtin.include_role: {name: driver, tasks_from: resolve}\n"
+        "    - ansible.builtin.debug: {var: gpufix_driver_debian_versions}\n"
+    )
+    chosen = {
+        "gpufix_driver_source": "nvidia",
+        "gpufix_driver_branch": "550",
+        "gpufix_driver_flavour": "",
+        "gpufix_driver_fabricmanager": True,
+    }
+    r = run_playbook(tmp_path, book, {**BASE, **chosen}, check=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert '"userspace": "550.54.15-0ubuntu1"' in out, out[-3000:]
+    assert (
+        '"libnvidia-nscq-550": "550.54.15-1"' in out and "550.90.07" not in out.split("debug")[-1]
+    )

@@ -243,10 +243,11 @@ def test_sigint_names_the_ranks_in_import_torch(tmp_path: Path) -> None:
 
 
 def test_sigterm_before_the_workers_start_is_a_failed_verdict(tmp_path: Path) -> None:
-    env = fake_bin(tmp_path, **{"nvidia-smi": "exec sleep 60"})
+    marker = tmp_path / "in-nvidia-smi"
+    env = fake_bin(tmp_path, **{"nvidia-smi": f"touch {marker}; exec sleep 60"})
     proc = start(tmp_path, ["--deadline", "100"], env)
     try:
-        time.sleep(1.5)  # inside `nvidia-smi -L`, counting GPUs
+        assert wait_for(marker.exists, 30), "nvidia-smi never ran"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -256,6 +257,97 @@ def test_sigterm_before_the_workers_start_is_a_failed_verdict(tmp_path: Path) ->
     v = validate(json.loads(out))
     assert v["verdict"] == "failed" and v["phases"] == []
     assert v["error"] == "interrupted by SIGTERM before the workers started"
+
+
+# The probe's main() in a fresh interpreter, with one of its functions wrapped to send the
+# probe a signal the first time it is called: a signal at an exact point, without sleeps.
+SIGNAL_AT = """
+import importlib.util, os, signal, sys
+spec = importlib.util.spec_from_file_location("gpufix_probe", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+real, signum, sent = getattr(m, sys.argv[2]), getattr(signal, sys.argv[3]), []
+def wrapped(*args, **kwargs):
+    if not sent:
+        sent.append(1)
+        os.kill(os.getpid(), signum)
+    return real(*args, **kwargs)
+setattr(m, sys.argv[2], wrapped)
+sys.exit(m.main(sys.argv[4:]))
+"""
+
+
+def signal_at(
+    tmp_path: Path, function: str, sig: str, args: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-c", SIGNAL_AT, str(program_path()), function, sig, *args]
+    cmd += ["--json-out", str(tmp_path / "v.json")]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+
+
+# Rank 0 fails at once, before importing torch: a complete verdict in a Python start.
+CRASH = ["--cpu", "--world-size", "1", "--no-single-gpu", "--no-experiments", "--deadline", "60"]
+
+
+@needs_torch
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_verdict_is_written_does_not_lose_it(tmp_path: Path, sig: str) -> None:
+    """The old supervisor gave the default handlers back before writing: SIGTERM killed it
+    with nothing on stdout, SIGINT gave a traceback."""
+    env = probe_env(tmp_path, "crash:import_torch:0")
+    proc = signal_at(tmp_path, "write_atomic", sig, CRASH, env)
+    assert proc.returncode == 1, proc.stderr  # the verdict's own status
+    assert "Traceback" not in proc.stderr
+    v = validate(json.loads(proc.stdout))
+    assert v["verdict"] == "failed" and v["failed_in"] == {"phase": "import_torch", "ranks": [0]}
+    assert json.loads((tmp_path / "v.json").read_text()) == v
+
+
+@needs_torch
+def test_a_signal_during_the_clean_up_leaves_a_complete_verdict_alone(tmp_path: Path) -> None:
+    """It used to skip the clean-up (temp dir left, no NCCL log tail) and turn the complete
+    verdict into an interrupted one, exit 143."""
+    logs = tmp_path / "nccl"
+    logs.mkdir()
+    (logs / "h.log").write_text("h:1:1 [0] NCCL WARN test line\n")
+    env = probe_env(tmp_path, "crash:import_torch:0")
+    proc = signal_at(tmp_path, "nccl_tail", "SIGTERM", [*CRASH, "--nccl-log", str(logs)], env)
+    assert proc.returncode == 1, proc.stderr
+    v = validate(json.loads(proc.stdout))
+    assert v["verdict"] == "failed" and v["failed_in"] == {"phase": "import_torch", "ranks": [0]}
+    assert v["nccl_log_tail"] == ["h:1:1 [0] NCCL WARN test line"]
+    assert "SIGTERM came after the verdict was complete: it stands" in v["notes"]
+    assert not any("interrupted" in n for n in v["notes"])
+    assert list(tmp_path.glob("gpufix-probe-*")) == []  # the run's temp dir removed
+
+
+@needs_torch
+def test_a_signal_while_stopping_a_failed_run_keeps_its_failure(tmp_path: Path) -> None:
+    """Rank 1 crashed; the signal came while the supervisor stopped rank 0 (up to 2.5 s with
+    ranks in D state). It used to be reported as a hang in import_torch, the error lost."""
+    args = ["--cpu", "--world-size", "2", "--no-single-gpu", "--no-experiments"]
+    env = probe_env(tmp_path, "crash:import_torch:1")
+    proc = signal_at(tmp_path, "kill_groups", "SIGTERM", [*args, "--deadline", "60"], env)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    v = validate(json.loads(proc.stdout))
+    assert v["verdict"] == "failed" and v["stalled"] is None
+    assert v["failed_in"] == {"phase": "import_torch", "ranks": [1]}
+    assert v["error"].startswith("rank 1 in import_torch: RuntimeError: GPUFIX_PROBE_FAULT")
+    assert (
+        "interrupted by SIGTERM after the main run had failed, while its workers were being "
+        "stopped: nothing ran after it"
+    ) in v["notes"]
+    assert leftovers(str(tmp_path)) == []
+
+
+def test_a_signal_before_the_supervisor_starts_gives_a_verdict(tmp_path: Path) -> None:
+    """Handlers used to come only after the verdict's skeleton: rc -15 and nothing printed."""
+    proc = signal_at(tmp_path, "base_verdict", "SIGTERM", FAST, probe_env(tmp_path))
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    v = validate(json.loads(proc.stdout))
+    assert v["verdict"] == "failed" and v["phases"] == []
+    assert v["error"] == "interrupted by SIGTERM before the workers started"
+    assert list(tmp_path.glob("gpufix-probe-*")) == []
 
 
 # --------------------------------------------------------------------------- a dead supervisor

@@ -857,11 +857,16 @@ class Supervisor(object):
         finally:
             res.unkillable = kill_groups(res.ranks)
             self.live = []
+        self.collect(res)
+        self.current = None
+        return res
+
+    def collect(self, res: RunResult) -> None:
+        """What the stopped ranks reported and printed last."""
+        run_dir = os.path.join(self.run_root, res.name)
         for st in res.ranks:
             st.read()
             res.texts += tail_file(os.path.join(run_dir, "rank%d.out" % st.rank), 30)
-        self.current = None
-        return res
 
     def watch(self, res: RunResult) -> None:
         phases = res.phases
@@ -1674,37 +1679,62 @@ class Interrupted(BaseException):
         self.name = signal.Signals(signum).name
 
 
-def on_signal(signum: int, frame: Any) -> None:
-    # Once only: the clean-up that writes the verdict must not be interrupted in turn.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise Interrupted(signum)
+class Signals(object):
+    """SIGTERM and SIGINT to the supervisor, from the start until its verdict is printed. Only
+    the first counts: while armed it raises Interrupted (the verdict so far is printed); once
+    the verdict is complete (disarmed) it is only recorded, and the verdict stands."""
+
+    def __init__(self) -> None:
+        self.got = 0  # the first signal, or 0
+        self.armed = False
+        self.old = [(s, signal.signal(s, self.handle)) for s in (signal.SIGTERM, signal.SIGINT)]
+
+    def handle(self, signum: int, frame: Any) -> None:
+        if self.got:
+            return  # the clean-up that writes the verdict must not be interrupted in turn
+        self.got = signum
+        if self.armed:
+            raise Interrupted(signum)
+
+    def arm(self) -> None:
+        self.armed = True
+        if self.got:  # came before: now there is a verdict to fill
+            raise Interrupted(self.got)
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    def restore(self) -> None:
+        for sig, handler in self.old:
+            signal.signal(sig, handler)
 
 
-def supervise(ns: argparse.Namespace) -> Dict[str, Any]:
+def supervise(ns: argparse.Namespace, sigs: Signals) -> Dict[str, Any]:
     """The verdict; on SIGTERM/SIGINT the one known so far, with ns.interrupted = the signal."""
     t0 = time.monotonic()
     ns.run_id = uuid.uuid4().hex[:12]
     ns.interrupted = 0
     backend = "gloo" if ns.cpu or ns.backend == "gloo" else "nccl"
     v = base_verdict(ns, socket.gethostname(), (ns.world_size or 1) * ns.nnodes, backend)
-    old = [(s, signal.signal(s, on_signal)) for s in (signal.SIGTERM, signal.SIGINT)]
     try:
-        supervise_into(v, ns, t0)
+        sigs.arm()
+        supervise_into(v, ns, t0, sigs)
+        sigs.disarm()
     except Interrupted as exc:
         ns.interrupted = exc.signum
         if v["verdict"] == "not-applicable":
             v["verdict"] = "failed"
             v["error"] = "interrupted by %s before the workers started" % exc.name
         v["notes"].append("interrupted by %s: the verdict holds what was known then" % exc.name)
-    else:
-        for sig, handler in old:
-            signal.signal(sig, handler)
+    if sigs.got and not ns.interrupted:
+        v["notes"].append(
+            "%s came after the verdict was complete: it stands" % signal.Signals(sigs.got).name
+        )
     v["duration_s"] = round(time.monotonic() - t0, 3)
     return v
 
 
-def supervise_into(v: Dict[str, Any], ns: argparse.Namespace, t0: float) -> None:
+def supervise_into(v: Dict[str, Any], ns: argparse.Namespace, t0: float, sigs: Signals) -> None:
     until = t0 + ns.deadline
     # The job's settings first: GPUs are counted as the job sees them (CUDA_VISIBLE_DEVICES).
     set_job_env(ns)
@@ -1766,7 +1796,7 @@ def supervise_into(v: Dict[str, Any], ns: argparse.Namespace, t0: float) -> None
             "kernel log did not answer in time" % ns.deadline
         )
     else:
-        supervised(v, ns, world, ngpu, t0)
+        supervised(v, ns, world, ngpu, t0, sigs)
 
 
 def node_record(ns: argparse.Namespace, world: int) -> Dict[str, Any]:
@@ -1781,7 +1811,9 @@ def node_record(ns: argparse.Namespace, world: int) -> Dict[str, Any]:
     }
 
 
-def supervised(v: Dict[str, Any], ns: argparse.Namespace, world: int, ngpu: int, t0: float) -> None:
+def supervised(
+    v: Dict[str, Any], ns: argparse.Namespace, world: int, ngpu: int, t0: float, sigs: Signals
+) -> None:
     """Run the workers under a supervisor that kills them on any exit, and fill the verdict."""
     run_root = tempfile.mkdtemp(prefix="gpufix-probe-%s-" % ns.run_id)
     if ns.nccl_log:
@@ -1794,6 +1826,7 @@ def supervised(v: Dict[str, Any], ns: argparse.Namespace, world: int, ngpu: int,
     sup = Supervisor(ns, run_root, nccl_dir, t0, t0 + ns.deadline)
     try:
         fill_verdict(v, sup, ns, world, ngpu)
+        sigs.disarm()  # complete: a signal now must not cut the clean-up short
     finally:
         kill_groups(sup.live)
         v["nccl_log_tail"] = nccl_tail(nccl_dir, 40)
@@ -1841,7 +1874,7 @@ def fill_verdict(
     try:
         run_all(v, sup, ns, world, ngpu, ev)
     except Interrupted as exc:
-        record_interrupt(v, sup, ev, exc.name)
+        record_interrupt(v, sup, ev, world, exc.name)
         raise
 
 
@@ -1858,13 +1891,7 @@ def run_all(
         v["causes"] = find_causes(ev)
         return
     main = sup.run(main_spec(ns, world, ngpu, sup.deadline_at))
-    ev["texts"] += main.texts
-    record_main(v, main, ns, sup.t0)
-    ev["main"] = run_summary(main)
-    ev["slow"] = v["slow"]
-    judge_main(v, main, ns, ev, world)
-    if ns.soak:
-        v["soak"] = soak_record(ns, main)
+    take_main(v, main, ns, ev, world, sup.t0)
     trouble = trouble_of(v, ev)
     # One rank has no transport between GPUs to change; the job's settings still matter.
     if trouble and (world > 1 or ns.job_env):
@@ -1873,19 +1900,45 @@ def run_all(
     v["causes"] = find_causes(ev)
 
 
+def take_main(
+    v: Dict[str, Any],
+    main: RunResult,
+    ns: argparse.Namespace,
+    ev: Dict[str, Any],
+    world: int,
+    t0: float,
+) -> None:
+    """The main run into the verdict and the evidence."""
+    ev["texts"] += main.texts
+    record_main(v, main, ns, t0)
+    ev["main"] = run_summary(main)
+    ev["slow"] = v["slow"]
+    judge_main(v, main, ns, ev, world)
+    if ns.soak:
+        v["soak"] = soak_record(ns, main)
+
+
 RUN_LABELS = {"single": "the single-GPU baseline", "main": "the main run"}
 
 
-def record_interrupt(v: Dict[str, Any], sup: Supervisor, ev: Dict[str, Any], name: str) -> None:
+def record_interrupt(
+    v: Dict[str, Any], sup: Supervisor, ev: Dict[str, Any], world: int, name: str
+) -> None:
     """The verdict when a signal stopped the probe: where the run in flight was. An interrupted
-    run is evidence of nothing, so no causes from it."""
+    run is evidence of nothing, so no causes from it; a run that had hung or failed before the
+    signal (which came while its workers were being stopped) is, and is recorded as such."""
     res = sup.current
-    for st in res.ranks if res else []:
-        st.read()
+    if res is not None:
+        if sup.live:  # the signal cut the stop of the workers short
+            res.unkillable = kill_groups(res.ranks)
+            sup.live = []
+        sup.collect(res)
     if v["verdict"] != "not-applicable":  # the main run was judged; an experiment was cut short
         what = "during experiment %s" % res.name[len("exp-") :] if res else "after the main run"
         v["notes"].append("interrupted by %s %s; no experiment after it ran" % (name, what))
         v["causes"] = find_causes(ev)
+        return
+    if res is not None and record_ended(v, res, sup, ev, world, name):
         return
     v["verdict"], v["causes"] = "failed", []
     v["error"] = "interrupted by %s between runs" % name
@@ -1908,6 +1961,26 @@ def record_interrupt(v: Dict[str, Any], sup: Supervisor, ev: Dict[str, Any], nam
         v["error"] += "; ranks %s were waiting for them" % stalled["waiting"]
 
 
+def record_ended(
+    v: Dict[str, Any], res: RunResult, sup: Supervisor, ev: Dict[str, Any], world: int, name: str
+) -> bool:
+    """A baseline or main run that had ended (hung, failed, finished) before the signal, which
+    came while its workers were being stopped, is evidence: recorded as usual. False when it
+    had not ended, or was a baseline that passed."""
+    if res.status == "ok" and not all(st.done for st in res.ranks):
+        return False
+    if res.name == "main":
+        take_main(v, res, sup.ns, ev, world, sup.t0)
+    elif judge_baseline(v, res, sup.ns, ev, sup.t0):
+        return False
+    v["causes"] = find_causes(ev)
+    v["notes"].append(
+        "interrupted by %s after %s had %s, while its workers were being stopped: nothing ran "
+        "after it" % (name, RUN_LABELS[res.name], "finished" if res.status == "ok" else res.status)
+    )
+    return True
+
+
 def main_spec(ns: argparse.Namespace, world: int, ngpu: int, deadline_at: float) -> RunSpec:
     if (ns.nnodes or 1) > 1:
         # world is this node's share; ranks are global, node by node.
@@ -1927,6 +2000,12 @@ def run_baseline(
 ) -> bool:
     """The single-GPU baseline; False (and the verdict filled) when it did not pass."""
     single = sup.run(RunSpec("single", "single", 1, sup.deadline_at, gpus=[0]))
+    return judge_baseline(v, single, ns, ev, sup.t0)
+
+
+def judge_baseline(
+    v: Dict[str, Any], single: RunResult, ns: argparse.Namespace, ev: Dict[str, Any], t0: float
+) -> bool:
     ev["texts"] += single.texts
     s = run_summary(single) or {}
     r0 = single.ranks[0]
@@ -1946,7 +2025,7 @@ def run_baseline(
     # One GPU alone does not come up: several will not either. Report that.
     v["verdict"] = s["verdict"]
     v["stalled"], v["failed_in"], v["error"] = single.stalled, single.failed_in, single.error
-    v["phases"] = phase_records(single, sup.t0)
+    v["phases"] = phase_records(single, t0)
     v["notes"].append("single-GPU baseline did not pass; multi-GPU run skipped")
     v["unkillable_ranks"] = single.unkillable
     ev["main"] = run_summary(single)
@@ -2494,14 +2573,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         return Worker(ns).run()
     if ns.prom_from:
         return prom_from(ns.prom_from, ns.prom_out)
-    v = supervise(ns)
-    text = json.dumps(v, indent=2, sort_keys=True) + "\n"
-    if ns.json_out:
-        write_atomic(ns.json_out, text)
-    if ns.prom_out:
-        write_atomic(ns.prom_out, prometheus(v))
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    # Before anything else: a signal at any point must still print a verdict.
+    sigs = Signals()
+    try:
+        v = supervise(ns, sigs)
+        text = json.dumps(v, indent=2, sort_keys=True) + "\n"
+        if ns.json_out:
+            write_atomic(ns.json_out, text)
+        if ns.prom_out:
+            write_atomic(ns.prom_out, prometheus(v))
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    finally:
+        sigs.restore()
     if ns.interrupted:
         return 128 + ns.interrupted
     return EXIT_OK if v["verdict"] in ("healthy", "not-applicable") else EXIT_NOT_HEALTHY

@@ -340,6 +340,35 @@ def test_a_signal_while_stopping_a_failed_run_keeps_its_failure(tmp_path: Path) 
     assert leftovers(str(tmp_path)) == []
 
 
+@needs_torch
+def test_a_signal_while_the_ranks_start_is_no_healthy_verdict(tmp_path: Path) -> None:
+    """A review: a signal before the first rank was recorded left a run with no ranks, which
+    read as finished: a main run "healthy" at exit 143, a baseline an IndexError traceback."""
+    proc = signal_at(tmp_path, "RankState", "SIGTERM", CRASH, probe_env(tmp_path))
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert "Traceback" not in proc.stderr
+    v = validate(json.loads(proc.stdout))
+    assert v["verdict"] == "failed" and v["causes"] == []
+    assert v["error"] == "interrupted by SIGTERM while the ranks of the main run were starting"
+
+
+@needs_torch
+def test_a_signal_after_a_run_ended_but_before_it_was_judged_keeps_its_result(
+    tmp_path: Path,
+) -> None:
+    """A review: the run stopped being current when it returned, before the caller judged it;
+    a signal then gave "failed between runs" with no causes, the crash unsaid."""
+    env = probe_env(tmp_path, "crash:import_torch:0")
+    proc = signal_at(tmp_path, "take_main", "SIGTERM", CRASH, env)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    v = validate(json.loads(proc.stdout))
+    assert v["verdict"] == "failed" and v["failed_in"] == {"phase": "import_torch", "ranks": [0]}
+    assert v["error"].startswith("rank 0 in import_torch: RuntimeError: GPUFIX_PROBE_FAULT")
+    assert any(
+        n.startswith("interrupted by SIGTERM after the main run had failed") for n in v["notes"]
+    )
+
+
 def test_a_signal_before_the_supervisor_starts_gives_a_verdict(tmp_path: Path) -> None:
     """Handlers used to come only after the verdict's skeleton: rc -15 and nothing printed."""
     proc = signal_at(tmp_path, "base_verdict", "SIGTERM", FAST, probe_env(tmp_path))

@@ -706,6 +706,7 @@ class RunResult(object):
     def __init__(self, kind: str, phases: List[str], deadline_at: float) -> None:
         self.kind = kind
         self.name = kind  # the RunSpec's: "single", "main", "exp-ID"
+        self.spawned = False  # every rank was started (a signal may come while they start)
         self.phases = phases
         self.deadline_at = deadline_at
         self.deadline_label = "probe deadline"
@@ -762,7 +763,8 @@ class Supervisor(object):
         self.t0 = t0
         self.deadline_at = deadline_at
         self.live: List[RankState] = []
-        self.current: Optional[RunResult] = None  # the run in flight, for an interrupted verdict
+        # the run in flight or not yet judged, for an interrupted verdict
+        self.current: Optional[RunResult] = None
 
     def worker_env(
         self, name: str, kind: str, extra: Dict[str, str], gpus: List[int], host: Tuple[str, ...]
@@ -852,13 +854,14 @@ class Supervisor(object):
             st = RankState(r, proc, os.path.join(run_dir, "rank%d.jsonl" % r), time.monotonic())
             res.ranks.append(st)
             self.live.append(st)
+        res.spawned = True
         try:
             self.watch(res)
         finally:
             res.unkillable = kill_groups(res.ranks)
             self.live = []
         self.collect(res)
-        self.current = None
+        # Stays current until its caller has judged it: a signal before that still finds it.
         return res
 
     def collect(self, res: RunResult) -> None:
@@ -1687,7 +1690,8 @@ class Signals(object):
     def __init__(self) -> None:
         self.got = 0  # the first signal, or 0
         self.armed = False
-        self.old = [(s, signal.signal(s, self.handle)) for s in (signal.SIGTERM, signal.SIGINT)]
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self.handle)
 
     def handle(self, signum: int, frame: Any) -> None:
         if self.got:
@@ -1703,10 +1707,6 @@ class Signals(object):
 
     def disarm(self) -> None:
         self.armed = False
-
-    def restore(self) -> None:
-        for sig, handler in self.old:
-            signal.signal(sig, handler)
 
 
 def supervise(ns: argparse.Namespace, sigs: Signals) -> Dict[str, Any]:
@@ -1816,20 +1816,22 @@ def supervised(
 ) -> None:
     """Run the workers under a supervisor that kills them on any exit, and fill the verdict."""
     run_root = tempfile.mkdtemp(prefix="gpufix-probe-%s-" % ns.run_id)
-    if ns.nccl_log:
-        nccl_dir = os.path.abspath(ns.nccl_log)
-        if not os.path.isdir(nccl_dir):
-            os.mkdir(nccl_dir)  # its parent exists (check_args), as --json-out's must
-    else:
-        nccl_dir = os.path.join(run_root, "nccl")
-        os.mkdir(nccl_dir)
-    sup = Supervisor(ns, run_root, nccl_dir, t0, t0 + ns.deadline)
-    try:
-        fill_verdict(v, sup, ns, world, ngpu)
-        sigs.disarm()  # complete: a signal now must not cut the clean-up short
+    try:  # a signal from here on still removes run_root
+        if ns.nccl_log:
+            nccl_dir = os.path.abspath(ns.nccl_log)
+            if not os.path.isdir(nccl_dir):
+                os.mkdir(nccl_dir)  # its parent exists (check_args), as --json-out's must
+        else:
+            nccl_dir = os.path.join(run_root, "nccl")
+            os.mkdir(nccl_dir)
+        sup = Supervisor(ns, run_root, nccl_dir, t0, t0 + ns.deadline)
+        try:
+            fill_verdict(v, sup, ns, world, ngpu)
+            sigs.disarm()  # complete: a signal now must not cut the clean-up short
+        finally:
+            kill_groups(sup.live)
+            v["nccl_log_tail"] = nccl_tail(nccl_dir, 40)
     finally:
-        kill_groups(sup.live)
-        v["nccl_log_tail"] = nccl_tail(nccl_dir, 40)
         shutil.rmtree(run_root, ignore_errors=True)
 
 
@@ -1892,6 +1894,7 @@ def run_all(
         return
     main = sup.run(main_spec(ns, world, ngpu, sup.deadline_at))
     take_main(v, main, ns, ev, world, sup.t0)
+    sup.current = None  # judged
     trouble = trouble_of(v, ev)
     # One rank has no transport between GPUs to change; the job's settings still matter.
     if trouble and (world > 1 or ns.job_env):
@@ -1944,6 +1947,12 @@ def record_interrupt(
     v["error"] = "interrupted by %s between runs" % name
     if res is None:
         return
+    if not res.spawned:
+        v["error"] = "interrupted by %s while the ranks of %s were starting" % (
+            name,
+            RUN_LABELS.get(res.name, res.name),
+        )
+        return
     v["phases"] = phase_records(res, sup.t0)
     v["unkillable_ranks"] = res.unkillable
     if all(st.done for st in res.ranks):
@@ -1967,6 +1976,8 @@ def record_ended(
     """A baseline or main run that had ended (hung, failed, finished) before the signal, which
     came while its workers were being stopped, is evidence: recorded as usual. False when it
     had not ended, or was a baseline that passed."""
+    if not (res.spawned and res.ranks):  # stopped while its ranks were starting
+        return False
     if res.status == "ok" and not all(st.done for st in res.ranks):
         return False
     if res.name == "main":
@@ -2000,7 +2011,9 @@ def run_baseline(
 ) -> bool:
     """The single-GPU baseline; False (and the verdict filled) when it did not pass."""
     single = sup.run(RunSpec("single", "single", 1, sup.deadline_at, gpus=[0]))
-    return judge_baseline(v, single, ns, ev, sup.t0)
+    passed = judge_baseline(v, single, ns, ev, sup.t0)
+    sup.current = None  # judged
+    return passed
 
 
 def judge_baseline(
@@ -2414,6 +2427,7 @@ def run_experiment(
     )
     spec.quick = trouble != "bandwidth"  # judging bandwidth needs the full sizes
     res = sup.run(spec)
+    sup.current = None  # ended: a signal now cuts no experiment short
     stalled = res.stalled or {}
     rec = {
         "id": exp_id,
@@ -2574,18 +2588,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     if ns.prom_from:
         return prom_from(ns.prom_from, ns.prom_out)
     # Before anything else: a signal at any point must still print a verdict.
+    # The handlers stay to the end: the process exits next, and a signal after the verdict was
+    # printed must not turn its exit status into 128+N.
     sigs = Signals()
-    try:
-        v = supervise(ns, sigs)
-        text = json.dumps(v, indent=2, sort_keys=True) + "\n"
-        if ns.json_out:
-            write_atomic(ns.json_out, text)
-        if ns.prom_out:
-            write_atomic(ns.prom_out, prometheus(v))
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    finally:
-        sigs.restore()
+    v = supervise(ns, sigs)
+    text = json.dumps(v, indent=2, sort_keys=True) + "\n"
+    if ns.json_out:
+        write_atomic(ns.json_out, text)
+    if ns.prom_out:
+        write_atomic(ns.prom_out, prometheus(v))
+    sys.stdout.write(text)
+    sys.stdout.flush()
     if ns.interrupted:
         return 128 + ns.interrupted
     return EXIT_OK if v["verdict"] in ("healthy", "not-applicable") else EXIT_NOT_HEALTHY

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import probe_env
-from gpufix.probe import program_path, run_local, validate
+from gpufix.probe import load_program, program_path, run_local, validate
 from workers import leftovers
 
 FAST = ["--cpu", "--world-size", "2", "--no-single-gpu", "--no-experiments"]
@@ -426,3 +426,36 @@ def test_run_local_returns_the_verdict_of_a_probe_it_had_to_stop(tmp_path: Path)
     assert v["verdict"] == "hung" and v["stalled"]["by"] == "SIGTERM", v.get("error")
     assert v["stalled"]["phase"] in ("import_torch", "pg_init")
     assert leftovers(str(tmp_path)) == [], "worker processes left behind"
+
+
+def test_reading_a_rank_s_events_holds_signals_back(tmp_path: Path) -> None:
+    """A review: a signal between moving the file offset and applying the lines lost them for
+    good. Delivered inside read(), the handler runs only after every line is applied."""
+    prog = load_program()
+    events = tmp_path / "rank0.jsonl"
+    events.write_text(
+        '{"e": "enter", "p": "pg_init", "t": 1.0}\n{"e": "call", "p": "pg_init", "t": 2.0}\n'
+    )
+    st = prog.RankState(0, None, str(events), 0.0)
+    seen: list[dict[str, Any]] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        seen.append({"enter": dict(st.enter), "call": dict(st.call)})
+        raise KeyboardInterrupt
+
+    real_apply = st.apply
+
+    def apply_then_signal(rec: dict[str, Any]) -> None:
+        if not seen and rec.get("e") == "enter":
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives after the offset moved
+        real_apply(rec)
+
+    st.apply = apply_then_signal
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            st.read()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    # handled once both lines were applied, not between the offset's move and the first line
+    assert seen == [{"enter": {"pg_init": 1.0}, "call": {"pg_init": 2.0}}]

@@ -26,7 +26,7 @@ import tempfile
 import time
 import traceback
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 FORMAT = "gpufix-probe"
 VERSION = 1
@@ -384,6 +384,17 @@ def tie_to_supervisor(parent_pid: int, exit_after: float) -> None:
         os._exit(1)  # the supervisor died before prctl took effect
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGTERM and SIGINT held back (delivered, and handled, when the block ends)."""
+    held = {signal.SIGTERM, signal.SIGINT}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 class Reporter(object):
     """Appends phase events to this rank's JSON-lines file, flushed line by line."""
 
@@ -661,6 +672,12 @@ class RankState(object):
         self.step: Optional[Tuple[float, int]] = None  # (time, bytes) of the last soak size
 
     def read(self) -> None:
+        # SIGTERM/SIGINT wait until the events read are applied: raised in between, the offset
+        # would have moved past lines never applied (the stall then blamed on the wrong rank).
+        with signals_held():
+            self.read_events()
+
+    def read_events(self) -> None:
         try:
             with open(self.path, "r") as f:
                 f.seek(self.offset)

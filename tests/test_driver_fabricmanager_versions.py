@@ -79,7 +79,8 @@ def test_desktop_driver_with_fabric_manager_at_another_version_is_refused(tmp_pa
     out = r.stdout + r.stderr
     assert r.returncode != 0, out[-3000:]
     assert (
-        "nvidia-headless-no-dkms-535 (535.216.01) and nvidia-fabricmanager-535 (535.216.03)" in out
+        "nvidia-headless-no-dkms-535 (535.216.01), nvidia-fabricmanager-535 (535.216.03) and "
+        "libnvidia-nscq-535 (535.216.03) share no version" in out
     )
     assert "share no version" in out and "nothing was pinned, installed or held" in out
     assert "set gpufix_driver_flavour to server." in out
@@ -188,3 +189,26 @@ def test_a_companion_that_lags_behind_leaves_out_the_newest_version_not_the_bran
     assert (
         '"libnvidia-nscq-550": "550.54.15-1"' in out and "550.90.07" not in out.split("debug")[-1]
     )
+
+
+@pytest.mark.slow
+def test_a_version_asked_for_whose_companion_lags_names_the_companion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: the driver at 550.90.07 was said not to be in the repository ("available:
+    550.54.15") when only NSCQ was missing there."""
+    madison = tmp_path / "madison.txt"
+    madison.write_text(LAGGING_NSCQ)
+    fake_apt_cache(tmp_path, monkeypatch, madison)
+    chosen = {
+        "gpufix_driver_source": "nvidia",
+        "gpufix_driver_branch": "550",
+        "gpufix_driver_version": "550.90.07",
+        "gpufix_driver_flavour": "",
+        "gpufix_driver_fabricmanager": True,
+    }
+    r = resolve(tmp_path, chosen)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out[-3000:]
+    assert "libnvidia-nscq-550 is not offered at 550.90.07 by the NVIDIA repository" in out
+    assert "is not in the NVIDIA repository" not in out

@@ -229,7 +229,8 @@ def test_nscq_missing_from_the_chosen_source_at_the_version_is_refused(tmp_path:
     # Versions are taken only where fabric manager and NSCQ are both offered (a lagging NSCQ
     # leaves out a version, not the branch): here none is, and the message names which lacks.
     assert (
-        "nvidia-fabricmanager-535 (535.288.01), libnvidia-nscq-535 (none) share no version" in out
+        "nvidia-fabricmanager-535 (535.288.01) and libnvidia-nscq-535 (none) share no version"
+        in out
     )
     assert "set gpufix_driver_flavour to server" not in out  # fabric manager itself is there
     assert "nothing was pinned, installed or held" in out

@@ -223,13 +223,24 @@ def test_sigterm_prints_the_verdict_so_far_naming_the_stalled_phase(tmp_path: Pa
     assert leftovers(str(tmp_path)) == []
 
 
-@needs_torch
-def test_sigint_names_the_ranks_in_import_torch(tmp_path: Path) -> None:
+def start_stalled_in_import(tmp_path: Path) -> subprocess.Popen[str]:
+    """A probe whose two ranks are both stalled in import_torch, once they have said so."""
     args = [*FAST, "--phase-deadline", "60", "--deadline", "120"]
     proc = start(tmp_path, args, probe_env(tmp_path, "stall:import_torch:*"))
     try:
         assert wait_for(lambda: len(leftovers(str(tmp_path))) == 2, 30)
         assert wait_for(lambda: events(tmp_path, 0) and events(tmp_path, 1), 30)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
+
+
+@needs_torch
+def test_sigint_names_the_ranks_in_import_torch(tmp_path: Path) -> None:
+    proc = start_stalled_in_import(tmp_path)
+    try:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -384,11 +395,8 @@ def test_a_signal_before_the_supervisor_starts_gives_a_verdict(tmp_path: Path) -
 
 @needs_torch
 def test_workers_die_with_a_sigkilled_supervisor(tmp_path: Path) -> None:
-    args = [*FAST, "--phase-deadline", "60", "--deadline", "120"]
-    proc = start(tmp_path, args, probe_env(tmp_path, "stall:import_torch:*"))
+    proc = start_stalled_in_import(tmp_path)
     try:
-        assert wait_for(lambda: len(leftovers(str(tmp_path))) == 2, 30)
-        assert wait_for(lambda: events(tmp_path, 0) and events(tmp_path, 1), 30)
         t0 = time.monotonic()
         proc.kill()
         proc.wait()

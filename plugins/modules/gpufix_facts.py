@@ -1070,22 +1070,27 @@ def _query_argv(fields):
     return ["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
 
 
-def _no_nvidia_smi():
-    """[] when the host has no NVIDIA GPU at all; raises Unknown when nvidia-smi is missing."""
-    if not _gpu_pci_devices() and not os.path.exists("/proc/driver/nvidia/version"):
-        return []
-    raise Unknown("nvidia-smi: not found")
-
-
-def g_gpus(ctx, opts):
+def _gpu_query(ctx):
+    """(rc, stdout, stderr, fields) of the GPU query; None when the host has no NVIDIA GPU.
+    Raises Unknown when nvidia-smi is missing, or NVML itself failed (driver.nvml_error)."""
     if not ctx.which("nvidia-smi"):
-        return _no_nvidia_smi()
+        if not _gpu_pci_devices() and not os.path.exists("/proc/driver/nvidia/version"):
+            return None  # no NVIDIA GPU at all
+        raise Unknown("nvidia-smi: not found")
     rc, out, err, fields = _query_gpus(ctx)
     if "No devices were found" in out + err:
-        return []
+        return None
     error = parse_nvml_error(out + "\n" + err)
     if error:
         raise Unknown("nvidia-smi: " + error)
+    return rc, out, err, fields
+
+
+def g_gpus(ctx, opts):
+    query = _gpu_query(ctx)
+    if query is None:
+        return []
+    rc, out, err, fields = query
     # A GPU that fell off the bus fails nvidia-smi (exit 15) while the other GPUs' rows are
     # still printed: keep them; driver.gpu_errors says which GPU failed.
     gpus = gpus_from_query(parse_nvidia_smi_query(out, fields))
@@ -1118,15 +1123,8 @@ def gpu_errors(rc, out, err):
 
 
 def _gpu_errors(ctx):
-    if not ctx.which("nvidia-smi"):
-        return _no_nvidia_smi()
-    rc, out, err, _ = _query_gpus(ctx)
-    if "No devices were found" in out + err:
-        return []
-    error = parse_nvml_error(out + "\n" + err)
-    if error:  # NVML itself failed: driver.nvml_error says so, no GPU was asked
-        raise Unknown("nvidia-smi: " + error)
-    return gpu_errors(rc, out, err)
+    query = _gpu_query(ctx)
+    return [] if query is None else gpu_errors(*query[:3])
 
 
 def _libnvidia_ml_version():

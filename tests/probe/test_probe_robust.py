@@ -49,6 +49,16 @@ def start(tmp_path: Path, args: list[str], env: dict[str, str]) -> subprocess.Po
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def stop(proc: subprocess.Popen[str], sig: int) -> tuple[str, str]:
+    """Send sig and read what the probe prints; killed whatever happens."""
+    try:
+        proc.send_signal(sig)
+        return proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def events(tmp_path: Path, rank: int) -> list[dict[str, Any]]:
     out = []
     for path in tmp_path.glob(f"gpufix-probe-*/main/rank{rank}.jsonl"):
@@ -184,20 +194,16 @@ def test_sigterm_prints_the_verdict_so_far_naming_the_stalled_phase(tmp_path: Pa
     """What Ansible's timeout or an operator's kill used to lose: which phase and rank."""
     args = [*FAST, "--phase-deadline", "60", "--import-deadline", "90", "--deadline", "120"]
     proc = start(tmp_path, args, probe_env(tmp_path, "stall:pg_init:1"))
-    try:
-        assert wait_for(
-            lambda: (
-                reached(tmp_path, 0, "call", "pg_init") and reached(tmp_path, 1, "enter", "pg_init")
-            ),
-            90,
-        ), "the ranks never reached pg_init"
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-        stop_s = time.monotonic() - t0
-    finally:
-        proc.kill()
-        proc.wait()
+    there = wait_for(
+        lambda: (
+            reached(tmp_path, 0, "call", "pg_init") and reached(tmp_path, 1, "enter", "pg_init")
+        ),
+        90,
+    )
+    t0 = time.monotonic()
+    out, err = stop(proc, signal.SIGTERM)
+    stop_s = time.monotonic() - t0
+    assert there, "the ranks never reached pg_init"
     assert proc.returncode == 128 + signal.SIGTERM, err
     v = validate(json.loads(out))
     assert v["verdict"] == "hung"
@@ -227,25 +233,19 @@ def start_stalled_in_import(tmp_path: Path) -> subprocess.Popen[str]:
     """A probe whose two ranks are both stalled in import_torch, once they have said so."""
     args = [*FAST, "--phase-deadline", "60", "--deadline", "120"]
     proc = start(tmp_path, args, probe_env(tmp_path, "stall:import_torch:*"))
-    try:
-        assert wait_for(lambda: len(leftovers(str(tmp_path))) == 2, 30)
-        assert wait_for(lambda: events(tmp_path, 0) and events(tmp_path, 1), 30)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
+    there = wait_for(lambda: len(leftovers(str(tmp_path))) == 2, 30) and wait_for(
+        lambda: events(tmp_path, 0) and events(tmp_path, 1), 30
+    )
+    if not there:
+        stop(proc, signal.SIGKILL)
+        pytest.fail("the two ranks never reported import_torch")
     return proc
 
 
 @needs_torch
 def test_sigint_names_the_ranks_in_import_torch(tmp_path: Path) -> None:
     proc = start_stalled_in_import(tmp_path)
-    try:
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-        proc.wait()
+    out, err = stop(proc, signal.SIGINT)
     assert proc.returncode == 128 + signal.SIGINT, err
     v = validate(json.loads(out))
     assert v["verdict"] == "hung" and v["stalled"]["phase"] == "import_torch"
@@ -257,13 +257,9 @@ def test_sigterm_before_the_workers_start_is_a_failed_verdict(tmp_path: Path) ->
     marker = tmp_path / "in-nvidia-smi"
     env = fake_bin(tmp_path, **{"nvidia-smi": f"touch {marker}; exec sleep 60"})
     proc = start(tmp_path, ["--deadline", "100"], env)
-    try:
-        assert wait_for(marker.exists, 30), "nvidia-smi never ran"
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-        proc.wait()
+    ran = wait_for(marker.exists, 30)
+    out, err = stop(proc, signal.SIGTERM)
+    assert ran, "nvidia-smi never ran"
     assert proc.returncode == 128 + signal.SIGTERM, err
     v = validate(json.loads(out))
     assert v["verdict"] == "failed" and v["phases"] == []

@@ -31,6 +31,14 @@ GRACE_S = 5.0
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 
 
+def torch_version() -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.__version__)"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return out.strip()
+
+
 def fake_bin(tmp_path: Path, **scripts: str) -> dict[str, str]:
     """An environment whose PATH finds these shell scripts first (name: body)."""
     bindir = tmp_path / "bin"
@@ -219,6 +227,8 @@ def test_sigterm_prints_the_verdict_so_far_naming_the_stalled_phase(tmp_path: Pa
         "ranks [0] were waiting for them"
     )
     assert v["causes"] == []  # an interrupted run is evidence of nothing
+    # What the ranks read before the stall is kept (found on an H100: the NCCL version was lost).
+    assert v["facts"]["torch"] == torch_version()
     assert {(p["phase"], p["rank"], p["ok"]) for p in v["phases"]} >= {
         ("p2p_copy", 0, True),
         ("pg_init", 0, False),

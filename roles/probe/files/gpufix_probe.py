@@ -1972,6 +1972,8 @@ def record_interrupt(
         return
     v["phases"] = phase_records(res, sup.t0)
     v["unkillable_ranks"] = res.unkillable
+    if res.name == "main":  # the baseline's and experiments' ranks see fewer GPUs
+        record_readings(v, res)
     if all(st.done for st in res.ranks):
         return
     stalled = sup.describe_stall(res, res.phases)
@@ -2066,6 +2068,13 @@ def record_main(v: Dict[str, Any], main: RunResult, ns: argparse.Namespace, t0: 
     v["phases"] = phase_records(main, t0)
     v["stalled"], v["failed_in"], v["error"] = main.stalled, main.failed_in, main.error
     v["unkillable_ranks"] = main.unkillable
+    record_readings(v, main)
+    v["slow"] = slow_phases(main, ns.phase_deadline / 2.0)
+
+
+def record_readings(v: Dict[str, Any], main: RunResult) -> None:
+    """What the main run's ranks read on the way (backend, torch, NCCL, GPUs, P2P, bandwidth):
+    facts about the host whether or not the run got to the end."""
     for st in main.ranks:
         b = st.data.get("pg_init", {}).get("backend")
         if b:
@@ -2084,7 +2093,6 @@ def record_main(v: Dict[str, Any], main: RunResult, ns: argparse.Namespace, t0: 
             names[str(st.rank % cinfo["device_count"])] = cinfo.get("name")
     v["p2p"] = p2p_evidence(main)
     v["allreduce"] = allreduce_evidence(main)
-    v["slow"] = slow_phases(main, ns.phase_deadline / 2.0)
 
 
 def judge_main(

@@ -33,7 +33,12 @@ class Target:
 
 def _quiet_ansible() -> None:
     """gpufix reports unknown names itself, in one line: keep Ansible's warnings off stderr.
-    ansible.constants reads these once, at its first import, so call this before any."""
+    ansible.constants reads these once, at its first import, so call this before any.
+    The configuration is gpufix's own, as for its playbook runs (runner._env): an ansible.cfg
+    in the working directory (a bundle someone sent) could name plugins that run here."""
+    from gpufix.paths import content_root
+
+    os.environ["ANSIBLE_CONFIG"] = str(content_root() / "ansible.cfg")
     os.environ.setdefault("ANSIBLE_HOST_PATTERN_MISMATCH", "ignore")
     os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")

@@ -34,3 +34,35 @@ def test_a_state_dir_that_cannot_be_made_is_one_line(
     monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "file" / "state"))
     code, _, err = cli("status")
     assert code == 1 and len(err.strip().splitlines()) == 1
+
+
+def test_an_ansible_cfg_in_the_working_directory_runs_nothing(tmp_path: Path) -> None:
+    """An operator unpacks a ticket's bundle and runs gpufix there: the bundle's ansible.cfg
+    named a vars plugin that Ansible loaded inside gpufix, as root, even for `plan`. gpufix
+    reads its own ansible.cfg (the content root's), as its playbook runs do."""
+    import os
+    import subprocess
+    import sys
+
+    marker = tmp_path / "ran"
+    plugins = tmp_path / "vp"
+    plugins.mkdir()
+    (plugins / "evil.py").write_text(
+        "from ansible.plugins.vars import BaseVarsPlugin\n"
+        "class VarsModule(BaseVarsPlugin):\n"
+        "    REQUIRES_ENABLED = False\n"
+        "    def get_vars(self, loader, path, entities, cache=True):\n"
+        f"        open({str(marker)!r}, 'w').close()\n"
+        "        return {}\n"
+    )
+    (tmp_path / "ansible.cfg").write_text(
+        f"[defaults]\nvars_plugins = {plugins}\nvars_plugins_enabled = host_group_vars,evil\n"
+    )
+    inventory = Path(__file__).resolve().parents[2] / "inventory" / "example.yml"
+    env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_CONFIG"}
+    r = subprocess.run(
+        [sys.executable, "-m", "gpufix", "plan", "host01", "-i", str(inventory)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert r.returncode in (0, 4), r.stderr
+    assert not marker.exists()

@@ -61,6 +61,7 @@ class HostResult:
     data: dict[str, Any] = field(default_factory=dict)
     # what --check --diff said would change: [{"task", "diff"}] (file diffs, apt's plan)
     diffs: list[dict[str, Any]] = field(default_factory=list)
+    task: str = ""  # the last task started on the host
 
 
 @dataclass
@@ -95,18 +96,39 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _handler(hosts: dict[str, HostResult], progress: Progress | None) -> Callable[[dict], bool]:
+# playbook_on_stats: every host the play finished with, whatever its outcome
+_STATS = ("ok", "changed", "failures", "dark", "skipped", "ignored", "rescued", "processed")
+_RESULTS = ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")
+
+
+def _handler(
+    hosts: dict[str, HostResult],
+    progress: Progress | None,
+    finished: set[str] | None = None,
+    adhoc: bool = False,
+) -> Callable[[dict], bool]:
+    """finished collects the hosts whose play (or, ad hoc, whose one task) came to an end."""
+    ended = finished if finished is not None else set()
+
     def handle(event: dict[str, Any]) -> bool:
         data = event.get("event_data") or {}
         host = data.get("host")
         kind = event.get("event", "")
+        if kind == "playbook_on_stats":
+            for key in _STATS:
+                if isinstance(data.get(key), dict):
+                    ended.update(data[key])
         if not host:
             return True
         hr = hosts.setdefault(host, HostResult(host=host))
         res = data.get("res") or {}
         task = data.get("task", "")
-        if kind == "runner_on_start" and progress:
-            progress(host, task)
+        if adhoc and kind in _RESULTS:
+            ended.add(host)
+        if kind == "runner_on_start":
+            hr.task = task
+            if progress:
+                progress(host, task)
         elif kind == "runner_on_ok":
             set_facts = res.get("ansible_facts") or {}
             facts = set_facts.get("gpufix")
@@ -186,6 +208,7 @@ def _run(
 
     ident = kwargs.pop("ident", None) or uuid.uuid4().hex[:12]
     hosts: dict[str, HostResult] = {}
+    finished: set[str] = set()
     tmp = Path(tempfile.mkdtemp(prefix="gpufix-runner-"))  # 0700
     args = list(cmdline or [])
     if extravars:
@@ -205,7 +228,7 @@ def _run(
             suppress_env_files=True,
             timeout=timeout,
             envvars=_env(envvars),
-            event_handler=_handler(hosts, progress),
+            event_handler=_handler(hosts, progress, finished, adhoc="module" in kwargs),
             **kwargs,
         )
         if keep_artifacts is not None:
@@ -215,10 +238,26 @@ def _run(
                 shutil.copyfile(src, keep_artifacts / f"{ident}.stdout")
         if r.status == "canceled":
             raise KeyboardInterrupt
+        if r.status != "successful":
+            unfinished(hosts, finished, str(r.status), timeout)
         return RunResult(ident=ident, rc=int(r.rc or 0), status=str(r.status), hosts=hosts)
     finally:
         _restore_signal_handlers(saved)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def unfinished(hosts: dict[str, HostResult], finished: set[str], status: str, limit: int) -> None:
+    """A run stopped before a host's play ended (its time limit, ansible-playbook dying) did not
+    succeed there, whatever its tasks so far returned: the host failed, naming the task."""
+    for h, hr in hosts.items():
+        if hr.status != "ok" or h in finished:
+            continue
+        hr.status = "failed"
+        where = f" during '{_one_line(hr.task, 120)}'" if hr.task else ""
+        if status == "timeout":
+            hr.message = f"stopped at the {limit} s time limit{where}: it may be half done"
+        else:
+            hr.message = f"Ansible ended ({status}) before this host's play did{where}"
 
 
 class _UnsafeDumper(yaml.SafeDumper):

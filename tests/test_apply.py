@@ -291,3 +291,32 @@ def test_the_verification_record_keeps_the_job_settings_and_the_culprit() -> Non
     kept = verdict_summary(v, None)
     assert kept["job_env_culprit"] == "NCCL_PROTO" and kept["job_env"] == v["job_env"]
     assert "nccl_log_tail" not in kept
+
+
+def test_a_failed_step_whose_host_cannot_be_read_is_not_rolled_back_blind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No after-state (the step failed first) and the host does not answer now: refused with the
+    reason, the journal untouched, no rollback playbook run (tests/e2e covers a host that
+    answers: what the step installed is removed)."""
+    from gpufix.apply.journal import FileJournal
+    from gpufix.errors import GpufixError
+
+    monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "state"))
+    steps = [{"playbook": "kernel_upgrade.yml", "vars": {}}]
+    j = FileJournal.start(
+        [{"host": "h1", "strategy": "kernel-upgrade", "steps": steps}],
+        plan_digest="sha256:x",
+        options={"inventory": str(tmp_path / "inv.yml")},
+        plan_file="plan.json",
+    )
+    j.update("h1", before={"packages": {"linux-image-generic": "4.15.0.213.196"}})
+    j.step_started("h1", 0)
+    j.step_finished("h1", 0, ok=False, changed=3, files=[], message="no NVIDIA kernel module")
+    lost = safety.unreachable("h1", "ssh: connect to host h1 port 22: No route to host")
+    monkeypatch.setattr(safety, "run_preflight", lambda *a, **k: {"h1": lost})
+    ran: list[str] = []
+    monkeypatch.setattr(rollback.runner, "run_playbook", lambda name, *a, **k: ran.append(name))
+    with pytest.raises(GpufixError, match="what the failed step changed cannot be read .*No route"):
+        rollback.rollback(j, "h1", tmp_path / "inv.yml", allow_reboot=True)
+    assert ran == [] and not j.host("h1").get("after") and j.host("h1").get("rollback") is None

@@ -106,6 +106,30 @@ def _gpu_work(
         raise GpufixError(f"{host}: not rolling back with a reboot: {gpu[0].message}")
 
 
+def read_after(
+    journal: Journal, host: str, inventory: Path, report: runner.Progress | None
+) -> dict[str, Any]:
+    """A step failed before apply read the host back: read it now, or the rollback would not
+    know what the step installed and would say "rolled back" leaving all of it. A host that
+    cannot be read is not rolled back blind."""
+    rec = journal.host(host)
+    strategy = str(rec.get("strategy"))
+    got = hostcheck.run_preflight(
+        {host: {"strategy": strategy}},
+        inventory,
+        dpkg_wait=0,
+        force=hostcheck.FORCEABLE,
+        progress=report,
+    )[host]
+    if got.unreachable or not got.report.get("packages"):
+        why = got.blockers[0].message if got.blockers else "no package list"
+        raise GpufixError(
+            f"{host}: not rolling back: what the failed step changed cannot be read ({why})"
+        )
+    journal.update(host, after=got.report)
+    return journal.host(host)
+
+
 def rollback(
     journal: Journal,
     host: str,
@@ -122,6 +146,8 @@ def rollback(
     from gpufix.apply.rolevars import check_vars
 
     rec = check_can_roll_back(journal, host)
+    if not rec.get("after"):
+        rec = read_after(journal, host, inventory, report)
     ev = rollback_vars(rec)
     # the journal is data: refuse a value that breaks rollback.yml's spec before any change
     check_vars("rollback.yml", ev, f"the journal of {host} in run {journal.run_id}")

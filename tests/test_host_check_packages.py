@@ -17,6 +17,7 @@ from gpufix import runner
 from gpufix.apply import hostcheck
 from gpufix.apply.rolevars import check_vars
 from gpufix.errors import InvalidInput
+from gpufix.inputs import schema_errors
 from role_check import run_playbook
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -196,8 +197,50 @@ def test_a_run_by_hand_passes_the_limit_to_the_script(tmp_path: Path) -> None:
         check=False,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    saved = json.loads(result.read_text())["files"][str(small)]
+    report = json.loads(result.read_text())
+    saved = report["files"][str(small)]
     assert saved == {"exists": True, "mode": "644", "size": 11, **ROOTS}
+    assert schema_errors(report, "host-check") == []  # a real host's report fits the schema
+
+
+def test_the_script_s_reports_fit_the_schema(tmp_path: Path) -> None:
+    """With GPU processes listed, with nvidia-smi failing, with files saved and absent."""
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_P2P_DISABLE=1\n")
+    listing = "echo '4242, python3, 1201'; echo '4243, /usr/bin/python3 train.py, 80'\n"
+    for smi in (listing, "echo 'NVIDIA-SMI has failed' >&2; exit 9\n", None):
+        report = _run_script(tmp_path, [str(conf), str(tmp_path / "absent")], smi=smi)
+        assert schema_errors(report, "host-check") == [], report
+
+
+def _preflight_of(report: object, monkeypatch: pytest.MonkeyPatch) -> hostcheck.Preflight:
+    """run_preflight on what a host reported (the play's run replaced by its result)."""
+    hr = runner.HostResult("h1", data={"gpufix_preflight": report})
+    result = runner.RunResult(ident="x", rc=0, status="successful", hosts={"h1": hr})
+    monkeypatch.setattr(runner, "run_playbook", lambda *a, **k: result)
+    want = {"h1": {"strategy": "nccl-profile", "files": []}}
+    return hostcheck.run_preflight(want, Path("inv"))["h1"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"gpu_processes": ["x"]}, "gpu_processes"),  # was an internal error (AttributeError)
+        ({"packages": {"nvidia-driver-535": 535}}, "packages/nvidia-driver-535"),
+        ({"dpkg": {"locks_held": "all"}}, "dpkg"),
+        ({"files": {"/etc/nccl.conf": {"exists": True, "mode": "0644; rm"}}}, "mode"),
+        (None, "(document)"),  # {"python": "3.8"} alone passed every check
+    ],
+)
+def test_a_report_that_breaks_the_schema_blocks_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict | None, field: str
+) -> None:
+    good = _run_script(tmp_path, [], smi=None)
+    report = {**good, **change} if change else {"python": "3.8.10"}
+    pf = _preflight_of(report, monkeypatch)
+    assert [b.check for b in pf.blockers] == ["preflight"] and pf.report == {}
+    assert pf.summary().startswith("unusable host check report: ") and field in pf.summary()
+    assert _preflight_of(good, monkeypatch).ok
 
 
 def test_owner_and_group_are_recorded(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import runner, strategies, versions
+from gpufix.inputs import schema_errors
 
 # Checks a user may override with --force.
 FORCEABLE = ("gpu-processes", "disk")
@@ -191,6 +192,11 @@ def run_preflight(
                 out[name] = unreachable(name, msg)
             else:
                 out[name] = Preflight(name, (Blocker("preflight", f"preflight failed: {msg}"),))
+        elif problems := schema_errors(hr.data["gpufix_preflight"], "host-check"):
+            # the host wrote this report: one that breaks the schema is not decided from
+            out[name] = Preflight(
+                name, (Blocker("preflight", f"unusable host check report: {problems[0]}"),)
+            )
         else:
             out[name] = evaluate(
                 name,

@@ -317,6 +317,8 @@ def test_a_failed_step_whose_host_cannot_be_read_is_not_rolled_back_blind(
     monkeypatch.setattr(safety, "run_preflight", lambda *a, **k: {"h1": lost})
     ran: list[str] = []
     monkeypatch.setattr(rollback.runner, "run_playbook", lambda name, *a, **k: ran.append(name))
-    with pytest.raises(GpufixError, match="what the failed step changed cannot be read .*No route"):
+    with pytest.raises(
+        GpufixError, match=r"what the failed step changed cannot be read .*No route"
+    ):
         rollback.rollback(j, "h1", tmp_path / "inv.yml", allow_reboot=True)
     assert ran == [] and not j.host("h1").get("after") and j.host("h1").get("rollback") is None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import runner, strategies
-from gpufix.apply import freshness, request
+from gpufix.apply import freshness, request, targets
 from gpufix.apply.batches import batches, parse_batch
 from gpufix.apply.journal import FileJournal, Journal, next_action
 from gpufix.apply.locks import HostLocks, check_host_name
@@ -211,6 +211,17 @@ class Applier:
                 {h: ("skip", -1) if a == "skip" else ("step", 0) for h, (a, _) in actions.items()},
                 "retry",
             )
+        touched = {
+            h: old.host(h)
+            for h in self.order
+            if any(s.get("state") != "pending" for s in old.host(h)["steps"])
+        }
+        targets.check_same(
+            touched,
+            old.meta.get("options", {}).get("inventory"),
+            self.opts.inventory,
+            f"resuming run {old.run_id}",
+        )
         # a rolled-back host waits for the next run; the others go on where they stopped
         return (
             old,
@@ -244,7 +255,7 @@ class Applier:
 
     def _start(self, pd: str, plan_file: str | None, extra: dict[str, Any]) -> Journal:
         cls = Journal if self.opts.check else FileJournal
-        return cls.start(
+        journal = cls.start(
             [
                 {"host": h, "strategy": self.plans[h].strategy, "steps": _steps(self.plans[h])}
                 for h in self.order
@@ -254,6 +265,10 @@ class Applier:
             plan_file=plan_file,
             extra={"kind": self.kind, **extra},
         )
+        if not self.opts.check:  # the machine each name is, for a resume or a rollback
+            for h, target in targets.addresses(self.order, self.opts.inventory).items():
+                journal.update(h, target=target)
+        return journal
 
     def _execute(
         self,

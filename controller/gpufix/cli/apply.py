@@ -410,7 +410,8 @@ def rollback_cmd(
     back or a reboot needed without --allow-reboot.
     """
     from gpufix.apply.locks import HostLocks
-    from gpufix.apply.rollback import rollback
+    from gpufix.apply.rollback import check_can_roll_back, rollback
+    from gpufix.apply.targets import check_same
     from gpufix.apply.uninstall import live_hosts
 
     j = FileJournal.open(run)
@@ -429,6 +430,8 @@ def rollback_cmd(
     # the host must be one live host of that inventory before its journal says anything more
     if live_hosts(host, inv) != [host]:
         raise InvalidInput(f"{one_line(repr(host))} is not one host of {inv}: give its own name")
+    # with something to roll back, on the same machine the run changed under that name
+    check_same({host: check_can_roll_back(j, host)}, recorded, inv, f"rolling {host} back")
     with HostLocks([host]):
         state = rollback(
             j,

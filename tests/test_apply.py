@@ -322,3 +322,46 @@ def test_a_failed_step_whose_host_cannot_be_read_is_not_rolled_back_blind(
     ):
         rollback.rollback(j, "h1", tmp_path / "inv.yml", allow_reboot=True)
     assert ran == [] and not j.host("h1").get("after") and j.host("h1").get("rollback") is None
+
+
+def test_an_unverified_kernel_is_applied_with_a_warning_and_verified_next_time(
+    tmp_path: Path,
+) -> None:
+    """--no-verify after a kernel step that rebooted: the new kernel was booted once (GRUB's
+    one-shot entry) and is not the default, so an ordinary reboot returns to the old one. Found by
+    a review on the lab: the host was `applied` with no note. It says so now, and the next apply
+    of the plan probes the host and makes the kernel the default (journal.next_action)."""
+    import json
+
+    from gpufix.apply.after import UNVERIFIED_KERNEL
+    from gpufix.apply.journal import Journal, next_action
+    from gpufix.engine.context import Constraints
+    from gpufix.engine.kb import load as load_kb
+    from gpufix.engine.rules import load as load_rules
+    from gpufix.planning import plan_host
+
+    facts = json.loads((Path(__file__).parent / "fixtures/hosts/bionic-ga-2x3090.json").read_text())
+    plans = {
+        s: plan_host(
+            facts["facts"],
+            None,
+            Constraints(strategy=s),
+            host="h1",
+            python_envs=[],
+            kb=load_kb(),
+            rules=load_rules(),
+        )
+        for s in ("kernel-upgrade", "single-gpu")
+    }
+    for strategy, plan in plans.items():
+        j = Journal.start([{"host": "h1", "strategy": strategy, "steps": []}], plan_digest="x",
+                          options={})  # fmt: skip
+        j.update("h1", rebooted=True)
+        opts = result.Options(tmp_path / "inv.yml", verify=False, allow_reboot=True)
+        phases.Phases(j, {"h1": plan}, opts, lambda h, m: None, {}).verify(["h1"])
+        rec = j.host("h1")
+        assert rec["state"] == "applied"
+        if strategy == "kernel-upgrade":
+            assert rec["reason"] == UNVERIFIED_KERNEL and next_action(rec) == ("verify", -1)
+        else:
+            assert rec["reason"] == "" and next_action(rec) == ("skip", -1)

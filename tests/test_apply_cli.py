@@ -231,6 +231,7 @@ def _rebooted_journal() -> FileJournal:
         options={"inventory": "inventory/example.yml"},
     )
     j.update("h1", before={"packages": {}, "kernel": {"running": "4.15.0-213-generic"}})
+    j.update("h1", target={"ansible_host": "192.0.2.1"})  # as _live_inventory gives it
     j.step_started("h1", 0)
     j.step_finished("h1", 0, ok=True, changed=3)
     j.update("h1", rebooted=True)

@@ -16,6 +16,11 @@ from gpufix.engine.plan import Plan
 from gpufix.errors import GpufixError
 
 FINALIZE_PLAYBOOK = "kernel_finalize.yml"
+UNVERIFIED_KERNEL = (
+    "not verified (--no-verify): the new kernel was booted once, and GRUB's default is still "
+    "the previous one, so the next reboot returns to it; `gpufix apply` of the same plan "
+    "without --no-verify probes it and makes it the default"
+)
 
 
 def kernel_step(plan: Plan) -> bool:
@@ -125,7 +130,7 @@ class After:
             if self.state(h) in ("reboot-pending", "failed", "unreachable"):
                 continue
             if not self.opts.verify:
-                self.set(h, "applied", "")
+                self._unverified(h)
                 continue
             self.set(h, "verifying")
             py = self.opts.probe_vars.get("gpufix_probe_python") or self.plans[h].verify.get(
@@ -149,6 +154,16 @@ class After:
             )
             for h in group:
                 self._verdict(h, res.hosts.get(h))
+
+    def _unverified(self, h: str) -> None:
+        """--no-verify. A new kernel booted once (GRUB's one-shot entry) is not GRUB's default
+        until a probe passed on it: say so, and leave the host for the next apply to verify."""
+        rec = self.journal.host(h)
+        if kernel_step(self.plans[h]) and rec.get("rebooted") and not self.opts.check:
+            self.journal.update(h, finalize_pending=True)
+            self.set(h, "applied", UNVERIFIED_KERNEL)
+            return
+        self.set(h, "applied", "")
 
     def _verdict(self, h: str, hr: runner.HostResult | None) -> None:
         if hr is not None and hr.status == "unreachable":
@@ -191,6 +206,7 @@ class After:
         )
         hr = res.hosts.get(h)
         if hr is not None and hr.status == "ok":
+            self.journal.update(h, finalize_pending=False)
             note = "probe: healthy; the new kernel is GRUB's default now" + self._interims(h)
             self.set(h, "healthy", note)
             return

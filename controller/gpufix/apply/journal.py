@@ -417,6 +417,8 @@ def next_action(rec: dict[str, Any]) -> tuple[str, int]:
     state = rec.get("state", "pending")
     steps = rec.get("steps") or []
     first_open = next((s["index"] for s in steps if s.get("state") != "done"), len(steps))
+    if state == "applied" and rec.get("finalize_pending"):
+        return ("verify", -1)  # a new kernel booted once under --no-verify, not yet the default
     if state in FINAL_OK or state == "skipped":
         # reboot-pending stays pending until the user allows a reboot; see apply.
         return ("skip", -1)

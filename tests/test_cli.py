@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gpufix.errors import GpufixError
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
@@ -412,3 +413,30 @@ def test_usage_errors_of_lint_and_preflight_name_the_tool() -> None:
     assert r.returncode == 3 and r.stderr.startswith("gpufix preflight: error: No such option")
     r = gpufix("preflight", "--facts", "")
     assert r.returncode == 3 and "--facts: an empty value" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (ValueError("while parsing a flow sequence\n  in x.yml, line 1\nexpected ',' or ']'"),
+         "gpufix: internal error: ValueError: while parsing a flow sequence in x.yml, line 1 "
+         "expected ',' or ']' (GPUFIX_DEBUG=1 shows the traceback)"),
+        (GpufixError("h1: refused:\nsee the journal"),
+         "gpufix: error: h1: refused: see the journal"),
+    ],
+)  # fmt: skip
+def test_an_error_whose_text_has_newlines_is_still_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: Exception, line: str
+) -> None:
+    """A review (2026-12-05): a YAML parser error from broken content printed four lines."""
+    import gpufix.planning
+    from gpufix.cli import main
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.delenv("GPUFIX_DEBUG", raising=False)
+    monkeypatch.setattr(gpufix.planning, "make_plans", broken)
+    with pytest.raises(SystemExit):
+        main(["plan", "host01"])
+    assert capsys.readouterr().err == line + "\n"

@@ -64,7 +64,7 @@ def run(argv: list[str] | None = None) -> None:
         click.echo(f"gpufix: error: {exc.strerror}{where}", err=True)
         sys.exit(EXIT_ERROR)
     except GpufixError as exc:
-        click.echo(f"gpufix: error: {exc}", err=True)
+        click.echo(f"gpufix: error: {' '.join(str(exc).split())}", err=True)  # one line
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -102,8 +102,11 @@ def _internal(exc: Exception) -> SystemExit:
     """A bug: one line and exit 1; the traceback only with GPUFIX_DEBUG set."""
     if os.environ.get("GPUFIX_DEBUG"):
         raise exc
+    from gpufix.inputs import one_line
+
     click.echo(
-        f"gpufix: internal error: {type(exc).__name__}: {exc} (GPUFIX_DEBUG=1 shows the traceback)",
+        f"gpufix: internal error: {type(exc).__name__}: {one_line(str(exc), 600)} "
+        "(GPUFIX_DEBUG=1 shows the traceback)",
         err=True,
     )
     return SystemExit(EXIT_ERROR)

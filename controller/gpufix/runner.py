@@ -62,6 +62,7 @@ class HostResult:
     # what --check --diff said would change: [{"task", "diff"}] (file diffs, apt's plan)
     diffs: list[dict[str, Any]] = field(default_factory=list)
     task: str = ""  # the last task started on the host
+    cut_off: bool = False  # the run was stopped (its time limit) before this host's play ended
 
 
 @dataclass
@@ -252,10 +253,10 @@ def unfinished(hosts: dict[str, HostResult], finished: set[str], status: str, li
     for h, hr in hosts.items():
         if hr.status != "ok" or h in finished:
             continue
-        hr.status = "failed"
+        hr.status, hr.cut_off = "failed", True
         where = f" during '{_one_line(hr.task, 120)}'" if hr.task else ""
         if status == "timeout":
-            hr.message = f"stopped at the {limit} s time limit{where}: it may be half done"
+            hr.message = f"stopped at the {limit} s time limit{where}, before its play ended"
         else:
             hr.message = f"Ansible ended ({status}) before this host's play did{where}"
 

@@ -53,7 +53,7 @@ def gather(
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         for name in live:
             hr = res.hosts.get(name)
-            if res.status == "timeout" and (hr is None or (hr.facts is None and not hr.message)):
+            if res.status == "timeout" and (hr is None or (hr.facts is None and hr.cut_off)):
                 why = f"no facts within the {timeout} s gathering limit (raise it with --timeout)"
                 out[name] = Gathered(name, None, why, True)
             elif hr is None:

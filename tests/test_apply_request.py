@@ -125,19 +125,20 @@ def test_multi_node_host_names_are_checked_like_plan_hosts(node: str) -> None:
 
 
 def test_a_plan_made_before_a_branch_ended_is_stale_after_it() -> None:
-    """On 2026-06-20 driver-pin on the bionic host picks R535 (LTSB to June 2026, NVIDIA's
-    supported-drivers table); the same file applied on 2026-12-03 must not install it. The
-    plan re-derives to itself as of its own date, so only the date check can refuse it."""
+    """On 2025-12-01 driver-pin on the bionic host picks R535 (LTSB to June 2026, NVIDIA's
+    supported-drivers table, then more than six months ahead); the same file applied on
+    2026-12-03 must not install it. The plan re-derives to itself as of its own date, so only
+    the date check can refuse it."""
     from datetime import date
 
     facts = json.loads(Path("tests/fixtures/hosts/bionic-single-gpu.json").read_text())["facts"]
-    made = date(2026, 6, 20)
+    made = date(2025, 12, 1)
     plan = plan_host(facts, None, Constraints(strategy="driver-pin", plan_date=made),
                      host="h1", python_envs=[], kb=KB, rules=RULES)  # fmt: skip
     branch = [s.vars.get("gpufix_driver_branch") for s in plan.steps if s.vars]
     assert "535" in [str(b) for b in branch], plan.steps
     request.check_plans([plan], KB, RULES, "plan file", today=made)  # its own day: fine
-    with pytest.raises(InvalidInput, match=r"stale plan.*made on 2026-06-20"):
+    with pytest.raises(InvalidInput, match=r"stale plan.*made on 2025-12-01"):
         request.check_plans([plan], KB, RULES, "plan file", today=date(2026, 12, 3))
     fresh = plan_host(facts, None, Constraints(strategy="driver-pin", plan_date=date(2026, 12, 2)),
                       host="h1", python_envs=[], kb=KB, rules=RULES)  # fmt: skip
@@ -155,12 +156,14 @@ def test_a_plan_dated_after_today_is_refused_or_judged_as_of_today() -> None:
                       host="h1", python_envs=[], kb=KB, rules=RULES)  # fmt: skip
     with pytest.raises(InvalidInput, match=r"dated 2027-06-01, after today \(2026-12-03\)"):
         request.check_plans([ahead], KB, RULES, "plan file", today=date(2026, 12, 3))
-    # made "tomorrow", 2026-07-01, when R535 has ended (R580), applied on 2026-06-30, when the
-    # engine still picks R535: judged as of today, it differs, so it is refused as stale
-    july = plan_host(facts, None, Constraints(strategy="driver-pin", plan_date=date(2026, 7, 1)),
+    # made "tomorrow", 2025-12-29, when R535 is within six months of its end (R580), applied
+    # on 2025-12-28, when the engine still picks R535: judged as of today, it differs, so it is
+    # refused as stale
+    tomorrow = date(2025, 12, 29)
+    plan = plan_host(facts, None, Constraints(strategy="driver-pin", plan_date=tomorrow),
                      host="h1", python_envs=[], kb=KB, rules=RULES)  # fmt: skip
-    with pytest.raises(InvalidInput, match=r"stale plan.*made on 2026-07-01"):
-        request.check_plans([july], KB, RULES, "plan file", today=date(2026, 6, 30))
+    with pytest.raises(InvalidInput, match=r"stale plan.*made on 2025-12-29"):
+        request.check_plans([plan], KB, RULES, "plan file", today=date(2025, 12, 28))
 
 
 def test_a_plan_whose_interim_moved_since_it_was_made_is_stale(monkeypatch) -> None:

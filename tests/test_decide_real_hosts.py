@@ -65,10 +65,14 @@ def test_host04_gets_a_supported_branch_from_jammys_archive() -> None:
 
 
 def test_plan_date_is_data_not_the_clock() -> None:
-    """Earlier in 2026, R535 (LTS to June 2026) was still supported and the smaller move."""
-    early = pin("jammy-470-torch23", date(2026, 5, 1))
+    """In late 2025, R535 (LTS to June 2026) was supported for more than the six months a move
+    needs (branches.ENDS_SOON_DAYS) and the smaller move; by May 2026 it was ending, and R580
+    (LTS to 2028) fits as well; in July 2026 R535 had ended."""
+    early = pin("jammy-470-torch23", date(2025, 12, 1))
+    ending = pin("jammy-470-torch23", date(2026, 5, 1))
     late = pin("jammy-470-torch23", date(2026, 7, 1))
     assert early.steps[0].vars["gpufix_driver_branch"] == "535"
+    assert ending.steps[0].vars["gpufix_driver_branch"] == "580"
     assert late.steps[0].vars["gpufix_driver_branch"] == "580"
     assert pin("jammy-470-torch23").extra["plan_date"] == "2026-11-30"
 

@@ -172,12 +172,29 @@ def test_transformers_python_caps(k: kb.KnowledgeBase) -> None:
 
     assert newest_for("3.6") == "4.18.0"
     assert newest_for("3.8") == "4.46.3"
+    assert newest_for("3.9") == "4.57.6"
 
 
 def test_accelerate_releases_have_torch_floors(k: kb.KnowledgeBase) -> None:
     rows = {r.version: r for r in k.accelerate_releases}
     assert rows["0.24.1"].torch_min == "1.10.0"
     assert rows["1.10.1"].python_min == "3.9"
+    # Wheel METADATA on PyPI, read 2026-12-05: 1.11.0 needs Python 3.10; 1.16.0 Python 3.11 and
+    # torch 2.6.0; 1.11.0-1.15.0 keep torch>=2.0.0.
+    floors = {v: (rows[v].python_min, rows[v].torch_min) for v in ("1.11.0", "1.15.0", "1.16.0")}
+    assert floors == {
+        "1.11.0": ("3.10", "2.0.0"),
+        "1.15.0": ("3.10", "2.0.0"),
+        "1.16.0": ("3.11", "2.6.0"),
+    }
+
+
+def test_transformers_5_rows(k: kb.KnowledgeBase) -> None:
+    # Wheel METADATA on PyPI, read 2026-12-05 (Requires-Python; torch>= in the torch extra).
+    rows = {r.version: (r.python_min, r.torch_min) for r in k.transformers_releases}
+    assert rows["4.57.6"] == ("3.9", "2.2")
+    assert rows["5.0.0"] == ("3.10", "2.2")
+    assert rows["5.25.0"] == ("3.11", "2.6")
 
 
 @pytest.mark.parametrize(
@@ -217,19 +234,44 @@ def test_driver_branches(k: kb.KnowledgeBase) -> None:
 
 # NVIDIA's "Supported Drivers and CUDA Toolkit Versions", Table 2 (the 615 and 620 pages).
 @pytest.mark.parametrize(
-    ("branch", "kind", "eol"),
+    ("branch", "kind", "eol", "checked"),
     [
-        (535, "lts", "2026-06"),
-        (570, "production", "2026-02"),
-        (580, "lts", "2028-06"),
-        (595, "production", "2027-03"),
-        (620, "lts", "2029-09"),
+        (535, "lts", "2026-06", "2026-11-30"),
+        (570, "production", "2026-02", "2026-11-30"),
+        (580, "lts", "2028-06", "2026-11-30"),
+        (595, "production", "2027-03", "2026-12-05"),
+        (620, "lts", "2029-09", "2026-11-30"),
     ],
 )
-def test_driver_branch_support_ends(k: kb.KnowledgeBase, branch: int, kind: str, eol: str) -> None:
+def test_driver_branch_support_ends(
+    k: kb.KnowledgeBase, branch: int, kind: str, eol: str, checked: str
+) -> None:
     row = k.driver_branch(branch)
     assert row is not None and (row.kind, row.eol) == (kind, eol)
-    assert row.checked == "2026-11-30"
+    assert row.checked == checked
+
+
+def test_new_feature_branches_carry_no_end_date(k: kb.KnowledgeBase) -> None:
+    """NVIDIA's 620 page: "New Feature Branches are short-lived and do not have an end-of-life
+    date". A month an older table gave (R440: 2021 PDF; R610: the 615 page) stays in the note."""
+    for row in k.driver_branches:
+        if row.kind == "new-feature":
+            assert row.eol is None, row.branch
+    r610, r615 = k.driver_branch(610), k.driver_branch("615.12.01")
+    assert r610 is not None and "August 2026" in (r610.note or "") and "/615/" in r610.source
+    assert r615 is not None and (r615.kind, r615.open_modules) == ("new-feature", True)
+    assert r615.checked == "2026-12-05" and "/615/" in r615.source and "/620/" in r615.source
+
+
+def test_days_left_to_the_end_of_support(k: kb.KnowledgeBase) -> None:
+    from datetime import date
+
+    r595 = k.driver_branch(595)
+    assert r595 is not None
+    assert r595.days_left(date(2027, 3, 31)) == 0  # supported through the end of the month
+    assert r595.days_left(date(2026, 12, 5)) == 116
+    assert r595.days_left(date(2027, 4, 1)) == -1
+    assert k.driver_branch(615).days_left(date(2026, 12, 5)) is None  # type: ignore[union-attr]
 
 
 def test_supported_on_a_plan_date(k: kb.KnowledgeBase) -> None:
@@ -243,7 +285,7 @@ def test_supported_on_a_plan_date(k: kb.KnowledgeBase) -> None:
     assert 535 in supported(date(2026, 6, 30)) and 535 not in supported(date(2026, 7, 1))
     # New-feature branches are never a target, even inside a dated window.
     assert 610 not in supported(date(2026, 7, 1))
-    assert k.checked() == date(2026, 12, 4)  # the newest row check (gpu_p2p.yaml, re-read)
+    assert k.checked() == date(2026, 12, 5)  # the newest row check (driver_branches.yaml)
 
 
 def test_archive_membership_has_one_home(k: kb.KnowledgeBase) -> None:

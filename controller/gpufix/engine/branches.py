@@ -4,7 +4,8 @@ host, with the kernel modules those GPUs need, from a repository the host's rele
 Sources: NVIDIA "Supported Drivers and CUDA Toolkit Versions" (support windows), "CUDA Toolkit,
 Driver, and Architecture Matrix" (first/last branch per architecture), the open kernel modules
 (Turing and later; Blackwell only with them); which archive carries a branch is
-ubuntu_driver_packages.yaml.
+ubuntu_driver_packages.yaml. A branch whose support ends within ENDS_SOON_DAYS of the plan date
+gives way to one that fits as well and lasts longer, and the plan names its end.
 """
 
 from __future__ import annotations
@@ -14,6 +15,32 @@ from datetime import date
 
 from gpufix import versions
 from gpufix.engine.kb import DriverBranch, DriverIssue, KnowledgeBase
+
+# A branch whose support ends within this many days of the plan date is named in the plan's
+# risks, and a branch that fits as well and is supported past that window is preferred to it:
+# about six months, time to plan and roll out the next move (R595, NVIDIA's production branch,
+# ends March 2027: a plan made in December 2026 says so).
+ENDS_SOON_DAYS = 183
+
+
+def ends_soon(row: DriverBranch, day: date) -> bool:
+    """NVIDIA still supports the branch on `day`, and stops within ENDS_SOON_DAYS of it."""
+    left = row.days_left(day)
+    return row.supported_on(day) and left is not None and left <= ENDS_SOON_DAYS
+
+
+def ends_soon_risk(row: DriverBranch, day: date) -> str | None:
+    """The plan's line for a branch whose support ends soon; None when it does not (a branch
+    already past its support has its own line)."""
+    end = row.end_of_support()
+    if end is None or not ends_soon(row, day):
+        return None
+    kind = {"lts": "long-term support", "production": "production"}.get(row.kind, row.kind)
+    return (
+        f"NVIDIA's support for R{row.branch} ({kind} branch) ends {end.isoformat()}, "
+        f"{(end - day).days} days after the plan date {day.isoformat()}: plan the move to a "
+        f"branch supported longer before then. Source: {row.source}"
+    )
 
 
 @dataclass(frozen=True)
@@ -159,7 +186,7 @@ def choose(kb: KnowledgeBase, want: Wanted) -> Choice | str:
         # No release in the facts: NVIDIA's support and the GPUs decide; the role resolves the
         # package from the host's own sources before it changes anything.
         flavour = "open" if needs.open else ""
-        best = min(fits, key=lambda b: _rank(Choice(b.branch, None, flavour, b), want.prefer))
+        best = min(fits, key=lambda b: _rank(Choice(b.branch, None, flavour, b), want))
         return Choice(best.branch, None, flavour, best)
     choices = [c for b in fits for c in _sources(kb, want.codename, b, needs.open)]
     if not choices:
@@ -167,7 +194,7 @@ def choose(kb: KnowledgeBase, want: Wanted) -> Choice | str:
             f"{', '.join(f'R{b.branch}' for b in fits)} fit, but neither the Ubuntu archive nor "
             f"NVIDIA's repository lists them for {want.codename or 'this release'}"
         )
-    return min(choices, key=lambda c: _rank(c, want.prefer))
+    return min(choices, key=lambda c: _rank(c, want))
 
 
 def _fits(b: DriverBranch, want: Wanted, needs: GpuNeeds, need_min: int) -> bool:
@@ -214,12 +241,14 @@ def _sources(
     return out
 
 
-def _rank(c: Choice, prefer: tuple[int, ...]) -> tuple[int, int, int, int]:
+def _rank(c: Choice, want: Wanted) -> tuple[int, int, int, int, int]:
     """A branch a report names first, then the release's own archive (the role's default and
-    Canonical's signed modules), then LTS before production, then the smallest move."""
+    Canonical's signed modules), then one supported past ENDS_SOON_DAYS before one whose support
+    ends sooner, then LTS before production, then the smallest move."""
     return (
-        0 if c.branch in prefer else 1,
+        0 if c.branch in want.prefer else 1,
         0 if c.origin == "ubuntu" else 1,
+        1 if ends_soon(c.row, want.day) else 0,
         0 if c.row.kind == "lts" else 1,
         c.branch,
     )

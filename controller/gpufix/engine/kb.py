@@ -195,6 +195,12 @@ class DriverBranch:
         end = self.end_of_support()
         return self.kind in SUPPORTED_KINDS and end is not None and day <= end
 
+    def days_left(self, day: date) -> int | None:
+        """Days from `day` to the branch's last supported day (negative once it has passed);
+        None when the row has no end date."""
+        end = self.end_of_support()
+        return None if end is None else (end - day).days
+
 
 @dataclass(frozen=True)
 class DriverIssue:

@@ -50,6 +50,8 @@ def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> DriverTarget:
     row = ctx.kb.driver_branch(version)
     if row is not None and not row.supported_on(ctx.day):
         risks.append(f"R{row.branch} is past NVIDIA's support ({row.eol or row.kind}): plan a move")
+    elif row is not None and (soon := branches.ends_soon_risk(row, ctx.day)):
+        risks.append(soon)
     return DriverTarget(vars_, why, reboot=reboot, moves=reboot, risks=risks)
 
 
@@ -167,6 +169,10 @@ def _move(ctx: Ctx, want: branches.Wanted, why: str) -> DriverTarget | str:
             "is known only when the driver role resolves the package, before it changes anything"
         )
     vars_["gpufix_driver_flavour"] = got.flavour
+    soon = branches.ends_soon_risk(got.row, ctx.day)
+    if soon:
+        # choose() passed it over for any branch that fits as well and lasts longer.
+        risks.append(soon)
     return DriverTarget(vars_, f"{why}: {got.describe()}, and hold it", risks=risks)
 
 

@@ -14,7 +14,9 @@ REG, WANT = "ECAP_ACS+0x6.w", "0000"
 
 # A stand-in for setpci over a directory of registers, one file per bridge that has ACS: a read
 # of a bridge without the file fails as setpci does ("Extended capability 000d not found"); a
-# file named BDF.stuck ignores writes (a bridge that keeps its ACS bits).
+# file named BDF.stuck ignores writes (a bridge that keeps its ACS bits). With a file named
+# "locked" beside regs/ it is pciutils 3.5.2 under kernel lockdown: the kernel refuses the write
+# (EPERM), lib/sysfs.c only warns and setpci.c ignores the result, so it exits 0.
 FAKE_SETPCI = r"""#!/bin/sh
 d=$(dirname "$0")/regs
 [ "$1" = -s ] || exit 2
@@ -25,14 +27,23 @@ if [ ! -e "$d/$bdf" ]; then
   exit 1
 fi
 case "$op" in
-  *=*) [ -e "$d/$bdf.stuck" ] || echo "${op#*=}" >"$d/$bdf" ;;
+  *=*)
+    if [ -e "$d/../locked" ]; then
+      echo "pcilib: sysfs_write: write failed: Operation not permitted" >&2
+    elif [ ! -e "$d/$bdf.stuck" ]; then
+      echo "${op#*=}" >"$d/$bdf"
+    fi ;;
   *) cat "$d/$bdf" ;;
 esac
 """
 
 
-def fake_setpci(tmp: Path, acs: dict[str, str], stuck: tuple[str, ...] = ()) -> Path:
+def fake_setpci(
+    tmp: Path, acs: dict[str, str], stuck: tuple[str, ...] = (), locked: bool = False
+) -> Path:
     (tmp / "regs").mkdir()
+    if locked:
+        (tmp / "locked").write_text("")
     for bdf, value in acs.items():
         (tmp / "regs" / bdf).write_text(value + "\n")
     for bdf in stuck:
@@ -105,3 +116,48 @@ def test_auto_touches_only_the_bridges_above_gpus_that_have_acs(tmp_path: Path) 
 def test_bad_usage_exits_2(tmp_path: Path) -> None:
     r = subprocess.run(["sh", str(SCRIPT), "/usr/bin/setpci"], capture_output=True, text=True)
     assert r.returncode == 2 and "usage:" in r.stderr
+
+
+def lockdown(tmp: Path, mode: str) -> dict[str, str]:
+    """A sysfs root whose kernel/security/lockdown reads as the kernel prints it, and the
+    environment that points the script at it."""
+    f = tmp / "sys" / "kernel" / "security" / "lockdown"
+    f.parent.mkdir(parents=True)
+    f.write_text(mode + "\n")
+    return {"PATH": "/usr/bin:/bin", "GPUFIX_ACS_SYSFS": str(tmp / "sys")}
+
+
+def test_a_write_refused_under_lockdown_is_a_write_failure_that_names_lockdown(
+    tmp_path: Path,
+) -> None:
+    """Secure Boot on Ubuntu's kernels: setpci warns and exits 0, the register keeps its bits.
+    Before, the script read the old value back and blamed ACS ("ACS still on")."""
+    fake_setpci(tmp_path, {"0000:02:08.0": "001d", "0000:02:10.0": "001d"}, locked=True)
+    env = lockdown(tmp_path, "none [integrity] confidentiality")
+    r = run(tmp_path, "0000:02:08.0", "0000:02:10.0", env=env)
+    assert r.returncode == 1
+    for bdf in ("0000:02:08.0", "0000:02:10.0"):
+        line = next(x for x in r.stderr.splitlines() if x.startswith(f"gpufix-pcie-acs: {bdf}:"))
+        assert f"writing {REG}={WANT} failed" in line
+        assert "sysfs_write: write failed: Operation not permitted" in line
+        assert "lockdown (integrity" in line and "Secure Boot" in line
+        assert "BIOS/firmware" in line and "nccl-profile" in line
+    assert "ACS still on" not in r.stderr
+    # no read-back after a refused write: capability check and write only
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls.count(f"-s 0000:02:08.0 {REG}") == 1
+
+
+def test_a_refused_write_without_lockdown_does_not_blame_it(tmp_path: Path) -> None:
+    """The same warning with lockdown off (or no lockdown LSM): a write failure, no guess."""
+    fake_setpci(tmp_path, {"0000:02:08.0": "001d"}, locked=True)
+    for mode in ("[none] integrity confidentiality", None):
+        env = (
+            lockdown(tmp_path / "on", mode)
+            if mode
+            else {"PATH": "/usr/bin:/bin", "GPUFIX_ACS_SYSFS": str(tmp_path / "absent")}
+        )
+        r = run(tmp_path, "0000:02:08.0", env=env)
+        assert r.returncode == 1
+        assert f"0000:02:08.0: writing {REG}={WANT} failed: pcilib: sysfs_write" in r.stderr
+        assert "lockdown" not in r.stderr and "ACS still on" not in r.stderr

@@ -19,6 +19,22 @@ PLAYBOOK = "pcie_acs.yml"
 GDR_OFF = "gdr-off"
 
 
+# Ubuntu's kernels (bionic's HWE 5.4, focal, jammy: CONFIG_LOCK_DOWN_IN_SECURE_BOOT) lock down
+# under Secure Boot, and lockdown refuses PCI config-space writes from userspace
+# (pci_write_config checks LOCKDOWN_PCI_ACCESS) while setpci still exits 0; the role refuses
+# there (roles/pcie_acs/tasks/preflight.yml). The facts read Secure Boot, not the lockdown mode.
+LOCKED_DOWN = (
+    "Secure Boot is on, so the kernel runs in lockdown (kernel_lockdown(7)), which refuses PCI "
+    "config-space writes from userspace: ACS cannot be cleared by setpci. Turn ACS off in the "
+    "BIOS/firmware, or turn Secure Boot off, then gather facts and plan again; nccl-profile "
+    "(P2P off) is the fallback"
+)
+LOCKDOWN_UNREAD = (
+    "Secure Boot was not read: if it is on, kernel lockdown refuses setpci's writes and the role "
+    "stops before any change (`mokutil --sb-state`, /sys/kernel/security/lockdown on the host)"
+)
+
+
 def _gpu_nic_path(ctx: Ctx) -> bool:
     d = ctx.decision
     return d is not None and d.fix == "pcie-acs" and GDR_OFF in d.interim
@@ -102,10 +118,16 @@ def evaluate(ctx: Ctx) -> Candidate:
     vars_, what, reboot = _changes(ctx)
     if not what:
         return Candidate("pcie-acs", False, _nothing_to_change(ctx))
+    clears_acs = bool(vars_.get("gpufix_pcie_acs_bridges"))
+    if clears_acs and ctx.host.secure_boot:
+        return Candidate("pcie-acs", False, LOCKED_DOWN)
     step = Step(PLAYBOOK, "; ".join(what), vars_, reboot=reboot)
     risks = [
         "disabling ACS weakens isolation between devices (matters for VFIO pass-through hosts)"
     ]
+    # Unread is not evidence: the plan stands and says what would stop it.
+    if clears_acs and ctx.host.secure_boot is None:
+        risks.append(LOCKDOWN_UNREAD)
     cand = Candidate("pcie-acs", True, "; ".join(what), [step], _outcome(ctx, vars_), risks, reboot)
     return on_container_host(ctx, reboot_gate(ctx, cand))
 

@@ -91,6 +91,28 @@ def test_the_wheel_builds_without_setuptools_warnings(built: tuple[Path, str]) -
     assert "would be ignored" not in log and "is absent from the `packages`" not in log
 
 
+RUNTIME_DIRS = ("tasks", "handlers", "defaults", "vars", "meta", "templates", "files")
+
+
+def _runtime_content() -> list[str]:
+    """What Ansible reads at run time: the roles' runtime folders, playbooks, plugins, the
+    example inventory and the collection's metadata (tracked files)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "roles", "playbooks", "plugins", "inventory", "meta",
+         "ansible.cfg", "galaxy.yml"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    out = []
+    for rel in listed:
+        if rel.startswith("roles/") and rel.split("/")[2] not in RUNTIME_DIRS:
+            continue
+        if (ROOT / rel).is_dir():  # inventory/snapshots: a link to the recorded hosts
+            out += [f"{rel}/{p.name}" for p in sorted((ROOT / rel).glob("*.json"))]
+        else:
+            out.append(rel)
+    return out
+
+
 @pytest.mark.slow
 def test_wheel_carries_the_ansible_content(wheel: Path) -> None:
     import zipfile
@@ -112,6 +134,10 @@ def test_wheel_carries_the_ansible_content(wheel: Path) -> None:
     ):
         assert needed in names, needed
     assert not [n for n in names if "__pycache__" in n or n.startswith("gpufix/_content/tests")]
+    # every file the roles, playbooks and plugins use at run time, not a sample of them: the
+    # ACS boot script (roles/pcie_acs/files/gpufix-pcie-acs) was missing, found by a review
+    content = {f"gpufix/_content/{rel}" for rel in _runtime_content()}
+    assert content - names == set()
     # every module in the wheel is one of the source tree's (no stale build/ leftovers)
     modules = {n for n in names if n.endswith(".py") and not n.startswith("gpufix/_content/")}
     source = {str(p.relative_to(ROOT / "controller")) for p in PACKAGE.rglob("*.py")}

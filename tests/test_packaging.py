@@ -285,8 +285,11 @@ def test_installed_collection_runs_by_fqcn_on_a_container(
 def test_controller_playbooks_run_gpufix_from_the_collection(
     collection: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """The AWX path (docs/awx.md): a job template runs the collection's controller_plan."""
-    plan = tmp_path / "plan.json"
+    """The AWX path (docs/awx.md): a job template runs the collection's controller_plan. The
+    plan's folder need not exist (docs/awx.md's /var/lib/gpufix/plans/JOB.json), and the job's
+    output holds the plan a person approves (a review found an empty job output and a first
+    job that failed on the missing folder)."""
+    plan = tmp_path / "plans" / "42.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "GPUFIX_"))}
     env["ANSIBLE_COLLECTIONS_PATH"] = str(collection[1])
     env["GPUFIX_STATE_DIR"] = str(tmp_path / "state")
@@ -300,6 +303,9 @@ def test_controller_playbooks_run_gpufix_from_the_collection(
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     doc = __import__("json").loads(plan.read_text())
     assert [p["strategy"] for p in doc["plans"]] == ["kernel-upgrade"]
+    assert oct(plan.parent.stat().st_mode & 0o777) == "0o700"
+    for shown in ("gpufix plan for host01", "Strategies considered", "kernel-upgrade"):
+        assert shown in r.stdout, r.stdout[-3000:]
     # a target that is not a plain string is refused before gpufix runs
     r = subprocess.run(
         ["ansible-playbook", "gpufix.fleet.controller_plan",

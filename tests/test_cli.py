@@ -440,3 +440,11 @@ def test_an_error_whose_text_has_newlines_is_still_one_line(
     with pytest.raises(SystemExit):
         main(["plan", "host01"])
     assert capsys.readouterr().err == line + "\n"
+
+
+def test_gpufix_alone_prints_the_help_not_an_error() -> None:
+    """A review (2026-12-05): click 8.2 made a bare `gpufix` a usage error, printed as
+    `gpufix: error: Usage: ...` with the whole help on stderr and exit 3."""
+    r = gpufix()
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout.startswith("Usage: gpufix") and "plan" in r.stdout

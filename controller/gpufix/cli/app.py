@@ -69,6 +69,11 @@ def run(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx:
+            # `gpufix` alone asks for the help (click >= 8.2 raises this; older click printed
+            # the help and exited 0 itself): the help, no error
+            click.echo(exc.ctx.get_help())
+            sys.exit(EXIT_OK)
         msg = exc.format_message()
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
         # lint and preflight name themselves in every error (docs/exit-codes.md)

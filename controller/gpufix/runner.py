@@ -145,10 +145,11 @@ def _handler(
             item: dict[str, Any] = {"task": task, "changed": bool(res.get("changed"))}
             if res.get("changed"):
                 hr.changed += 1
-                # the file a copy/template/lineinfile/file task wrote, for the journal
-                path = res.get("dest") or res.get("path")
-                if isinstance(path, str):
-                    item["path"] = path
+                # the files a copy/template/lineinfile/file task wrote (each item's, for a
+                # loop), for the journal and uninstall's report
+                paths = changed_paths(res)
+                if paths:
+                    item["path"], item["paths"] = paths[0], paths
                 if res.get("rebooted"):
                     item["rebooted"] = True
             hr.results.append(item)
@@ -160,10 +161,31 @@ def _handler(
             hr.results.append({"task": task, "failed": True, "msg": hr.message})
         elif kind == "runner_on_unreachable":
             hr.status = "unreachable"
-            hr.message = _one_line(res.get("msg"))
+            hr.message = _one_line(_first_msg(res))
         return True
 
     return handle
+
+
+def changed_paths(res: dict[str, Any]) -> list[str]:
+    """The files a task changed: its own dest/path, or each changed loop item's."""
+    loop = res.get("results")
+    items: list[Any] = loop if isinstance(loop, list) else [res]
+    out = []
+    for r in items:
+        if isinstance(r, dict) and r.get("changed"):
+            path = r.get("dest") or r.get("path")
+            if isinstance(path, str):
+                out.append(path)
+    return out
+
+
+def _first_msg(res: dict[str, Any]) -> Any:
+    """A loop's own msg is Ansible's "All items completed": the first item's says why."""
+    for r in res.get("results") or []:
+        if isinstance(r, dict) and r.get("msg"):
+            return r["msg"]
+    return res.get("msg")
 
 
 def _one_line(text: Any, limit: int = 400) -> str:

@@ -231,6 +231,12 @@ def test_ctrl_c_leaves_a_consistent_journal_and_apply_resumes(make_lab) -> None:
     # what gpufix itself left on the hosts goes with `gpufix uninstall`
     probe = "/usr/local/lib/gpufix/gpufix_probe.py"
     assert lab.sh("h1", f"test -e {probe}", check=False).returncode == 0
+    r = lab.gpufix("uninstall", "h1,h2", "-i", str(lab.inventory), "--check", "--json")
+    told = {x["host"]: x for x in json.loads(r.stdout)}
+    assert r.returncode == 0 and told["h1"]["state"] == "would-remove", r.stderr
+    # each file by name (a review: --check said "changed 1" and nothing of the two files)
+    assert told["h1"]["message"] == f"would remove {probe}, /var/lib/gpufix/probe.json"
+    assert told["h1"]["changed"] == 2
     r = lab.gpufix("uninstall", "h1,h2", "-i", str(lab.inventory), "--yes", "--json")
     assert r.returncode == 0 and {x["state"] for x in json.loads(r.stdout)} == {"removed"}, r.stderr
     for h in ("h1", "h2"):

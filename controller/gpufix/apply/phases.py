@@ -140,7 +140,7 @@ class Phases(After):
         hr = res.hosts.get(h) or runner.HostResult(
             host=h, status="failed", message=f"no result ({res.status})"
         )
-        files = [r["path"] for r in hr.results if r.get("path")]
+        files = [p for r in hr.results for p in r.get("paths") or ()]
         good = hr.status == "ok"
         self.journal.step_finished(
             h, i, ok=good, changed=hr.changed, files=files, message=hr.message

@@ -57,7 +57,11 @@ def uninstall(
         elif hr.status != "ok":
             out.append(Removed(h, "failed", hr.changed, hr.message))
         elif hr.changed:
-            out.append(Removed(h, "would-remove" if check else "removed", hr.changed, ""))
+            paths = [p for r in hr.results for p in r.get("paths") or ()]
+            what = ("would remove " if check else "removed ") + ", ".join(paths) if paths else ""
+            out.append(
+                Removed(h, "would-remove" if check else "removed", len(paths) or hr.changed, what)
+            )
         else:
             out.append(Removed(h, "nothing-to-remove", 0, ""))
     return out

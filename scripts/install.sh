@@ -31,11 +31,25 @@ install_promtool() {
   echo "install: $(.venv/bin/promtool --version 2>&1 | head -1)" >&2
 }
 
+# pip install, silent when it works (this machine's index warnings, setuptools' notes on
+# editable builds); its whole output and its exit status when it does not.
+pip_install() {
+  local log
+  log="$(mktemp)"
+  if ! .venv/bin/python -m pip install --quiet "$@" >"$log" 2>&1; then
+    grep -v "^WARNING: Location" "$log" >&2 || true
+    rm -f "$log"
+    echo "install: pip install $* failed" >&2
+    return 1
+  fi
+  rm -f "$log"
+}
+
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+pip_install --upgrade pip
 
 if [ "${1:-}" = "--test" ]; then
-  .venv/bin/python -m pip install --quiet -e '.[test]' 2>&1 | grep -v "^WARNING: Location" || true
+  pip_install -e '.[test]'
   # The CPU build lies on this machine's disk; elsewhere pip fetches it from the CPU index.
   .venv/bin/python -m pip install --quiet "torch==2.13.0" 2>/dev/null \
     || .venv/bin/python -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu
@@ -44,6 +58,6 @@ if [ "${1:-}" = "--test" ]; then
   bash scripts/get-collections.sh
   bash tests/images/build.sh
 else
-  .venv/bin/python -m pip install --quiet -e . 2>&1 | grep -v "^WARNING: Location" || true
+  pip_install -e .
 fi
-echo "install: ready ($(.venv/bin/gpufix --version))" >&2
+echo "install: ready ($(.venv/bin/gpufix --version | head -1))" >&2

@@ -397,3 +397,20 @@ def test_a_run_whose_hosts_do_not_match_its_files_is_unreadable(
         FileJournal.open(j.run_id)
     code, out, _ = run(capsys, "status", "--json")
     assert code == 0 and json.loads(out)[0]["state"] == "unreadable", out
+
+
+def test_status_with_no_runs_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """A review (2026-12-05): an empty table, where `status latest` said there was no run."""
+    code, out, _ = run(capsys, "status")
+    assert code == 0 and out.startswith("no apply runs recorded yet (in ")
+
+
+def test_version_names_where_the_content_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """A wheel keeps the roles and the example inventory inside the installed package: a user
+    finds them with --version (a review found them named only in an error message)."""
+    from gpufix import __version__
+    from gpufix.paths import content_root
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0
+    assert out.splitlines() == [f"gpufix, version {__version__}", f"content: {content_root()}"]

@@ -21,8 +21,33 @@ from gpufix.cli.tools import lint_cmd, preflight_cmd
 from gpufix.errors import EXIT_ERROR, EXIT_INVALID, EXIT_OK, GpufixError
 
 
+def _version_line() -> str:
+    """The version, and where the Ansible content (roles, playbooks, the example inventory)
+    is read from: a wheel keeps it inside the installed package."""
+    from gpufix.paths import content_root
+
+    try:
+        where = str(content_root())
+    except GpufixError as exc:
+        where = str(exc)
+    return f"gpufix, version {__version__}\ncontent: {where}"
+
+
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(_version_line())
+        ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="gpufix")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the version and where gpufix's content (roles, playbooks, example inventory) is.",
+)
 def main_group() -> None:
     """Diagnose and fix multi-GPU PyTorch start-up hangs on Linux GPU hosts."""
 

@@ -12,7 +12,7 @@ import click
 
 from gpufix.apply import rollout as applymod
 from gpufix.apply.diffs import diff_lines
-from gpufix.apply.journal import FileJournal, list_runs
+from gpufix.apply.journal import FileJournal, list_runs, runs_dir
 from gpufix.cli.common import (
     changes_exit,
     detailed_exitcode_option,
@@ -346,6 +346,9 @@ def status_cmd(run: str | None, as_json: bool) -> None:
                 for r, j, e in runs
             ]
             click.echo(json.dumps(docs, indent=2, default=str))
+            return
+        if not runs:
+            click.echo(f"no apply runs recorded yet (in {runs_dir()})")
             return
         rows = []
         for r, j, e in runs:

@@ -37,7 +37,8 @@ inventory_option = click.option(
     "inventory",
     metavar="PATH",
     callback=not_empty,
-    help="Ansible inventory (default: the example inventory shipped with gpufix).",
+    help="Ansible inventory (default: the example inventory shipped with gpufix, "
+    "inventory/example.yml in the content `gpufix --version` names).",
 )
 # Passed to every Ansible run of the command as its --forks, so it wins over ANSIBLE_FORKS and
 # ansible.cfg (docs/operations.md).

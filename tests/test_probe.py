@@ -153,7 +153,8 @@ def test_injected_fault_is_named(
         )
         assert verdict["duration_s"] <= entered + PHASE_DEADLINE + 1.5
     elif verdict_kind == "failed":
-        assert verdict["failed_in"] == {"phase": phase, "ranks": [rank]}
+        # the injected crash comes as the rank enters the phase: before its collective call
+        assert verdict["failed_in"] == {"phase": phase, "ranks": [rank], "called": []}
         assert "injected crash in allreduce" in verdict["error"]
     else:
         assert [(s["phase"], s["ranks"]) for s in verdict["slow"]] == [(phase, [rank])]
@@ -308,7 +309,7 @@ def test_failing_single_gpu_baseline_skips_the_multi_rank_run(tmp_path: Path) ->
     verdict, _ = probe(tmp_path, args, "crash:alloc:0", only="single")
 
     assert verdict["verdict"] == "failed"
-    assert verdict["failed_in"] == {"phase": "alloc", "ranks": [0]}
+    assert verdict["failed_in"] == {"phase": "alloc", "ranks": [0], "called": []}
     assert verdict["single_gpu"]["verdict"] == "failed"
     assert {p["rank"] for p in verdict["phases"]} == {0}  # the baseline's phases only
     assert "multi-GPU run skipped" in " ".join(verdict["notes"])

@@ -29,6 +29,8 @@ def part(host: str, verdict: str, phase: str | None = None, **kw: Any) -> Part:
         v["stalled"] = {"phase": phase, "ranks": ranks, "called": kw.pop("called", [])}
     elif verdict == "failed":
         v["failed_in"] = {"phase": phase, "ranks": ranks}
+        if "called" in kw:  # the program says whether the failing rank had made the call
+            v["failed_in"]["called"] = kw.pop("called")
     v["node"] = {"rank": 0, "nnodes": 2, "ranks": ranks}
     v.update(kw)
     return Part(host, v)
@@ -79,6 +81,50 @@ def test_the_earliest_phase_and_a_failure_win() -> None:
 def test_a_host_without_a_verdict_fails_the_run() -> None:
     out = merge.combine([part("h1", "healthy"), Part("h2", None, "unreachable: ssh timeout")])
     assert out == MergedOutcome("failed", None, ["h2"], [], "h2: unreachable: ssh timeout")
+
+
+def test_a_host_that_failed_while_waiting_is_not_blamed() -> None:
+    """A review (2026-12-05) on three podman hosts: h3 could not reach the store; at its
+    deadline h1 stopped rank 0, which served the store, and h2, which had connected, failed
+    with "connection closed". h2 was named beside h3. A failure after the call is waiting."""
+    out = merge.combine(
+        [
+            part("h1", "hung", "rendezvous", ranks=[0], called=[0]),
+            part("h2", "failed", "rendezvous", ranks=[1], called=[1], error="connection closed"),
+            part("h3", "hung", "rendezvous", ranks=[2], called=[], error="no progress"),
+        ]
+    )
+    assert (out.verdict, out.hosts, out.ranks) == ("hung", ["h3"], [2])
+    # an error inside the collective, where every other rank waits: that host
+    out = merge.combine(
+        [
+            part("h1", "hung", "allreduce", ranks=[0], called=[0]),
+            part("h2", "failed", "allreduce", ranks=[1], called=[1], error="NCCL error"),
+        ]
+    )
+    assert (out.verdict, out.hosts) == ("failed", ["h2"])
+
+
+@pytest.mark.parametrize(
+    ("odd", "why"),
+    [
+        # its probe died (SIGKILL, OOM): the role's own verdict has no phase
+        ({"verdict": "failed", "error": "the probe printed no verdict"}, "failed with no phase"),
+        # no GPU there (no --cpu): no rank ran on it
+        ({"verdict": "not-applicable", "error": "no NVIDIA GPU"}, "not-applicable: no NVIDIA GPU"),
+    ],
+)
+def test_a_host_that_says_nothing_of_its_ranks_is_named(odd: dict[str, Any], why: str) -> None:
+    """A review: such a host was never named; the others, waiting at the store, were blamed
+    for a firewall, or the merge produced a verdict the schema refused (exit 1); a run of
+    hosts without GPUs was healthy with no rank run."""
+    waiting = [part("h1", "hung", "rendezvous", ranks=[0], called=[0]), part("h2", "healthy")]
+    out = merge.combine([*waiting, Part("h3", odd)])
+    assert (out.verdict, out.phase, out.hosts) == ("failed", None, ["h3"])
+    assert out.error is not None and out.error.startswith(f"h3: {why}")
+    if odd["verdict"] == "not-applicable":
+        out = merge.combine([Part("h1", odd), Part("h2", odd)])
+        assert (out.verdict, out.hosts) == ("failed", ["h1", "h2"])
 
 
 def test_healthy_and_degraded() -> None:
@@ -383,3 +429,25 @@ def test_multi_node_names_the_one_job_setting_that_breaks_it(
     v = validate(multiverdict.build(r, prog))
     assert v["job_env_culprit"] == "NCCL_SOCKET_IFNAME"
     assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("job-setting", "none")]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"verdict": "hung", "stalled": "rendezvous"},
+        {"node": "zzz"},
+        {"allreduce": [{"bytes": "a", "seconds": "b"}]},
+    ],
+)
+def test_a_host_s_unusable_verdict_names_that_host(change: dict[str, Any]) -> None:
+    """A review (2026-12-05): each of these, printed by one host's probe, stopped gpufix with an
+    internal error (AttributeError, ValueError) and no verdict. The host's verdict is checked
+    against the probe's schema first, and that host alone is named."""
+    from gpufix.probe.multinode import _checked
+
+    good = json.loads((HOSTS.parents[2] / "docs/device/h200-probe-healthy.json").read_text())
+    assert _checked("h1", good).verdict == good
+    bad = _checked("h3", {**good, **change})
+    assert bad.verdict is None and bad.error.startswith("unusable verdict: h3's verdict: ")
+    out = merge.combine([Part("h1", good), bad])
+    assert (out.verdict, out.hosts) == ("failed", ["h3"])

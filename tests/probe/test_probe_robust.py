@@ -316,7 +316,11 @@ def test_a_signal_while_the_verdict_is_written_does_not_lose_it(tmp_path: Path, 
     assert proc.returncode == 1, proc.stderr  # the verdict's own status
     assert "Traceback" not in proc.stderr
     v = validate(json.loads(proc.stdout))
-    assert v["verdict"] == "failed" and v["failed_in"] == {"phase": "import_torch", "ranks": [0]}
+    assert v["verdict"] == "failed" and v["failed_in"] == {
+        "phase": "import_torch",
+        "ranks": [0],
+        "called": [],
+    }
     assert json.loads((tmp_path / "v.json").read_text()) == v
 
 
@@ -331,7 +335,11 @@ def test_a_signal_during_the_clean_up_leaves_a_complete_verdict_alone(tmp_path: 
     proc = signal_at(tmp_path, "nccl_tail", "SIGTERM", [*CRASH, "--nccl-log", str(logs)], env)
     assert proc.returncode == 1, proc.stderr
     v = validate(json.loads(proc.stdout))
-    assert v["verdict"] == "failed" and v["failed_in"] == {"phase": "import_torch", "ranks": [0]}
+    assert v["verdict"] == "failed" and v["failed_in"] == {
+        "phase": "import_torch",
+        "ranks": [0],
+        "called": [],
+    }
     assert v["nccl_log_tail"] == ["h:1:1 [0] NCCL WARN test line"]
     assert "SIGTERM came after the verdict was complete: it stands" in v["notes"]
     assert not any("interrupted" in n for n in v["notes"])
@@ -348,7 +356,7 @@ def test_a_signal_while_stopping_a_failed_run_keeps_its_failure(tmp_path: Path) 
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
     v = validate(json.loads(proc.stdout))
     assert v["verdict"] == "failed" and v["stalled"] is None
-    assert v["failed_in"] == {"phase": "import_torch", "ranks": [1]}
+    assert v["failed_in"] == {"phase": "import_torch", "ranks": [1], "called": []}
     assert v["error"].startswith("rank 1 in import_torch: RuntimeError: GPUFIX_PROBE_FAULT")
     assert (
         "interrupted by SIGTERM after the main run had failed, while its workers were being "
@@ -379,7 +387,11 @@ def test_a_signal_after_a_run_ended_but_before_it_was_judged_keeps_its_result(
     proc = signal_at(tmp_path, "take_main", "SIGTERM", CRASH, env)
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
     v = validate(json.loads(proc.stdout))
-    assert v["verdict"] == "failed" and v["failed_in"] == {"phase": "import_torch", "ranks": [0]}
+    assert v["verdict"] == "failed" and v["failed_in"] == {
+        "phase": "import_torch",
+        "ranks": [0],
+        "called": [],
+    }
     assert v["error"].startswith("rank 0 in import_torch: RuntimeError: GPUFIX_PROBE_FAULT")
     assert any(
         n.startswith("interrupted by SIGTERM after the main run had failed") for n in v["notes"]

@@ -52,19 +52,33 @@ def _where(v: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _stopped_own_way(v: Mapping[str, Any]) -> bool:
-    """A host whose ranks failed, or stalled before the collective call (not just waiting)."""
-    if v.get("verdict") == "failed":
-        return True
-    stalled = v.get("stalled") or {}
-    return any(r not in (stalled.get("called") or []) for r in stalled.get("ranks") or [])
+    """A host whose ranks failed, or stalled, before the collective call: not just waiting. A
+    rank that failed after it had made the call (the store's host went away: "connection
+    closed") was waiting too (`failed_in.called`)."""
+    where = _where(v)
+    return any(r not in (where.get("called") or []) for r in where.get("ranks") or [])
+
+
+def _no_part(p: Part) -> str | None:
+    """Why a host's part says nothing of where its ranks stopped, or None when it does: no
+    verdict (unreachable, a failed play, an unusable verdict), no rank run (not-applicable: no
+    GPU), or a hang or failure with no phase (its probe died: the role's own verdict)."""
+    v = p.verdict
+    if v is None:
+        return p.error or "no verdict"
+    if v.get("verdict") == "not-applicable":
+        return f"not-applicable: {v.get('error') or 'no rank ran'}"
+    if v.get("verdict") in ("hung", "failed") and _where(v).get("phase") not in PHASES:
+        return f"{v.get('verdict')} with no phase: {v.get('error') or 'no verdict from its probe'}"
+    return None
 
 
 def combine(parts: Sequence[Part]) -> MergedOutcome:
     """The run's outcome over every host's part."""
-    missing = [p for p in parts if p.verdict is None]
+    missing = [(p, why) for p in parts if (why := _no_part(p)) is not None]
     if missing:
-        why = "; ".join(f"{p.host}: {p.error or 'no verdict'}" for p in missing)
-        return MergedOutcome("failed", None, [p.host for p in missing], [], why)
+        text = "; ".join(f"{p.host}: {why}" for p, why in missing)
+        return MergedOutcome("failed", None, [p.host for p, _ in missing], [], text)
     bad = [p for p in parts if p.verdict and p.verdict.get("verdict") in ("hung", "failed")]
     if not bad:
         degraded = any(p.verdict and p.verdict.get("verdict") == "degraded" for p in parts)
@@ -72,7 +86,11 @@ def combine(parts: Sequence[Part]) -> MergedOutcome:
     order = {name: i for i, name in enumerate(PHASES)}
     first = min(order.get(str(_where(p.verdict or {}).get("phase")), len(PHASES)) for p in bad)
     at = [p for p in bad if order.get(str(_where(p.verdict or {}).get("phase"))) == first]
-    culprits = [p for p in at if _stopped_own_way(p.verdict or {})] or at
+    # who stopped before the call; else who failed there (an error inside the collective);
+    # else all of them (every rank made the call: the hang is between them)
+    own = [p for p in at if _stopped_own_way(p.verdict or {})]
+    failed_there = [p for p in at if (p.verdict or {}).get("verdict") == "failed"]
+    culprits = own or failed_there or at
     ranks = sorted(r for p in culprits for r in _where(p.verdict or {}).get("ranks") or [])
     failed = any((p.verdict or {}).get("verdict") == "failed" for p in culprits)
     errors = [f"{p.host}: {(p.verdict or {}).get('error')}" for p in culprits]

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from gpufix import runner, versions
+from gpufix import inputs, runner, versions
 from gpufix.engine.diagnose import p2p_refusal_honoured
 from gpufix.engine.gpu_names import with_named_caps
 from gpufix.engine.kb import load as load_knowledge
@@ -158,8 +158,19 @@ def run_once(
         elif hr.status in ("unreachable", "failed") or not isinstance(verdict, dict):
             parts.append(Part(h, None, f"{hr.status}: {hr.message}" if hr.message else hr.status))
         else:
-            parts.append(Part(h, verdict))
+            parts.append(_checked(h, verdict))
     return parts
+
+
+def _checked(host: str, verdict: dict[str, Any]) -> Part:
+    """A host's verdict is data from that host: one that breaks the probe's schema is no part,
+    and the host is named for it (before, a string where an object belongs crashed the merge)."""
+    try:
+        inputs.check_tree(verdict, f"{host}'s verdict")
+        inputs.check_probe_verdict(verdict, f"{host}'s verdict")
+    except GpufixError as exc:
+        return Part(host, None, f"unusable verdict: {exc}")
+    return Part(host, verdict)
 
 
 def _targets(pattern: str, inventory: Path) -> list[Target]:

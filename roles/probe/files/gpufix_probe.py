@@ -928,6 +928,9 @@ class Supervisor(object):
             first = min(errs, key=lambda s: (s.error or {})["t"])
             err = first.error or {}
             res.failed_in = {"phase": err["phase"], "ranks": [first.rank]}
+            # failed after its collective call (its peer or the store went away): it was
+            # waiting; a multi-node merge blames the hosts that never made the call
+            res.failed_in["called"] = [first.rank] if err["phase"] in first.call else []
             res.error = "rank %d in %s: %s" % (first.rank, err["phase"], err["msg"])
             res.texts += err["tb"]
         else:
@@ -936,6 +939,7 @@ class Supervisor(object):
             rc = st.proc.returncode
             how = "signal %d" % -rc if rc < 0 else "code %d" % rc
             res.failed_in = {"phase": phase, "ranks": [st.rank]}
+            res.failed_in["called"] = [st.rank] if phase in st.call else []
             res.error = "rank %d exited with %s in %s" % (st.rank, how, phase)
         return True
 

@@ -451,3 +451,21 @@ def test_a_host_s_unusable_verdict_names_that_host(change: dict[str, Any]) -> No
     assert bad.verdict is None and bad.error.startswith("unusable verdict: h3's verdict: ")
     out = merge.combine([Part("h1", good), bad])
     assert (out.verdict, out.hosts) == ("failed", ["h3"])
+
+
+def test_hosts_that_would_start_different_numbers_of_ranks_are_refused() -> None:
+    """A review (2026-12-05): h3 with gpufix_probe_world_size 1 beside hosts with 2 ranks each
+    shared rank numbers with h2, and the run read as a blocked store (firewall)."""
+    from gpufix.inventory import Target
+    from gpufix.probe.multinode import check_same_ranks
+    from gpufix.probe.options import ProbeOptions
+
+    two, eight = facts("bionic-ga-2x3090.json"), facts("bionic-hwe-8xa100.json")
+    hosts = [Target("h1", None, {}), Target("h2", None, {})]
+    with pytest.raises(InvalidInput, match=r"different numbers of ranks \(h1 2, h2 8\)"):
+        check_same_ranks(hosts, {"h1": two, "h2": eight}, ProbeOptions())
+    check_same_ranks(hosts, {"h1": two, "h2": eight}, ProbeOptions(world_size=2))
+    check_same_ranks(hosts, {"h1": two, "h2": two}, ProbeOptions())
+    own = [Target("h1", None, {}), Target("h3", None, {"gpufix_probe_world_size": 1})]
+    with pytest.raises(InvalidInput, match=r"\(h1 2, h3 1\)"):
+        check_same_ranks(own, {"h1": two, "h3": two}, ProbeOptions(cpu=True))

@@ -173,6 +173,34 @@ def _checked(host: str, verdict: dict[str, Any]) -> Part:
     return Part(host, verdict)
 
 
+def ranks_per_host(target: Target, facts: dict[str, Any] | None, opts: ProbeOptions) -> int | None:
+    """How many ranks the host's probe will start (roles/probe: --world-size, else one per GPU,
+    2 with --cpu); None when its GPUs are not known."""
+    if opts.world_size:
+        return int(opts.world_size)
+    own = str(target.vars.get("gpufix_probe_world_size", "")).strip()
+    if own.isdigit() and int(own) > 0:
+        return int(own)
+    if opts.cpu or str(target.vars.get("gpufix_probe_cpu")).lower() in ("true", "yes", "1"):
+        return 2
+    gpus = (facts or {}).get("gpus")
+    return len(gpus) if isinstance(gpus, list) and gpus else None
+
+
+def check_same_ranks(targets: list[Target], facts: dict[str, Any], opts: ProbeOptions) -> None:
+    """The program numbers a host's ranks node x per-host + local, as torchrun does with one
+    --nproc-per-node: hosts that would start different numbers of ranks would share rank
+    numbers, and the run would read as a blocked store. Refused before anything runs."""
+    counts = {t.name: ranks_per_host(t, facts.get(t.name), opts) for t in targets}
+    if None in counts.values() or len(set(counts.values())) < 2:
+        return
+    said = ", ".join(f"{h} {n}" for h, n in counts.items())
+    raise InvalidInput(
+        f"the hosts would start different numbers of ranks ({said}): a multi-node job runs the "
+        "same number on each host; give --world-size (or the same gpufix_probe_world_size)"
+    )
+
+
 def _targets(pattern: str, inventory: Path) -> list[Target]:
     targets = resolve(pattern, inventory)
     recorded = [t.name for t in targets if t.snapshot is not None]
@@ -213,6 +241,7 @@ def probe_group(
     targets = _targets(pattern, inventory)
     hosts = [t.name for t in targets]
     facts = _facts(pattern, inventory, progress, forks)
+    check_same_ranks(targets, facts, opts)
     addr = opts.master_addr or nodes.master_addr(
         hosts[0], targets[0].vars, facts.get(hosts[0]), opts.ifname
     )

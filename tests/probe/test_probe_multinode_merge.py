@@ -469,3 +469,25 @@ def test_hosts_that_would_start_different_numbers_of_ranks_are_refused() -> None
     own = [Target("h1", None, {}), Target("h3", None, {"gpufix_probe_world_size": 1})]
     with pytest.raises(InvalidInput, match=r"\(h1 2, h3 1\)"):
         check_same_ranks(own, {"h1": two, "h3": two}, ProbeOptions(cpu=True))
+
+
+def test_an_interrupted_run_says_the_probes_on_the_hosts_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A review (2026-12-05): after Ctrl-C gpufix said only "aborted", while the programs on
+    every host ran on to their deadline holding the store's port, and a rerun there read the
+    old store as a firewall. The interruption now says so."""
+    from gpufix import runner
+    from gpufix.probe.multinode import run_once
+    from gpufix.probe.options import ProbeOptions
+
+    def stopped(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_playbook", stopped)
+    with pytest.raises(KeyboardInterrupt) as exc:
+        run_once(["h1", "h2"], Path("inv"), ProbeOptions(), "10.0.0.1", None, 120, None)
+    assert exc.value.args[0].startswith(
+        "interrupted: the probe programs already started on h1, h2 end by their own deadline "
+        "(about 120 s, killed at their hard limit past it); until then port 29500 on 10.0.0.1"
+    )

@@ -140,15 +140,24 @@ def run_once(
     progress: runner.Progress | None,
 ) -> list[Part]:
     """One multi-host run: every host's part (its verdict, or why there is none)."""
-    res = runner.run_playbook(
-        "probe_multinode.yml",
-        inventory,
-        limit=",".join(hosts),
-        extravars=_extravars(hosts, opts, master, experiment, deadline),
-        forks=len(hosts),  # every host at once, or the first waits for the others forever
-        timeout=deadline + _ANSIBLE_S + 60,
-        progress=progress,
-    )
+    try:
+        res = runner.run_playbook(
+            "probe_multinode.yml",
+            inventory,
+            limit=",".join(hosts),
+            extravars=_extravars(hosts, opts, master, experiment, deadline),
+            forks=len(hosts),  # every host at once, or the first waits for the others forever
+            timeout=deadline + _ANSIBLE_S + 60,
+            progress=progress,
+        )
+    except KeyboardInterrupt:
+        # Stopping Ansible does not stop the programs it started on the hosts: say what stays.
+        raise KeyboardInterrupt(
+            f"interrupted: the probe programs already started on {', '.join(hosts)} end by "
+            f"their own deadline (about {deadline} s, killed at their hard limit past it); "
+            f"until then port {opts.master_port} on {master} stays in use, and a new run "
+            "there would meet the old one's store"
+        ) from None
     parts = []
     for h in hosts:
         hr = res.hosts.get(h)

@@ -38,6 +38,20 @@ def part(host: str, verdict: str, phase: str | None = None, **kw: Any) -> Part:
 
 def test_phases_are_the_programs(prog: types.ModuleType) -> None:
     assert merge.PHASES == prog.PHASES
+    assert merge.COLLECTIVE == prog.COLLECTIVE
+
+
+def test_a_host_claiming_a_later_phase_than_its_waiting_peers_is_named() -> None:
+    """A review (2026-12-05): h3 printed "failed in pg_init" and never connected; h1 and h2,
+    waiting at the store, were named. No host gets past a collective its peers never left."""
+    out = merge.combine(
+        [
+            part("h1", "hung", "rendezvous", ranks=[0], called=[0]),
+            part("h2", "hung", "rendezvous", ranks=[1], called=[1]),
+            part("h3", "failed", "pg_init", ranks=[2], error="made up"),
+        ]
+    )
+    assert (out.verdict, out.phase, out.hosts, out.ranks) == ("failed", "rendezvous", ["h3"], [2])
 
 
 def test_the_host_that_never_reached_the_store_is_named() -> None:

@@ -25,6 +25,8 @@ PHASES = (
     "soak",
     "destroy",
 )
+# Phases in which every rank waits for the others (the program's COLLECTIVE).
+COLLECTIVE = ("rendezvous", "pg_init", "barrier", "allreduce", "soak")
 # Phases that are each host's own business: the host probe (gpufix probe HOST) covers them.
 HOST_LOCAL = ("import_torch", "cuda_init", "alloc", "p2p_matrix", "p2p_copy")
 
@@ -90,7 +92,11 @@ def combine(parts: Sequence[Part]) -> MergedOutcome:
     # else all of them (every rank made the call: the hang is between them)
     own = [p for p in at if _stopped_own_way(p.verdict or {})]
     failed_there = [p for p in at if (p.verdict or {}).get("verdict") == "failed"]
-    culprits = own or failed_there or at
+    # every host in a collective phase only waits, and a host claims a later one: it cannot
+    # have got past a collective the others never left, so it never joined (a review: a
+    # host could shift the blame onto those waiting for it)
+    later = [p for p in bad if p not in at] if PHASES[first] in COLLECTIVE else []
+    culprits = own or failed_there or later or at
     ranks = sorted(r for p in culprits for r in _where(p.verdict or {}).get("ranks") or [])
     failed = any((p.verdict or {}).get("verdict") == "failed" for p in culprits)
     errors = [f"{p.host}: {(p.verdict or {}).get('error')}" for p in culprits]

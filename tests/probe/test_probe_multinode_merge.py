@@ -446,14 +446,23 @@ def test_multi_node_names_the_one_job_setting_that_breaks_it(
 
 
 @pytest.mark.parametrize(
-    "change",
+    ("change", "field"),
     [
-        {"verdict": "hung", "stalled": "rendezvous"},
-        {"node": "zzz"},
-        {"allreduce": [{"bytes": "a", "seconds": "b"}]},
+        ({"verdict": "hung", "stalled": "rendezvous"}, "stalled"),
+        ({"node": "zzz"}, "node"),
+        ({"allreduce": [{"bytes": "a", "seconds": "b"}]}, "allreduce/0"),
+        # a string where ranks belong: `rank in "x"` was a TypeError in the merge
+        (
+            {"verdict": "hung", "stalled": {"phase": "rendezvous", "ranks": [2], "called": "x"}},
+            "stalled/called",
+        ),
+        (
+            {"verdict": "failed", "failed_in": {"phase": "pg_init", "ranks": [2], "called": "x"}},
+            "failed_in/called",
+        ),
     ],
 )
-def test_a_host_s_unusable_verdict_names_that_host(change: dict[str, Any]) -> None:
+def test_a_host_s_unusable_verdict_names_that_host(change: dict[str, Any], field: str) -> None:
     """A review (2026-12-05): each of these, printed by one host's probe, stopped gpufix with an
     internal error (AttributeError, ValueError) and no verdict. The host's verdict is checked
     against the probe's schema first, and that host alone is named."""
@@ -462,7 +471,8 @@ def test_a_host_s_unusable_verdict_names_that_host(change: dict[str, Any]) -> No
     good = json.loads((HOSTS.parents[2] / "docs/device/h200-probe-healthy.json").read_text())
     assert _checked("h1", good).verdict == good
     bad = _checked("h3", {**good, **change})
-    assert bad.verdict is None and bad.error.startswith("unusable verdict: h3's verdict: ")
+    assert bad.verdict is None
+    assert bad.error.startswith(f"unusable verdict: h3's verdict: {field}"), bad.error
     out = merge.combine([Part("h1", good), bad])
     assert (out.verdict, out.hosts) == ("failed", ["h3"])
 

@@ -27,16 +27,19 @@ mkdir -p "$R/tmp/gpufix" "$R/proc" && mountpoint -q "$R/proc" || mount -t proc p
 cp "$root/plugins/modules/gpufix_facts.py" "$root/roles/probe/files/gpufix_probe.py" "$R/tmp/gpufix/"
 in_root() { chroot "$R" env PYTHONPATH=/opt/gpufix-py36 TMPDIR=/tmp "$@"; }
 echo "python $(in_root /usr/bin/python3.6 -V 2>&1), glibc $(in_root ldd --version | head -1 | awk '{print $NF}')"
+t0=$(date +%s.%N)
 in_root /usr/bin/python3.6 /tmp/gpufix/gpufix_facts.py --local >"$R/tmp/gpufix/facts.json"
-python3 -c "import json,sys; f=json.load(open(sys.argv[1])); print('facts', f['os']['version_id'], f['glibc'], f['python']['version'], sorted(f)[:5], '...')" "$R/tmp/gpufix/facts.json"
+secs=$(awk "BEGIN{printf \"%.2f\", $(date +%s.%N) - $t0}")
+python3 -c "import json,sys; f=json.load(open(sys.argv[1])); print('facts', sys.argv[2], 's', f['os']['version_id'], f['glibc'], f['python']['version'], len(f), 'fields')" "$R/tmp/gpufix/facts.json" "$secs"
 probe() {  # label, fault, probe args
   local label=$1 fault=$2; shift 2
   set +e
-  in_root env GPUFIX_PROBE_FAULT="$fault" /usr/bin/python3.6 /tmp/gpufix/gpufix_probe.py --cpu \
+  ${WRAP:-} chroot "$R" env PYTHONPATH=/opt/gpufix-py36 TMPDIR=/tmp GPUFIX_PROBE_FAULT="$fault" \
+    /usr/bin/python3.6 /tmp/gpufix/gpufix_probe.py --cpu \
     --world-size 2 --deadline 60 "$@" >"$R/tmp/gpufix/$label.json" 2>/dev/null
   local rc=$?
   set -e
-  python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print(sys.argv[2], 'rc', sys.argv[3], v['verdict'], v.get('stalled') or v.get('failed_in'), [(e['id'], e['verdict']) for e in v.get('experiments', [])], v['facts'].get('torch'))" \
+  python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print(sys.argv[2], 'rc', sys.argv[3], v['verdict'], v['duration_s'], 's', v.get('stalled') or v.get('failed_in'), [(e['id'], e['verdict']) for e in v.get('experiments', [])], v['facts'].get('torch'))" \
     "$R/tmp/gpufix/$label.json" "$label" "$rc"
 }
 probe healthy "" --no-experiments
@@ -44,4 +47,7 @@ probe stall "stall:allreduce:1" --phase-deadline 5 --no-experiments
 probe crash "crash:pg_init:0" --no-experiments
 probe p2p-experiment "stall:allreduce:*;unless=NCCL_P2P_DISABLE=1" --phase-deadline 5
 probe soak "" --soak --soak-max-bytes 1M --no-experiments
+# SIGTERM 8 s in, while rank 1 stalls (chroot and env exec the probe: the signal reaches it)
+WRAP="timeout --preserve-status -s TERM 8" probe sigterm "stall:allreduce:1" --phase-deadline 50 \
+  --no-experiments
 umount "$R/proc" || true

@@ -146,17 +146,18 @@ def rollback(
     from gpufix.apply.rolevars import check_vars
 
     rec = check_can_roll_back(journal, host)
+    ev = rollback_vars(rec)
     # the journal is data: refuse a value that breaks rollback.yml's spec before any change
-    check_vars("rollback.yml", rollback_vars(rec), f"the journal of {host} in run {journal.run_id}")
-    if reboots(rollback_vars(rec)) and not allow_reboot:  # said before the host is read
+    check_vars("rollback.yml", ev, f"the journal of {host} in run {journal.run_id}")
+    if reboots(ev) and not allow_reboot:  # said before the host is read
         raise InvalidInput(
             f"rolling {host} back needs a reboot (it was rebooted into the change): "
             "add --allow-reboot"
         )
     if not rec.get("after"):
         rec = read_after(journal, host, inventory, report)
-    ev = rollback_vars(rec)
-    check_vars("rollback.yml", ev, f"the state of {host} read back for the rollback")
+        ev = rollback_vars(rec)
+        check_vars("rollback.yml", ev, f"the state of {host} read back for the rollback")
     if reboots(ev):
         _gpu_work(host, inventory, force, report)
     journal.set_state(host, "rolling-back", "restoring packages, holds and files")

@@ -58,7 +58,7 @@ def uninstall(
             out.append(Removed(h, "failed", hr.changed, hr.message))
         elif hr.changed:
             paths = [p for r in hr.results for p in r.get("paths") or ()]
-            what = ("would remove " if check else "removed ") + ", ".join(paths) if paths else ""
+            what = f"{'would remove' if check else 'removed'} {', '.join(paths)}" if paths else ""
             out.append(
                 Removed(h, "would-remove" if check else "removed", len(paths) or hr.changed, what)
             )

@@ -104,6 +104,12 @@ def test_the_vars_file_is_private(tmp_path: Path) -> None:
         ("probe.yml", {"gpufix_probe_job_env": ["NCCL_X={{ lookup('pipe', 'id') }}"]}, "job_env"),
         ("probe.yml", {"gpufix_probe_job_env": ["LD_PRELOAD=/tmp/evil.so"]}, "job_env"),
         ("probe_multinode.yml", {"gpufix_probe_job_env": ["NCCL_X=1 --cpu"]}, "job_env"),
+        ("probe_multinode.yml", {"gpufix_probe_store_key": "k --cpu"}, "store_key"),
+        (
+            "probe_multinode.yml",
+            {"gpufix_probe_store_key": "{{ lookup('pipe', 'id') }}"},
+            "store_key",
+        ),
         ("reboot.yml", {"gpufix_reboot_command": "touch M"}, "not a variable of"),
         ("rollback.yml", {"gpufix_rollback_remove": ["libc6; touch M"]}, "package"),
         ("rollback.yml", {"gpufix_rollback_kernel": "{{ 7 * 7 }}"}, "kernel_release"),

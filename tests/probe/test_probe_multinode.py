@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import containers
 import pytest
-from podman_hosts import IMAGE, Hosts, new_hosts, torch_dir
+from podman_hosts import IMAGE, Hosts, new_hosts, sh, torch_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -133,3 +135,42 @@ def test_the_job_setting_that_breaks_it_is_found_across_the_hosts(inventory: Pat
     ]
     assert (v["decided_by"], v["job_env_culprit"]) == ("job-env-off", "GLOO_SOCKET_IFNAME")
     assert [c["id"] for c in v["causes"]] == ["job-setting"]
+
+
+def probe_programs(hosts: Hosts, host: str) -> list[str]:
+    out = sh(
+        "podman", "exec", hosts.container(host), "pgrep", "-af", "--", "--store-key", check=False
+    )
+    return [ln for ln in out.splitlines() if ln.strip()]
+
+
+def test_an_interrupted_run_stops_its_programs_on_the_hosts(hosts: Hosts, inventory: Path) -> None:
+    """Ctrl-C (SIGINT) while every host's ranks wait at a store the first host drops: before,
+    the programs ran on to their deadline on every host, holding the port; now gpufix stops
+    them through playbooks/probe_stop.yml and says so."""
+    ifname = hosts.ifname["h1"][hosts.nets[0]]
+    hosts.firewall(
+        "h1", "-A", "INPUT", "-i", ifname, "-p", "tcp", "--dport", str(PORT), "-j", "DROP"
+    )
+    gpufix = str(Path(sys.executable).with_name("gpufix"))
+    argv = [gpufix, "probe", "pair", "-i", str(inventory), "--multi-node", "--json", *FAST]
+    proc = subprocess.Popen(
+        [*argv, "--deadline", "240"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while not all(probe_programs(hosts, h) for h in hosts.names):
+            assert proc.poll() is None and time.monotonic() < deadline, "the probes never started"
+            time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "gpufix: interrupted: stopped the probe programs on h1, h2" in err
+    for _ in range(20):
+        if not any(probe_programs(hosts, h) for h in hosts.names):
+            break
+        time.sleep(0.5)
+    assert {h: probe_programs(hosts, h) for h in hosts.names} == {"h1": [], "h2": []}

@@ -239,6 +239,42 @@ def test_the_verdict_validates_and_names_layer_hosts_and_cause(prog: types.Modul
     assert summarize(v).startswith("hung in rendezvous on h2 of h1, h2: rendezvous layer")
 
 
+def test_a_first_host_whose_store_port_is_taken_is_not_called_a_firewall(
+    prog: types.ModuleType,
+) -> None:
+    """An earlier run that has not ended holds the port on the first host: the new run's rank 0
+    cannot serve the store. Before, that read as a port blocked between the hosts."""
+    busy = prog.cause_records(["store-port-busy"])
+    parts = [
+        part("h1", "failed", "rendezvous", ranks=[0], called=[], causes=busy, backend="gloo"),
+        part("h2", "failed", "rendezvous", ranks=[1], called=[1], backend="gloo"),
+    ]
+    out = merge.combine(parts)
+    assert (out.verdict, out.phase, out.hosts) == ("failed", "rendezvous", ["h1"])
+    r = run(out, merge.layer(out, None, False))
+    r.parts = parts
+    v = validate(multiverdict.build(r, prog))
+    assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("store-port-busy", "none")]
+    assert "port is in use" in v["causes"][0]["why"]
+
+
+def test_each_multi_node_run_has_its_own_store_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpufix import runner
+    from gpufix.probe.multinode import run_once
+    from gpufix.probe.options import ProbeOptions
+
+    keys = []
+
+    def recorded(playbook: str, *args: Any, **kw: Any) -> runner.RunResult:
+        keys.append(kw["extravars"]["gpufix_probe_store_key"])
+        return runner.RunResult("x", 0, "successful", {})
+
+    monkeypatch.setattr(runner, "run_playbook", recorded)
+    for _ in range(3):
+        run_once(["h1", "h2"], Path("inv"), ProbeOptions(), "10.0.0.1", None, 60, None)
+    assert len(set(keys)) == 3 and all(len(k) == 12 and k.isalnum() for k in keys)
+
+
 def healthy_experiment(exp_id: str, env: dict[str, str]) -> dict[str, Any]:
     """A multi-host experiment run that turned healthy, in the contract's form."""
     return {"id": exp_id, "env": env, "gpus": None, "verdict": "healthy", "stalled": None,
@@ -495,23 +531,47 @@ def test_hosts_that_would_start_different_numbers_of_ranks_are_refused() -> None
         check_same_ranks(own, {"h1": two, "h3": two}, ProbeOptions(cpu=True))
 
 
-def test_an_interrupted_run_says_the_probes_on_the_hosts_go_on(
+def test_an_interrupted_run_stops_what_it_started_on_the_hosts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A review (2026-12-05): after Ctrl-C gpufix said only "aborted", while the programs on
-    every host ran on to their deadline holding the store's port, and a rerun there read the
-    old store as a firewall. The interruption now says so."""
+    """A review (2026-12-05): after Ctrl-C the programs on every host ran on to their deadline,
+    holding GPUs and the store's port. The interrupted run now stops them with its own key (a
+    podman run: tests/probe/test_probe_multinode.py) and says where it could not."""
     from gpufix import runner
     from gpufix.probe.multinode import run_once
     from gpufix.probe.options import ProbeOptions
 
-    def stopped(*args: Any, **kwargs: Any) -> None:
-        raise KeyboardInterrupt
+    calls: list[tuple[str, dict[str, Any]]] = []
 
-    monkeypatch.setattr(runner, "run_playbook", stopped)
+    def interrupted_then_stopped(playbook: str, *args: Any, **kw: Any) -> runner.RunResult:
+        calls.append((playbook, kw["extravars"]))
+        if playbook == "probe_multinode.yml":
+            raise KeyboardInterrupt
+        hosts = {"h1": runner.HostResult("h1"), "h2": runner.HostResult("h2", "unreachable")}
+        return runner.RunResult("x", 2, "failed", hosts)
+
+    monkeypatch.setattr(runner, "run_playbook", interrupted_then_stopped)
     with pytest.raises(KeyboardInterrupt) as exc:
         run_once(["h1", "h2"], Path("inv"), ProbeOptions(), "10.0.0.1", None, 120, None)
-    assert exc.value.args[0].startswith(
-        "interrupted: the probe programs already started on h1, h2 end by their own deadline "
-        "(about 120 s, killed at their hard limit past it); until then port 29500 on 10.0.0.1"
+    (run, run_vars), (stop, stop_vars) = calls
+    assert (run, stop) == ("probe_multinode.yml", "probe_stop.yml")
+    assert stop_vars == {"gpufix_probe_store_key": run_vars["gpufix_probe_store_key"]}
+    assert exc.value.args[0] == (
+        "interrupted: could not stop the probe programs on h2: they end by their own deadline "
+        "(about 120 s, killed at their hard limit past it); until then port 29500 on 10.0.0.1 "
+        "stays in use, and a new run on that port fails there (store-port-busy)"
     )
+
+
+def test_a_second_interrupt_gives_up_stopping(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpufix import runner
+    from gpufix.probe.multinode import run_once
+    from gpufix.probe.options import ProbeOptions
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_playbook", interrupted)
+    with pytest.raises(KeyboardInterrupt) as exc:
+        run_once(["h1", "h2"], Path("inv"), ProbeOptions(), "10.0.0.1", None, 120, None)
+    assert exc.value.args[0].startswith("interrupted: could not stop the probe programs on h1, h2")

@@ -12,6 +12,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,69 @@ def test_a_slow_first_host_is_not_a_blocked_rendezvous(tmp_path: Path) -> None:
     rendezvous = [p for p in verdicts[1]["phases"] if p["phase"] == "rendezvous"]
     # the second host waited past the phase deadline, and that was right
     assert rendezvous and rendezvous[0]["end"] - rendezvous[0]["start"] > PHASE
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_a_run_that_has_not_ended_is_neither_joined_nor_called_a_firewall(tmp_path: Path) -> None:
+    """An earlier run (its second host never came) still serves the store on the first host when
+    a new run starts on the same port. Before, the new run's second host joined the old store:
+    the old run's host and the new run's second host formed one group and both said healthy,
+    while the new first host failed with a blocked rendezvous."""
+    port = free_port()
+
+    def start(node: int, key: str, deadline: int, name: str) -> subprocess.Popen[str]:
+        work = tmp_path / name
+        work.mkdir()
+        argv = [
+            sys.executable, str(program_path()), "--cpu", "--no-single-gpu",
+            "--world-size", "1", "--nnodes", "2", "--node-rank", str(node),
+            "--master-addr", "127.0.0.1", "--master-port", str(port), "--store-key", key,
+            "--phase-deadline", "4", "--import-deadline", "8", "--deadline", str(deadline),
+            "--no-experiments",
+        ]  # fmt: skip
+        return subprocess.Popen(
+            argv,
+            env=probe_env(work),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    old = start(0, "old", 40, "old")
+    for _ in range(300):  # its store is up once the port listens
+        if listening(port) or old.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert listening(port), "the earlier run never served its store"
+    new = [start(0, "new", 25, "new0"), start(1, "new", 25, "new1")]
+    verdicts = []
+    for p in [old, *new]:
+        out, err = p.communicate(timeout=120)
+        assert out.startswith("{"), err[-2000:]
+        verdicts.append(json.loads(out))
+    assert leftovers(str(tmp_path)) == [], "worker processes left behind"
+
+    old_v, first, second = verdicts
+    assert old_v["verdict"] != "healthy" and second["verdict"] != "healthy"
+    assert (first["verdict"], first["failed_in"]["phase"]) == ("failed", "rendezvous")
+    assert [c["id"] for c in first["causes"]] == ["store-port-busy"]
+    assert first["node"]["store_key"] == "new"
+
+
+def test_a_store_key_is_a_plain_word(tmp_path: Path) -> None:
+    argv = [
+        sys.executable, str(program_path()), "--cpu", "--nnodes", "2",
+        "--master-addr", "127.0.0.1", "--store-key", "a/b; rm -rf /",
+    ]  # fmt: skip
+    p = subprocess.run(
+        argv,
+        env=probe_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 3 and "--store-key must be" in p.stdout + p.stderr

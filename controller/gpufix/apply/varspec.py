@@ -37,6 +37,7 @@ PATTERNS: dict[str, str] = {
     "pci_bdf": r"^([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|auto)$",
     "kernel_param": r"^[a-z0-9_.]{1,64}(=[A-Za-z0-9_.,:-]{1,64})?$",
     "ifname": r"^[A-Za-z0-9_.:-]{1,15}$",
+    "store_key": r"^[A-Za-z0-9_-]{1,64}$",
     # a login name as useradd takes it (shadow-utils' default NAME_REGEX, plus digits first)
     "account": r"^[a-z0-9_][a-z0-9_.-]{0,31}$",
     # an inventory host name, as the plan schema's "host"
@@ -89,6 +90,7 @@ VAR_PATTERNS: dict[str, str] = {
     "gpufix_probe_pythonpath": "abspath",
     "gpufix_probe_user": "account",
     "gpufix_probe_job_env": "job_env",
+    "gpufix_probe_store_key": "store_key",
     "gpufix_probe_nodes": "inventory_host",
     "gpufix_rollback_kernel": "kernel_release",
     "gpufix_rollback_remove": "package",
@@ -123,6 +125,7 @@ ALLOW_EMPTY = frozenset(
         "gpufix_ml_stack_wheelhouse",
         "gpufix_probe_pythonpath",
         "gpufix_probe_user",
+        "gpufix_probe_store_key",
         "gpufix_rollback_kernel",
         "gpufix_container_runtime_image",
         "gpufix_container_runtime_default_shm_size",
@@ -179,4 +182,5 @@ SHARED: dict[str, dict[str, dict[str, Any]]] = {
         "gpufix_reboot_timeout": {"type": "int"},
     },
     "uninstall.yml": {"gpufix_uninstall_paths": {"type": "list", "elements": "str"}},
+    "probe_stop.yml": {"gpufix_probe_store_key": {"type": "str"}},
 }

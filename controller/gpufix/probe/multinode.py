@@ -6,6 +6,7 @@ real network path. When the run is not healthy, experiments rerun it with one me
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -24,6 +25,8 @@ from gpufix.probe.options import ProbeOptions
 
 # Ansible's own share of one run: connecting, copying the program, the preflight tasks.
 _ANSIBLE_S = 120
+_STOP_S = 60  # stopping an interrupted run: one pkill per host
+_NOT_DONE = ("failed", "unreachable")
 # What the NCCL knobs can change between hosts, tried after the interfaces and IB.
 _COLLECTIVE_KNOBS = ["proto-simple", "algo-ring", "p2p-off", "shm-off", "cumem-off"]
 
@@ -99,12 +102,20 @@ def p2p_refused_everywhere(facts: list[dict[str, Any]]) -> bool:
 
 
 def _extravars(
-    hosts: list[str], opts: ProbeOptions, master: str, experiment: str | None, deadline: int
+    hosts: list[str],
+    opts: ProbeOptions,
+    master: str,
+    experiment: str | None,
+    deadline: int,
+    key: str,
 ) -> dict[str, Any]:
     ev: dict[str, Any] = {
         "gpufix_probe_nodes": hosts,
         "gpufix_probe_master_addr": master,
         "gpufix_probe_master_port": opts.master_port,
+        # Each run its own keys in the store: a run that has not ended cannot join this one.
+        # The key also finds the run's programs on the hosts (stop()).
+        "gpufix_probe_store_key": key,
         "gpufix_probe_deadline": deadline,
         "gpufix_probe_phase_deadline": opts.phase_deadline,
         "gpufix_probe_import_deadline": opts.import_deadline,
@@ -140,24 +151,20 @@ def run_once(
     progress: runner.Progress | None,
 ) -> list[Part]:
     """One multi-host run: every host's part (its verdict, or why there is none)."""
+    key = uuid.uuid4().hex[:12]
     try:
         res = runner.run_playbook(
             "probe_multinode.yml",
             inventory,
             limit=",".join(hosts),
-            extravars=_extravars(hosts, opts, master, experiment, deadline),
+            extravars=_extravars(hosts, opts, master, experiment, deadline, key),
             forks=len(hosts),  # every host at once, or the first waits for the others forever
             timeout=deadline + _ANSIBLE_S + 60,
             progress=progress,
         )
     except KeyboardInterrupt:
-        # Stopping Ansible does not stop the programs it started on the hosts: say what stays.
-        raise KeyboardInterrupt(
-            f"interrupted: the probe programs already started on {', '.join(hosts)} end by "
-            f"their own deadline (about {deadline} s, killed at their hard limit past it); "
-            f"until then port {opts.master_port} on {master} stays in use, and a new run "
-            "there would meet the old one's store"
-        ) from None
+        # Stopping Ansible does not stop the programs it started on the hosts: stop them.
+        raise KeyboardInterrupt(_stopped(hosts, inventory, key, opts, master, deadline)) from None
     parts = []
     for h in hosts:
         hr = res.hosts.get(h)
@@ -169,6 +176,39 @@ def run_once(
         else:
             parts.append(_checked(h, verdict))
     return parts
+
+
+def stop(hosts: list[str], inventory: Path, key: str) -> list[str]:
+    """SIGTERM to the programs one run started on the hosts (playbooks/probe_stop.yml); the
+    hosts where that did not happen."""
+    res = runner.run_playbook(
+        "probe_stop.yml",
+        inventory,
+        limit=",".join(hosts),
+        extravars={"gpufix_probe_store_key": key},
+        forks=len(hosts),
+        timeout=_STOP_S,
+    )
+    return [h for h in hosts if (r := res.hosts.get(h)) is None or r.status in _NOT_DONE]
+
+
+def _stopped(
+    hosts: list[str], inventory: Path, key: str, opts: ProbeOptions, master: str, deadline: int
+) -> str:
+    """What an interrupted run left on the hosts, after trying to stop it. A second Ctrl-C
+    gives up on stopping."""
+    try:
+        left = stop(hosts, inventory, key)
+    except (KeyboardInterrupt, GpufixError):
+        left = list(hosts)
+    if not left:
+        return f"interrupted: stopped the probe programs on {', '.join(hosts)}"
+    return (
+        f"interrupted: could not stop the probe programs on {', '.join(left)}: they end by "
+        f"their own deadline (about {deadline} s, killed at their hard limit past it); until "
+        f"then port {opts.master_port} on {master} stays in use, and a new run on that port "
+        "fails there (store-port-busy)"
+    )
 
 
 def _checked(host: str, verdict: dict[str, Any]) -> Part:

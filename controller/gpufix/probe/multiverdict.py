@@ -60,6 +60,17 @@ def _log_tail(parts: Sequence[Part], n: int = 40) -> list[str]:
     return warns + [ln for ln in lines if ln not in warns][-(n - len(warns)) :]
 
 
+def _port_busy(run: MultiRun) -> bool:
+    """A host to blame could not serve the store: its port was taken (an earlier run that has
+    not ended, or another service), not blocked between the hosts."""
+    return any(
+        c.get("id") == "store-port-busy"
+        for p in run.parts
+        if p.host in run.outcome.hosts
+        for c in (p.verdict or {}).get("causes", [])
+    )
+
+
 def _causes(run: MultiRun, prog: Any) -> list[dict[str, str]]:
     if run.layer is None:
         # Trouble inside a host (or no verdict from it): that host's own causes.
@@ -75,6 +86,8 @@ def _causes(run: MultiRun, prog: Any) -> list[dict[str, str]]:
         ids = list(prog.DECIDED_CAUSES[run.decided_by])
     elif run.layer == "collective":
         ids = ["nccl-transport"]
+    elif run.layer == "rendezvous" and _port_busy(run):
+        ids = ["store-port-busy"]
     else:
         ids = _LAYER_CAUSES[run.layer]
     out: list[dict[str, str]] = []

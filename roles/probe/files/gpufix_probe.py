@@ -12,6 +12,7 @@ This file must not import gpufix: it is shipped alone to the host by roles/probe
 
 import argparse
 import contextlib
+import errno
 import json
 import math
 import os
@@ -202,6 +203,12 @@ CAUSES.update(
             "one GPU pair hangs while every other pair passes: the peer link between those two",
         ),
         # Multi-node (gpufix probe GROUP --multi-node names these from every host's part).
+        "store-port-busy": (
+            "none",
+            "the first host could not serve the rendezvous store: its port is in use there (an "
+            "earlier probe or job that has not ended, or another service); wait for it to end, "
+            "or give another port (--master-port)",
+        ),
         "rendezvous-unreachable": (
             "none",
             "ranks on some hosts never reached the rendezvous store on the first host: a "
@@ -258,6 +265,8 @@ TEXT_SIGNS = (
         re.compile(r"ncclSystemError|unhandled system error|ncclInternalError", re.I),
         "nccl-transport",
     ),
+    # torch 2.x names the errno, 1.x prints strerror; store_port_free() words it the same
+    (re.compile(r"EADDRINUSE|address already in use", re.I), "store-port-busy"),
 )
 
 FAULT_ENV = "GPUFIX_PROBE_FAULT"
@@ -551,12 +560,17 @@ class Worker(object):
 
     def phase_rendezvous(self) -> Dict[str, Any]:
         addr, port = self.ns.master_addr, self.ns.master_port
-        self.store = tcp_store(self.dist, addr, port, self.world, self.rank == 0, self.timeout())
+        if self.rank == 0:
+            store_port_free(port)
+        server = tcp_store(self.dist, addr, port, self.world, self.rank == 0, self.timeout())
+        # This run's keys only: ranks of another run that reach the same store (one that has
+        # not ended yet) count for theirs, never for this one.
+        self.store = self.dist.PrefixStore(store_prefix(self.ns.store_key), server)
         # Connected: from here this rank waits for the others, as in a collective.
         self.called("rendezvous")
-        if self.store.add("gpufix/arrived", 1) == self.world:
-            self.store.set("gpufix/all", "1")
-        self.store.wait(["gpufix/all"])
+        if self.store.add("arrived", 1) == self.world:
+            self.store.set("all", "1")
+        self.store.wait(["all"])
         return {"store": "%s:%d" % (addr, port)}
 
     def phase_pg_init(self) -> Dict[str, Any]:
@@ -567,7 +581,7 @@ class Worker(object):
         self.backend = backend
         self.called("pg_init")
         if self.store is not None:
-            where = {"store": dist.PrefixStore("gpufix/pg", self.store)}
+            where = {"store": dist.PrefixStore("pg", self.store)}
         else:
             where = {"init_method": "file://" + os.path.join(self.ns.run_dir, "store")}
         dist.init_process_group(
@@ -641,6 +655,29 @@ class Worker(object):
     def phase_destroy(self) -> Dict[str, Any]:
         self.dist.destroy_process_group()
         return {}
+
+
+def store_prefix(key: str) -> str:
+    """The run's keys in the store: gpufix/KEY/ (the controller gives each run its own key)."""
+    return "gpufix/%s" % key if key else "gpufix"
+
+
+def store_port_free(port: int) -> None:
+    """Refuse to serve the store on a port something else listens on. Left to TCPStore, the
+    error text varies by torch version."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed run's TIME_WAIT is fine
+        s.bind(("", port))
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise RuntimeError(
+            "store port %d is in use on this host (EADDRINUSE, address already in use): an "
+            "earlier probe or job has not ended, or another service listens there" % port
+        ) from None
+    finally:
+        s.close()
 
 
 def tcp_store(dist: Any, addr: str, port: int, world: int, master: bool, timeout: Any) -> Any:
@@ -843,6 +880,7 @@ class Supervisor(object):
         if (ns.nnodes or 1) > 1:
             cmd += ["--nnodes", str(ns.nnodes), "--master-addr", ns.master_addr]
             cmd += ["--master-port", str(ns.master_port)]
+            cmd += ["--store-key", ns.store_key] if ns.store_key else []
         return cmd
 
     def run(self, spec: "RunSpec") -> RunResult:
@@ -1530,6 +1568,9 @@ def add_multinode_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--node-rank", type=int, default=0, help="this host's place, 0 = the first")
     g.add_argument("--master-addr", help="address of the first host (the rendezvous store)")
     g.add_argument("--master-port", type=int, default=29500, help="port of the store")
+    g.add_argument(
+        "--store-key", default="", help="this run's keys in the store (the same on every host)"
+    )
 
 
 def add_worker_args(p: argparse.ArgumentParser) -> None:
@@ -1546,6 +1587,7 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
 
 
 HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
+STORE_KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def check_args(ns: argparse.Namespace) -> None:
@@ -1640,6 +1682,8 @@ def check_multinode_args(ns: argparse.Namespace) -> None:
         raise ArgError("--master-port must be 1..65535")
     if ns.nnodes > 1 and not (ns.master_addr and HOST_RE.match(ns.master_addr)):
         raise ArgError("--nnodes > 1 needs --master-addr (the first host's address)")
+    if ns.store_key and not STORE_KEY_RE.match(ns.store_key):
+        raise ArgError("--store-key must be 1-64 letters, digits, '-' or '_'")
     if ns.gpus and not re.match(r"^\d+(,\d+)*$", ns.gpus):
         raise ArgError("--gpus must be a comma-separated list of GPU indices")
 
@@ -1827,6 +1871,7 @@ def node_record(ns: argparse.Namespace, world: int) -> Dict[str, Any]:
         "nnodes": ns.nnodes,
         "ranks": list(range(first, first + world)),
         "master": "%s:%d" % (ns.master_addr, ns.master_port) if ns.master_addr else None,
+        "store_key": ns.store_key or None,
         "ifname": ns.ifname,
         "experiment": ns.experiment,
     }

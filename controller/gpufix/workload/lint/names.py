@@ -162,7 +162,9 @@ class NameTable:
         """`importlib.import_module("torch")` / `__import__("torch")` -> "torch"."""
         f = call.func
         name = f.id if isinstance(f, ast.Name) and f.id == "__import__" else None
-        if name is None and isinstance(f, ast.Attribute | ast.Name):
+        if name is None and isinstance(f, ast.Attribute | ast.Name) and not _on_a_call(f):
+            # a call's result is never importlib (`x.float().float()...` chains run thousands
+            # long in generated code: resolving each link's call would recurse on it)
             name = self._chain(f)
         if name not in IMPORT_FUNCS or not call.args:
             return None
@@ -208,3 +210,10 @@ class NameTable:
 
     def is_environ(self, node: ast.AST) -> bool:
         return self.resolve(node) == "os.environ"
+
+
+def _on_a_call(node: ast.expr) -> bool:
+    """An attribute chain whose root is a call's result (`f().a.b`)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Call)

@@ -75,6 +75,30 @@ def test_tests_and_libraries_are_off_examples_are_notes(tmp_path: Path) -> None:
     assert main_lint([str(tmp_path)], out=io.StringIO(), err=err) == 0  # notes do not fail
 
 
+HELPER = "import os\ndef set_gpus(ids):\n    os.environ['CUDA_VISIBLE_DEVICES'] = ids\n"
+LATE_CALLER = "import torch\nfrom utils.gpu import set_gpus\ndef one_gpu():\n    set_gpus('0')\n"
+
+
+@pytest.mark.parametrize(
+    ("caller", "level"), [("tests/conftest.py", None), ("examples/demo.py", "note")]
+)
+def test_a_helper_in_code_called_too_late_only_by_a_test_or_example(
+    tmp_path: Path, caller: str, level: str | None
+) -> None:
+    """A review (2026-12-05): a test fixture that called a code helper after `import torch`
+    made an error in the helper's file, and failed CI, though tests are not checked."""
+    on_time = "import click\nfrom utils.gpu import set_gpus\ndef main():\n    set_gpus('0')\n"
+    _write(
+        tmp_path,
+        {"utils/__init__.py": "", "utils/gpu.py": HELPER, "main.py": on_time, caller: LATE_CALLER},
+    )
+    assert _rules(tmp_path) == ([("utils/gpu.py", "GPF001", level)] if level else [])
+    assert main_lint([str(tmp_path)], out=io.StringIO(), err=io.StringIO()) == 0
+    # code that calls it too late is code's finding, whoever else does
+    (tmp_path / "main.py").write_text(LATE_CALLER)
+    assert _rules(tmp_path) == [("utils/gpu.py", "GPF001", "error")]
+
+
 def test_a_project_copied_into_a_package_is_a_library(tmp_path: Path) -> None:
     # Shape of https://github.com/Natithan/DIRT @6b0b3f16: jiant (own pyproject.toml and
     # setup.py) kept as src/jiant inside the package src/, CoVe's copy of OpenNMT-py inside it.

@@ -1343,6 +1343,10 @@ def test_gpf001_a_context_made_before_keeps_the_certain_finding() -> None:
 
 _DEEP = 985  # parses in a fresh interpreter, deeper than the default recursion limit allows
 _CHAIN = 900  # a method chain this long parses too; ast gives up past about 1400 links
+_DEEP_IDS = [
+    "not-chain", "if-not-chain", "minus-chain", "subscripts", "choices", "or-chain",
+    "method-chain", "method-chain-in-dp", "method-chain-on-load",
+]  # fmt: skip
 _DEEP_HEAD = (
     "import os\nimport torch\nimport torch.distributed as dist\n"
     "def f(c, p, ddp, world_size):\n"
@@ -1360,14 +1364,13 @@ _DEEP_HEAD = (
         "    s = torch.load(" + "p if c else " * _DEEP + "p)\n",
         '    x = torch.ones(1).to("cuda:0") if ' + " or ".join(["ddp"] * _DEEP) + " else 1\n",
         # a review (2026-12-05): resolving each link of a method chain recursed into the next
-        "    x = torch.zeros(1)" + ".float()" * _CHAIN + "\n    os.environ['NCCL_DEBUG'] = 'INFO'\n",
+        "    x = torch.zeros(1)"
+        + ".float()" * _CHAIN
+        + "\n    os.environ['NCCL_DEBUG'] = 'INFO'\n",
         "    m = torch.nn.DataParallel(torch.zeros(1)" + ".float()" * _CHAIN + ")\n",
         "    s = torch.load(p)" + ".copy()" * _CHAIN + "\n",
     ],
-    ids=[
-        "not-chain", "if-not-chain", "minus-chain", "subscripts", "choices", "or-chain",
-        "method-chain", "method-chain-in-dp", "method-chain-on-load",
-    ],  # fmt: skip
+    ids=_DEEP_IDS,
 )
 def test_deep_but_valid_expressions_do_not_exhaust_the_stack(body: str, tmp_path: Path) -> None:
     # Attack test: valid Python nested hundreds deep reached the direction reading (choices.py)

@@ -86,13 +86,27 @@ class CallResolver:
                 return hit
             target, rest = hit
             alias = target.names.imports.get(rest[0])
-            if not alias or alias.split(".")[0] not in self._tops:
-                return hit
-            nxt = self.project.split(target, ".".join([alias, *rest[1:]]))
+            if alias and alias.split(".")[0] in self._tops:
+                nxt = self.project.split(target, ".".join([alias, *rest[1:]]))
+            else:
+                nxt = self._from_star(target, rest)
             if nxt is None or nxt[0] is target:
                 return hit
             hit = nxt
         return hit
+
+    def _from_star(
+        self, target: SourceFile, rest: list[str]
+    ) -> tuple[SourceFile, list[str]] | None:
+        """The run's module a `from m import *` of `target` takes the name from (the last such
+        import that defines or imports it wins, as at run time)."""
+        for base in reversed(target.names.star):
+            nxt = self.project.split(target, ".".join([base, *rest]))
+            if nxt is not None and nxt[1] and nxt[0].tree is not None:
+                there = nxt[0]
+                if nxt[1][0] in there.defs or nxt[1][0] in there.names.imports:
+                    return nxt
+        return None
 
     def definition(self, sf: SourceFile, dotted: str) -> tuple[SourceFile, ast.stmt, str] | None:
         """(file, def or class, attribute left over) for a dotted name the run defines."""

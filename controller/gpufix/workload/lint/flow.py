@@ -65,7 +65,8 @@ class FlowWalker:
     ) -> None:
         self.project = project
         self.table = table
-        self.resolver = CallResolver(project)
+        # a helper a package's __init__ re-exports (`from utils import set_gpus`) is followed
+        self.resolver = CallResolver(project, reexports=True)
         self.listener = listener
         self.active: list[int] = []
         # (function, libraries loaded before, note) -> the loads the call adds

@@ -57,6 +57,7 @@ class NameTable:
         }
         self.imports: dict[str, str] = {}
         self.imported: set[str] = set()  # every module an import statement names, in full
+        self.star: list[str] = []  # modules imported with `from m import *`, in order
         self.aliases: dict[str, str] = {}
         self.strings: dict[str, str] = {}
         self.instances: dict[str, str] = {}
@@ -94,7 +95,9 @@ class NameTable:
             return
         self.imported.add(base)
         for a in node.names:
-            if a.name != "*":
+            if a.name == "*":
+                self.star.append(base)
+            else:
                 self.imported.add(f"{base}.{a.name}")
                 _bind(self.imports, a.asname or a.name, f"{base}.{a.name}")
 

@@ -21,7 +21,10 @@ class Reporter:
         message: str,
         related: tuple[Related, ...] = (),
         fix: Fix | None = None,
+        context: str | None = None,
     ) -> None:
+        """`context`: the finding's, when a caller in another context (a test, an example)
+        made it, not the file it is in; otherwise the file's."""
         line = getattr(node, "lineno", 1)
         offset = getattr(node, "col_offset", 0)
         end_line = getattr(node, "end_lineno", None) or line
@@ -31,7 +34,17 @@ class Reporter:
         if key not in self.found:
             col = sf.col(line, offset)
             self.found[key] = LintFinding(
-                rule, sf.path, line, col, end_line, end_col, message, related, fix, "", sf.context
+                rule,
+                sf.path,
+                line,
+                col,
+                end_line,
+                end_col,
+                message,
+                related,
+                fix,
+                "",
+                context or sf.context,
             )
 
     def findings(self) -> list[LintFinding]:

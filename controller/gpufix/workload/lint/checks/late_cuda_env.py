@@ -31,7 +31,9 @@ from ..stmts import Where, calls_in
 from ..unused import in_unused_top
 from . import Check, CheckContext
 
-TRIGGERS = (b"VISIBLE_DEVICES", b"DEVICE_ORDER")
+# Bytes a file must hold to be read for the variables: parts of their names, so that a key
+# built with `+` or an f-string ("CUDA_VISIBLE_" + "DEVICES") is read too.
+TRIGGERS = (b"VISIBLE", b"DEVICE_ORDER", b"CUDA_DEVICE")
 _ROUNDS = 4  # how far "calls a function that writes" is followed across the call graph
 # torch.cuda calls that create the CUDA context (each runs torch.cuda._lazy_init): after one of
 # them the variables were read. Not is_available()/device_count(): on torch 2.x they leave
@@ -330,6 +332,9 @@ class _Listener:
         self.reporter = reporter
         self.ctx = ctx
         self.naming = {sf.path for sf in ctx.with_any(TRIGGERS)}  # checked, names a variable
+        # The context of the caller whose walk this is, when not plain code: a helper in code
+        # that an example calls too late is that example's finding (a note), not the code's.
+        self.caller_context: str | None = None
 
     def on_statement(self, scope: Scope, node: ast.AST, state: State, note: str) -> None:
         sf = scope.sf
@@ -366,6 +371,7 @@ class _Listener:
                             f"`{call}()` creates the CUDA context",
                         ),
                     ),
+                    context=self.caller_context,
                 )
                 continue
             msg = (
@@ -378,7 +384,7 @@ class _Listener:
             related = (
                 Related(first.path, first.line, col, f"`{first.text}`: loads {first.library}"),
             )
-            self.reporter.add("GPF001", sf, w.node, msg, related)
+            self.reporter.add("GPF001", sf, w.node, msg, related, context=self.caller_context)
 
 
 def _functions(sf: SourceFile) -> list[CallTarget]:
@@ -427,7 +433,7 @@ def _writers(ctx: CheckContext, walker: FlowWalker) -> list[CallTarget]:
         for sf in _callers(ctx, frontier):
             if not any(sf.mentions(n) for n in names):
                 continue
-            for node, where in nodes_on(sf, tuple(sorted(names))):
+            for node, where in nodes_on(sf, tuple(sorted(names | _aliases(sf, names)))):
                 t = _owner(sf, where)
                 if t is None or id(t.fn) in found:
                     continue
@@ -445,9 +451,20 @@ def _writers(ctx: CheckContext, walker: FlowWalker) -> list[CallTarget]:
     return list(found.values())
 
 
+def _aliases(sf: SourceFile, names: set[str]) -> set[str]:
+    """Other names the module imports these functions as (`from helpers import set_gpus as sg`)."""
+    return {
+        local
+        for local, full in sf.names.imports.items()
+        if local not in names and full.rsplit(".", 1)[-1] in names
+    }
+
+
 def _callers(ctx: CheckContext, targets: list[CallTarget]) -> list[SourceFile]:
-    """Files that can call these functions: their modules, the modules that import them, and
-    those that import a package whose __init__ re-exports the name."""
+    """Checked files that can call these functions: their modules, the modules that import
+    them, and those that import a package whose __init__ re-exports the name. A file not
+    checked (tests, libraries, by default) is no caller: its calls make no finding."""
+    checked = {id(sf) for sf in ctx.checked}
     out: dict[int, SourceFile] = {}
     for t in targets:
         out.setdefault(id(t.sf), t.sf)
@@ -456,11 +473,13 @@ def _callers(ctx: CheckContext, targets: list[CallTarget]) -> list[SourceFile]:
         for n in range(len(parts), 0, -1):
             package = ".".join(parts[:n])
             if n < len(parts) and not any(
-                init.mentions(name) for init in ctx.project.by_module.get(package, [])
+                init.mentions(name) or init.names.star
+                for init in ctx.project.by_module.get(package, [])
+                if init.tree is not None
             ):
                 break  # the package does not re-export it: importers of it cannot reach it
             for f in ctx.project.importers_of(package):
-                if f.mentions(name):
+                if f.mentions(name) and id(f) in checked:
                     out.setdefault(id(f), f)
     return list(out.values())
 
@@ -510,7 +529,8 @@ def _identifiers(sf: SourceFile) -> frozenset[str]:
 
 
 def run(ctx: CheckContext) -> None:
-    walker = FlowWalker(ctx.project, ctx.table, _Listener(ctx.reporter, ctx))
+    listener = _Listener(ctx.reporter, ctx)
+    walker = FlowWalker(ctx.project, ctx.table, listener)
     writers = _writers(ctx, walker)
     # Modules that write the variables themselves (most that name them only read them).
     own = [
@@ -522,14 +542,19 @@ def run(ctx: CheckContext) -> None:
     # first, then functions as their callers see them, then callers in other modules.
     for sf in own:
         walker.module_state(sf)
-    for t in writers:
+    for t in sorted(writers, key=lambda t: t.sf.context != "code"):
         if not _flow_only(walker, ctx, t):
             label = f"{t.cls.name}.{t.fn.name}" if t.cls else t.fn.name
+            listener.caller_context = None if t.sf.context == "code" else t.sf.context
             walker.walk_outside(t, walker.module_state(t.sf), f"{label}()")
+    listener.caller_context = None
     names = {t.fn.name for t in writers}
-    for sf in _callers(ctx, writers):
+    # Code first, so that a place code reaches too late is code's finding, whoever else does.
+    for sf in sorted(_callers(ctx, writers), key=lambda sf: sf.context != "code"):
         if any(sf.mentions(n) for n in names):
+            listener.caller_context = None if sf.context == "code" else sf.context
             walker.module_state(sf)
+    listener.caller_context = None
 
 
 CHECK = Check(("GPF001",), run, TRIGGERS)

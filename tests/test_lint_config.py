@@ -176,9 +176,10 @@ def test_pyproject_include_exclude_severity_and_contexts(tmp_path: Path) -> None
         ("[tool.gpufix.lint.severity]\nGPF001 = 'loud'\n", "'loud' is not one of"),
         ("[tool.gpufix.lint.severity]\nGPF777 = 'off'\n", "unknown key 'GPF777'"),
         ("[tool.gpufix.lint.contexts]\ntests = 'maybe'\n", "'maybe' is not one of"),
-        ("[tool.gpufix.lint]\ntarget-version = 'py2'\n", "bad target version"),
+        # a review (2026-12-05): these two named neither the file nor the table
+        ("[tool.gpufix.lint]\ntarget-version = 'py2'\n", "[tool.gpufix.lint]: bad target version"),
         ("[tool.gpufix.lint]\nexclude = 'x'\n", "must be a list"),
-        ("[project]\nrequires-python = '>=banana'\n", "bad requires-python"),
+        ("[project]\nrequires-python = '>=banana'\n", "pyproject.toml [project]: bad requires"),
         ("[tool.gpufix.lint\n", "not valid TOML"),
         # a review's shapes (2026-12-03): a crash with exit 1, and messages naming the wrong table
         ("[tool]\ngpufix = 1\n", "[tool.gpufix] must be a table"),

@@ -228,6 +228,32 @@ def test_sarif_fixes_remove_what_they_fix(name: str, tmp_path: Path) -> None:
     assert fixed_rules
 
 
+def test_every_sarif_fix_applied_at_once_leaves_python(tmp_path: Path) -> None:
+    """A review (2026-12-05): a body of two flagged lines, each deleted by its own fix, was
+    empty (a SyntaxError) once both fixes were applied together."""
+    src = (
+        "import os\nimport torch\n\n\ndef quiet():\n"
+        '    os.environ["CUDA_LAUNCH_BLOCKING"] = "1"\n'
+        '    os.environ["NCCL_SHM_DISABLE"] = "1"\n\n\n'
+        "def loud(x):\n"
+        '    os.environ["NCCL_P2P_DISABLE"] = "1"\n'
+        "    return x\n\n\nquiet()\n"
+    )
+    path = tmp_path / "t.py"
+    path.write_text(src)
+    _, out, _ = _run([str(path)], "sarif")
+    results = json.loads(out)["runs"][0]["results"]
+    every = [
+        r for res in results for fix in res.get("fixes", []) for r in
+        fix["artifactChanges"][0]["replacements"]
+    ]  # fmt: skip
+    assert len(every) == 3
+    after = _apply(src, every)
+    compile(after, "t.py", "exec")
+    assert [f.rule for f in lint_source(after, str(path))] == []
+    assert "    return x" in after and after.count("pass") == 2  # the other body keeps its line
+
+
 def test_click_command_exit_codes(tmp_path: Path) -> None:
     bad = tmp_path / "train.py"
     bad.write_text('import os\nimport torch\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n')

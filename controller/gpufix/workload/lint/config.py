@@ -61,7 +61,7 @@ def lower_bound(requires_python: str) -> tuple[int, int] | None:
     try:
         spec = SpecifierSet(requires_python)
     except InvalidSpecifier:
-        raise InvalidInput(f"bad requires-python {requires_python!r} in pyproject.toml") from None
+        raise InvalidInput(f"bad requires-python {requires_python!r}") from None
     bounds = []
     for s in spec:
         if s.operator in (">=", "~=", "==", "===", ">"):
@@ -167,9 +167,15 @@ def from_table(
     elif "target-version" in table:
         if not isinstance(table["target-version"], str):
             raise InvalidInput(f"{where}: target-version must be a string such as py311")
-        target, origin = parse_target(table["target-version"]), "target-version"
+        try:
+            target, origin = parse_target(table["target-version"]), "target-version"
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc}") from None
     elif requires:
-        target = lower_bound(requires)
+        try:
+            target = lower_bound(requires)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{name}[project]: {exc}") from None
         origin = f"requires-python {requires}" if target else "unknown"
     return LintConfig(
         root,

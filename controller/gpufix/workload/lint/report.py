@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from .envwrites import writes_in
 from .model import Fix, LintFinding, Related, Replacement
 from .project import SourceFile
 
@@ -69,8 +70,9 @@ def _alone_on_lines(sf: SourceFile, stmt: ast.stmt) -> bool:
 
 
 def _only_in_block(sf: SourceFile, stmt: ast.stmt) -> bool:
-    """The statement is the whole body of an `if`, `def`, `with`, ... (deleting it would leave
-    the block empty, a syntax error)."""
+    """Deleting the statement might leave an `if`, `def`, `with`, ... body empty, a syntax
+    error: it is the block's only statement, or every statement there is an environment write
+    (each may have its own fix to delete it, and a user applies them all at once)."""
     if sf.tree is None:
         return False
     for node in ast.walk(sf.tree):
@@ -78,8 +80,8 @@ def _only_in_block(sf: SourceFile, stmt: ast.stmt) -> bool:
             continue
         for field in ("body", "orelse", "finalbody"):
             block = getattr(node, field, None)
-            if isinstance(block, list) and block == [stmt]:
-                return True
+            if isinstance(block, list) and any(s is stmt for s in block):
+                return all(s is stmt or writes_in(sf.names, [s]) for s in block)
     return False
 
 

@@ -198,6 +198,21 @@ def test_bad_configuration_is_one_line_and_exit_3(tmp_path: Path, toml: str, mes
     assert out.getvalue() == ""
 
 
+def test_an_include_that_matches_nothing_is_exit_3_over_the_whole_project(tmp_path: Path) -> None:
+    """A review (2026-12-05): `include = ["scr"]` checked nothing and passed, in CI for good."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text(LATE)
+    (tmp_path / "pyproject.toml").write_text('[tool.gpufix.lint]\ninclude = ["src", "scr"]\n')
+    out, err = io.StringIO(), io.StringIO()
+    assert main_lint([str(tmp_path)], out=out, err=err) == 3
+    assert "include pattern 'scr' matches no .py file under" in err.getvalue()
+    assert err.getvalue().count("\n") == 1 and out.getvalue() == ""
+    # a run over part of the project may not see what another part holds
+    assert main_lint([str(tmp_path / "src")], out=io.StringIO(), err=io.StringIO()) == 1
+    (tmp_path / "pyproject.toml").write_text('[tool.gpufix.lint]\ninclude = ["src"]\n')
+    assert main_lint([str(tmp_path)], out=io.StringIO(), err=io.StringIO()) == 1
+
+
 def test_target_version_parsing() -> None:
     assert parse_target("py311") == (3, 11) == parse_target("3.11") == parse_target("py3.11")
     assert lower_bound(">=3.8,<4") == (3, 8)

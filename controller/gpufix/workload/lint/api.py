@@ -15,7 +15,7 @@ from gpufix.errors import InvalidInput
 from .checks import CheckContext
 from .checks.registry import CHECKS
 from .config import LintConfig, load_config
-from .discover import classify, iter_python_files, vendored
+from .discover import classify, iter_python_files, matches, vendored
 from .libraries import load_table
 from .model import LintFinding, LintResult
 from .parse import parse_file
@@ -110,8 +110,9 @@ def lint_paths(
         raise InvalidInput(f"no such file or directory: {missing[0]}")
     config = config if config is not None else load_config(paths, config_file)
     named = {p for p in paths if not os.path.isdir(p)}
-    files, skipped = [], []
+    files, skipped, seen = [], [], []
     for path, rel in iter_python_files(paths, config):
+        seen.append(rel)
         # the input layer: a regular file of bounded size (not a FIFO or /dev/zero behind a link)
         try:
             files.append((path, rel, inputs.read_bytes(path, "source")))
@@ -121,8 +122,25 @@ def lint_paths(
             # one stray file a directory holds (an editor's lock link, a FIFO, a huge
             # generated file) is reported and passed over, not the end of the run
             skipped.append(f"{path}: {str(exc).removeprefix('gpufix: error: ')}")
+    _check_include(paths, config, seen)
     result = lint_files(files, config, whole=all(_whole_project(p) for p in paths))
     return replace(result, skipped=tuple(skipped)) if skipped else result
+
+
+def _check_include(paths: Sequence[str], config: LintConfig, found: list[str]) -> None:
+    """An `include` pattern that matches no file of a run over the whole project is a typo
+    that would turn the lint off for good (a green CI that checks nothing)."""
+    if not config.include:
+        return
+    root = os.path.abspath(config.root)
+    if not any(os.path.isdir(p) and os.path.abspath(p) == root for p in paths):
+        return  # a run over part of the project: another part may hold what it names
+    for pattern in config.include:
+        if not any(matches(rel, pattern) for rel in found):
+            where = f"{config.source} [tool.gpufix.lint]" if config.source else "include"
+            raise InvalidInput(
+                f"{where}: include pattern {pattern!r} matches no .py file under {root}"
+            )
 
 
 def _whole_project(path: str) -> bool:

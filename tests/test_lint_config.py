@@ -276,6 +276,36 @@ def test_directory_walk_skips_hidden_virtualenvs_and_caches(tmp_path: Path) -> N
     assert [Path(f.path).parent.name for f in result.findings] == ["pkg"]
 
 
+def test_setuptools_build_copies_are_not_read_twice(tmp_path: Path) -> None:
+    # A review (2026-12-05): `python setup.py build` leaves build/lib/pkg/m.py, a copy whose
+    # findings doubled the real ones. A folder named build elsewhere is read.
+    for sub in ("pkg", "build/lib/pkg", "build/lib.linux-x86_64-cpython-311/pkg", "build/pkg"):
+        _write(tmp_path, {f"{sub}/m.py": LATE})
+    found = sorted(
+        Path(f.path).relative_to(tmp_path).as_posix() for f in lint_paths([str(tmp_path)]).findings
+    )
+    assert found == ["build/pkg/m.py", "pkg/m.py"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "left"),
+    [
+        ("src/*.py", ["src/a/x.py", "src/legacy/b.py", "train.py"]),  # `*`: one directory
+        ("src/**/*.py", ["train.py"]),
+        ("*.py", []),  # no `/`: a name at any level, as in gitignore
+        ("legacy", ["src/a.py", "src/a/x.py", "train.py"]),
+        ("/legacy", ["src/a.py", "src/a/x.py", "src/legacy/b.py", "train.py"]),
+    ],
+)
+def test_exclude_globs_read_as_gitignore_does(
+    tmp_path: Path, pattern: str, left: list[str]
+) -> None:
+    """A review (2026-12-05): `*` matched across `/`, so `src/*.py` also dropped src/a/x.py."""
+    files = {"train.py": LATE, "src/a.py": LATE, "src/a/x.py": LATE, "src/legacy/b.py": LATE}
+    _write(tmp_path, {**files, "pyproject.toml": f'[tool.gpufix.lint]\nexclude = ["{pattern}"]\n'})
+    assert sorted({r[0] for r in _rules(tmp_path)}) == left
+
+
 def test_target_version_option_wins_and_rule_ids_take_any_case(tmp_path: Path) -> None:
     # A review's shapes (2026-12-03): --target-version did not get past a bad requires-python,
     # and `gpf002 = "off"` was refused though a noqa comment takes `gpf002`.

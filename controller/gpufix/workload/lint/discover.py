@@ -3,9 +3,9 @@ what kind of code each one is: the project's own code, a test, an example, or a 
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import os
+import re
 from collections.abc import Iterator, Sequence
 
 from gpufix.errors import InvalidInput
@@ -70,16 +70,61 @@ def _copied_project(directory: str) -> bool:
     return os.path.isfile(os.path.join(os.path.dirname(directory), "__init__.py"))
 
 
+def _build_copy(parent: str, name: str) -> bool:
+    """setuptools' copy of the project's own modules (`build/lib`, `build/lib.linux-x86_64-...`):
+    read twice, every finding would be reported twice."""
+    return os.path.basename(os.path.normpath(parent)) == "build" and (
+        name == "lib" or name.startswith("lib.")
+    )
+
+
 def matches(rel: str, pattern: str) -> bool:
-    """A glob against a root-relative POSIX path; a plain name also matches what lies below it."""
+    """A glob against a root-relative POSIX path, as gitignore reads one: a pattern with no `/`
+    but at its end matches a file or directory name at any level, one with a `/` from the root;
+    `*` and `?` stay within one name, `**` crosses them (`**/` also matches none); a pattern
+    that matches a directory also matches what lies below it."""
+    anchored = "/" in pattern.rstrip("/")  # `a/b`, `/a`: from the root; `a`, `*.py`: any level
     pattern = pattern.strip("/")
     while pattern.startswith("./"):
         pattern = pattern[2:]
-    if pattern.startswith("**/") and matches(rel, pattern[3:]):
-        return True  # `**/` also matches no directory at all, as in gitignore
+    parts = rel.split("/")
+    if not anchored:
+        if not _GLOB & set(pattern):
+            return pattern in parts
+        rx = _glob_regex(pattern)
+        return any(rx.fullmatch(part) for part in parts)
     if not _GLOB & set(pattern):
         return rel == pattern or rel.startswith(pattern + "/")
-    return fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(rel, pattern + "/*")
+    rx = _glob_regex(pattern)
+    return any(rx.fullmatch("/".join(parts[:n])) for n in range(len(parts), 0, -1))
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) > 0:
+            body = pattern[i + 1 : end]
+            neg = body.startswith(("!", "^"))
+            body = body[1:] if neg else body
+            out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
 
 
 def relative(path: str, config: LintConfig) -> str:
@@ -112,6 +157,7 @@ def iter_python_files(paths: Sequence[str], config: LintConfig) -> Iterator[tupl
                 for d in dirs
                 if not d.startswith(".")
                 and d not in _SKIP_DIRS
+                and not _build_copy(root, d)
                 and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
                 and not any(
                     matches(relative(os.path.join(root, d), config), x) for x in config.exclude

@@ -106,3 +106,17 @@ def test_a_longer_supported_branch_of_the_same_fitness_is_preferred() -> None:
     on_jammy = branches.choose(KB, branches.Wanted(date(2028, 1, 1), "jammy", ("9.0",)))
     assert isinstance(on_jammy, branches.Choice) and on_jammy.branch == 580
     assert branches.ends_soon(on_jammy.row, date(2028, 1, 1))
+
+
+def test_a_host_on_a_soon_ending_branch_is_told_whatever_the_plan_chooses() -> None:
+    """A review (2026-12-05): only driver-pin plans said so; a host on R595 whose plan changes
+    nothing, or something else, heard nothing of the end four months away."""
+    f = json.loads((HOSTS / "focal-4x4090.json").read_text())["facts"]
+    f["driver"].update(kernel_module="595.45.04", userspace="595.45.04")
+    f["driver"]["userspace_sources"] = {k: "595.45.04" for k in f["driver"]["userspace_sources"]}
+    plan = plan_for(f)
+    assert plan.strategy != "driver-pin"
+    [found] = [x for x in plan.findings if x.id == "driver-branch-ends-soon"]
+    assert found.severity == "info" and R595_ENDS in found.message
+    assert not [x for x in plan_for(f, date(2026, 9, 1)).findings if "ends-soon" in x.id]
+    assert not [x for x in plan_for(f, date(2027, 4, 1)).findings if "ends-soon" in x.id]

@@ -137,6 +137,15 @@ def check_driver_support(i: Inputs) -> Iterator[Finding]:
             {"driver": h.driver, "branch.eol": row.eol, "branch.kind": row.kind},
             row.source,
         )
+    elif row is not None and (end := row.end_of_support()) and branches.ends_soon(row, i.day):
+        # Whatever the plan chooses: before, only a driver-pin plan said so.
+        yield i.finding(
+            "driver-branch-ends-soon",
+            f"driver {h.driver}: NVIDIA's support for R{row.branch} ends {end.isoformat()}, "
+            f"{(end - i.day).days} days after the plan date {i.day.isoformat()}",
+            {"driver": h.driver, "branch.eol": row.eol, "branch.kind": row.kind},
+            row.source,
+        )
 
 
 def check_kernel(i: Inputs) -> Iterator[Finding]:

@@ -575,3 +575,20 @@ def test_a_second_interrupt_gives_up_stopping(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(KeyboardInterrupt) as exc:
         run_once(["h1", "h2"], Path("inv"), ProbeOptions(), "10.0.0.1", None, 120, None)
     assert exc.value.args[0].startswith("interrupted: could not stop the probe programs on h1, h2")
+
+
+def test_ranks_per_host_on_cpu_is_what_the_role_starts() -> None:
+    """The controller restates the role's --cpu default (roles/probe/vars/main.yml) to check
+    every host starts as many ranks: the two must not drift apart."""
+    import re
+
+    from gpufix.inventory import Target
+    from gpufix.probe.multinode import ranks_per_host
+    from gpufix.probe.options import ProbeOptions
+
+    role_vars = (Path(__file__).parents[2] / "roles" / "probe" / "vars" / "main.yml").read_text()
+    m = re.search(r"\((\d+) if gpufix_probe_cpu \| bool else 0\)", role_vars)
+    assert m, "the role's world-size expression changed: update ranks_per_host with it"
+    host = Target("h1", None, {})
+    assert ranks_per_host(host, None, ProbeOptions(cpu=True)) == int(m.group(1))
+    assert ranks_per_host(Target("h1", None, {"gpufix_probe_cpu": True}), None, ProbeOptions()) == 2

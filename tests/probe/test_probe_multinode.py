@@ -137,11 +137,14 @@ def test_the_job_setting_that_breaks_it_is_found_across_the_hosts(inventory: Pat
     assert [c["id"] for c in v["causes"]] == ["job-setting"]
 
 
+def running(hosts: Hosts, host: str, key: str) -> list[str]:
+    """The probe's processes on a host, found by the option that carries the run's key."""
+    out = sh("podman", "exec", hosts.container(host), "pgrep", "-af", "--", key, check=False)
+    return [ln for ln in out.splitlines() if ln.strip() and "gpufix_probe" in ln]
+
+
 def probe_programs(hosts: Hosts, host: str) -> list[str]:
-    out = sh(
-        "podman", "exec", hosts.container(host), "pgrep", "-af", "--", "--store-key", check=False
-    )
-    return [ln for ln in out.splitlines() if ln.strip()]
+    return running(hosts, host, "--store-key")
 
 
 def test_an_interrupted_run_stops_its_programs_on_the_hosts(hosts: Hosts, inventory: Path) -> None:
@@ -174,3 +177,41 @@ def test_an_interrupted_run_stops_its_programs_on_the_hosts(hosts: Hosts, invent
             break
         time.sleep(0.5)
     assert {h: probe_programs(hosts, h) for h in hosts.names} == {"h1": [], "h2": []}
+
+
+def test_an_interrupted_host_probe_stops_its_program_on_the_host(
+    hosts: Hosts, inventory: Path
+) -> None:
+    """`gpufix probe h1` (one host, through ansible's script module) interrupted mid-run: the
+    program and its workers on h1 are stopped by the run's --run-id (tests/probe/test_probe_stop.py
+    has the unit tests)."""
+    # the training interpreter: python3 with the mounted torch on its path
+    wrapper = '#!/bin/sh\nPYTHONPATH=/opt/gpufix-torch exec /usr/bin/python3 "$@"\n'
+    box = hosts.container("h1")
+    write = "mkdir -p /opt/gpy && printf '%s' '" + wrapper + "' > /opt/gpy/python3"
+    sh("podman", "exec", box, "sh", "-c", write + " && chmod 755 /opt/gpy/python3")
+    gpufix = str(Path(sys.executable).with_name("gpufix"))
+    argv = [
+        gpufix, "probe", "h1", "-i", str(inventory), "--python", "/opt/gpy/python3", "--cpu",
+        "--world-size", "2", "--no-experiments", "--soak", "--soak-iters", "100000",
+        "--deadline", "240", "--json",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while len(running(hosts, "h1", "--run-id")) < 3:  # the probe and its two workers
+            assert proc.poll() is None and time.monotonic() < deadline, "the probe never started"
+            time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "gpufix: interrupted: stopped the probe programs on h1" in err
+    for _ in range(20):
+        if not running(hosts, "h1", "--run-id"):
+            break
+        time.sleep(0.5)
+    assert running(hosts, "h1", "--run-id") == []

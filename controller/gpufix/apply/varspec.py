@@ -37,7 +37,7 @@ PATTERNS: dict[str, str] = {
     "pci_bdf": r"^([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|auto)$",
     "kernel_param": r"^[a-z0-9_.]{1,64}(=[A-Za-z0-9_.,:-]{1,64})?$",
     "ifname": r"^[A-Za-z0-9_.:-]{1,15}$",
-    "store_key": r"^[A-Za-z0-9_-]{1,64}$",
+    "store_key": r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
     # a login name as useradd takes it (shadow-utils' default NAME_REGEX, plus digits first)
     "account": r"^[a-z0-9_][a-z0-9_.-]{0,31}$",
     # an inventory host name, as the plan schema's "host"
@@ -91,6 +91,7 @@ VAR_PATTERNS: dict[str, str] = {
     "gpufix_probe_user": "account",
     "gpufix_probe_job_env": "job_env",
     "gpufix_probe_store_key": "store_key",
+    "gpufix_probe_run_id": "store_key",
     "gpufix_probe_nodes": "inventory_host",
     "gpufix_rollback_kernel": "kernel_release",
     "gpufix_rollback_remove": "package",
@@ -182,5 +183,8 @@ SHARED: dict[str, dict[str, dict[str, Any]]] = {
         "gpufix_reboot_timeout": {"type": "int"},
     },
     "uninstall.yml": {"gpufix_uninstall_paths": {"type": "list", "elements": "str"}},
-    "probe_stop.yml": {"gpufix_probe_store_key": {"type": "str"}},
+    "probe_stop.yml": {
+        "gpufix_probe_store_key": {"type": "str"},
+        "gpufix_probe_run_id": {"type": "str"},
+    },
 }

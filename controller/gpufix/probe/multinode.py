@@ -19,14 +19,12 @@ from gpufix.engine.kb import load as load_knowledge
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
 from gpufix.facts.host import from_facts as host_of
 from gpufix.inventory import Target, resolve
-from gpufix.probe import merge, multiverdict, nodes
+from gpufix.probe import merge, multiverdict, nodes, stop
 from gpufix.probe.merge import MergedOutcome, Part
 from gpufix.probe.options import ProbeOptions
 
 # Ansible's own share of one run: connecting, copying the program, the preflight tasks.
 _ANSIBLE_S = 120
-_STOP_S = 60  # stopping an interrupted run: one pkill per host
-_NOT_DONE = ("failed", "unreachable")
 # What the NCCL knobs can change between hosts, tried after the interfaces and IB.
 _COLLECTIVE_KNOBS = ["proto-simple", "algo-ring", "p2p-off", "shm-off", "cumem-off"]
 
@@ -114,7 +112,7 @@ def _extravars(
         "gpufix_probe_master_addr": master,
         "gpufix_probe_master_port": opts.master_port,
         # Each run its own keys in the store: a run that has not ended cannot join this one.
-        # The key also finds the run's programs on the hosts (stop()).
+        # The key also finds the run's programs on the hosts (probe.stop).
         "gpufix_probe_store_key": key,
         "gpufix_probe_deadline": deadline,
         "gpufix_probe_phase_deadline": opts.phase_deadline,
@@ -178,36 +176,17 @@ def run_once(
     return parts
 
 
-def stop(hosts: list[str], inventory: Path, key: str) -> list[str]:
-    """SIGTERM to the programs one run started on the hosts (playbooks/probe_stop.yml); the
-    hosts where that did not happen."""
-    res = runner.run_playbook(
-        "probe_stop.yml",
-        inventory,
-        limit=",".join(hosts),
-        extravars={"gpufix_probe_store_key": key},
-        forks=len(hosts),
-        timeout=_STOP_S,
-    )
-    return [h for h in hosts if (r := res.hosts.get(h)) is None or r.status in _NOT_DONE]
-
-
 def _stopped(
     hosts: list[str], inventory: Path, key: str, opts: ProbeOptions, master: str, deadline: int
 ) -> str:
-    """What an interrupted run left on the hosts, after trying to stop it. A second Ctrl-C
-    gives up on stopping."""
-    try:
-        left = stop(hosts, inventory, key)
-    except (KeyboardInterrupt, GpufixError):
-        left = list(hosts)
-    if not left:
-        return f"interrupted: stopped the probe programs on {', '.join(hosts)}"
-    return (
-        f"interrupted: could not stop the probe programs on {', '.join(left)}: they end by "
-        f"their own deadline (about {deadline} s, killed at their hard limit past it); until "
-        f"then port {opts.master_port} on {master} stays in use, and a new run on that port "
-        "fails there (store-port-busy)"
+    """What an interrupted run left on the hosts, after trying to stop it."""
+    left = stop.stop(hosts, inventory, {"gpufix_probe_store_key": key})
+    return stop.interrupted(
+        hosts,
+        left,
+        f"they end by their own deadline (about {deadline} s, killed at their hard limit past "
+        f"it); until then port {opts.master_port} on {master} stays in use, and a new run on "
+        "that port fails there (store-port-busy)",
     )
 
 

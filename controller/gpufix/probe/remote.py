@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 from gpufix import runner
 from gpufix.errors import InvalidInput
 from gpufix.inventory import resolve
+from gpufix.probe import stop
 from gpufix.probe.options import PYTHON, ProbeOptions
 
 _LOCAL = ("localhost", "127.0.0.1")
@@ -83,16 +85,23 @@ def probe_hosts(
             python = opts.python or _inventory_python(t.name, t.vars.get("gpufix_probe_python"))
             by_python.setdefault(python, []).append(t.name)
     for python, remote in by_python.items():
-        res = runner.run_script(
-            ",".join(remote),
-            inventory,
-            program_path(),
-            args,
-            executable=python,
-            timeout=limit + 90,
-            forks=forks,
-            progress=progress,
-        )
+        # The run's id is on every command line it starts: stop() finds them by it.
+        run_id = uuid.uuid4().hex[:12]
+        try:
+            res = runner.run_script(
+                ",".join(remote),
+                inventory,
+                program_path(),
+                [*args, "--run-id", run_id],
+                executable=python,
+                timeout=limit + 90,
+                forks=forks,
+                progress=progress,
+            )
+        except KeyboardInterrupt:
+            left = stop.stop(remote, inventory, {"gpufix_probe_run_id": run_id})
+            after = f"they end by their own deadline (about {opts.total_s()} s)"
+            raise KeyboardInterrupt(stop.interrupted(remote, left, after)) from None
         for name in remote:
             hr = res.hosts.get(name)
             if hr is None:

@@ -1579,7 +1579,9 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--kind", default="main", help=argparse.SUPPRESS)
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
-    p.add_argument("--run-id", default="", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--run-id", default="", help="this run's id (default: a new one); its workers carry it"
+    )
     p.add_argument("--gpus", default="", help=argparse.SUPPRESS)
     p.add_argument("--soak-sizes", default="", help=argparse.SUPPRESS)
     p.add_argument("--parent-pid", type=int, default=0, help=argparse.SUPPRESS)
@@ -1587,7 +1589,8 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
 
 
 HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
-STORE_KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+STORE_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+KEY_WORDS = "a letter or digit, then up to 63 letters, digits, '-' or '_'"
 
 
 def check_args(ns: argparse.Namespace) -> None:
@@ -1683,7 +1686,9 @@ def check_multinode_args(ns: argparse.Namespace) -> None:
     if ns.nnodes > 1 and not (ns.master_addr and HOST_RE.match(ns.master_addr)):
         raise ArgError("--nnodes > 1 needs --master-addr (the first host's address)")
     if ns.store_key and not STORE_KEY_RE.match(ns.store_key):
-        raise ArgError("--store-key must be 1-64 letters, digits, '-' or '_'")
+        raise ArgError("--store-key must be %s" % KEY_WORDS)
+    if ns.run_id and not STORE_KEY_RE.match(ns.run_id):
+        raise ArgError("--run-id must be %s" % KEY_WORDS)
     if ns.gpus and not re.match(r"^\d+(,\d+)*$", ns.gpus):
         raise ArgError("--gpus must be a comma-separated list of GPU indices")
 
@@ -1777,7 +1782,7 @@ class Signals(object):
 def supervise(ns: argparse.Namespace, sigs: Signals) -> Dict[str, Any]:
     """The verdict; on SIGTERM/SIGINT the one known so far, with ns.interrupted = the signal."""
     t0 = time.monotonic()
-    ns.run_id = uuid.uuid4().hex[:12]
+    ns.run_id = ns.run_id or uuid.uuid4().hex[:12]
     ns.interrupted = 0
     backend = "gloo" if ns.cpu or ns.backend == "gloo" else "nccl"
     v = base_verdict(ns, socket.gethostname(), (ns.world_size or 1) * ns.nnodes, backend)

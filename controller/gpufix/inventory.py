@@ -88,6 +88,47 @@ def _manager(inventory: Path) -> Any:
         raise InvalidInput(f"cannot parse inventory {inventory}: {one_line(why)}") from None
 
 
+_MAX_BYTES = 16 * 1024 * 1024  # an inventory, all its files together
+_MAX_FILES = 10000
+_MAX_RANGE_HOSTS = 100_000  # the hosts one line's ranges may name (`h[0:99999999]`)
+_PATH_MAX = 4096
+_RANGE = re.compile(r"\[(\d{1,12}):(\d{1,12})(?::(\d{1,12}))?\]")
+
+
+def _bounded(inventory: Path) -> None:
+    """Before Ansible reads it: regular files, bounded in size together, and no host range
+    that expands past _MAX_RANGE_HOSTS names (Ansible expands ranges in memory: 33 bytes,
+    `h[0:99999999]`, took gigabytes)."""
+    from gpufix.inputs import one_line, read_bytes
+
+    if inventory.is_file():
+        files = [inventory]
+    else:
+        files = []
+        for root, _dirs, names in os.walk(inventory):
+            files += [Path(root) / n for n in sorted(names)]
+            if len(files) > _MAX_FILES:
+                raise InvalidInput(f"inventory {inventory}: more than {_MAX_FILES} files")
+    total = 0
+    for f in files:
+        if not inventory.is_file() and not f.is_file():
+            continue  # a directory's odd entries are Ansible's to skip
+        data = read_bytes(f, "inventory", max_bytes=_MAX_BYTES)
+        total += len(data)
+        if total > _MAX_BYTES:
+            raise InvalidInput(f"inventory {inventory}: over {_MAX_BYTES >> 20} MiB in all")
+        for line in data.decode("utf-8", "replace").splitlines():
+            count = 1
+            for m in _RANGE.finditer(line):
+                first, last, step = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
+                count *= max(0, (last - first) // max(step, 1) + 1)
+            if count > _MAX_RANGE_HOSTS:
+                raise InvalidInput(
+                    f"inventory {f}: a host range names {count} hosts (at most "
+                    f"{_MAX_RANGE_HOSTS}): {one_line(line.strip(), 80)}"
+                )
+
+
 def resolve(pattern: str, inventory: Path) -> list[Target]:
     """Hosts matched by a host name, group name or Ansible pattern, in inventory order."""
     check_pattern(pattern)
@@ -95,10 +136,7 @@ def resolve(pattern: str, inventory: Path) -> list[Target]:
         if inventory.exists():
             raise InvalidInput(f"inventory {inventory} is not a regular file or a directory")
         raise InvalidInput(f"inventory not found: {inventory}")
-    if inventory.is_file():
-        from gpufix.inputs import read_bytes
-
-        read_bytes(inventory, "inventory", max_bytes=16 * 1024 * 1024)  # regular file, bounded
+    _bounded(inventory)
     _quiet_ansible()
     from ansible.errors import AnsibleError
     from ansible.parsing.dataloader import DataLoader
@@ -114,6 +152,8 @@ def resolve(pattern: str, inventory: Path) -> list[Target]:
             return [Target(name=pattern, snapshot=None, vars={"ansible_connection": "local"})]
         if not im.hosts:
             raise InvalidInput(f"no host or group {pattern!r}: {inventory} lists no hosts")
+        if pattern in im.groups:
+            raise InvalidInput(f"group {pattern!r} in {inventory} has no hosts")
         raise InvalidInput(
             f"no host or group {pattern!r} in {inventory} "
             f"(known groups: {', '.join(sorted(im.groups)) or 'none'})"
@@ -124,6 +164,9 @@ def resolve(pattern: str, inventory: Path) -> list[Target]:
         hv = vm.get_vars(host=h, include_hostvars=False)
         snap = hv.get("gpufix_snapshot")
         snap_path = None
+        if snap is not None and (not isinstance(snap, str) or len(snap) > _PATH_MAX):
+            # never str() of it: an alias-expanded YAML structure can be gigabytes of text
+            raise InvalidInput(f"{h.name}: gpufix_snapshot must be a file path (a string)")
         if snap is not None and not str(snap).strip():
             # an empty value must not turn a recorded host into a live one
             raise InvalidInput(

@@ -174,6 +174,15 @@ def plan_host(
     names = {host, facts_host}
     if verdict is not None and not names & set(verdict_hosts(verdict)):
         recorded = one_line(", ".join(verdict_hosts(verdict)), 120)
+        other = another_machine(facts, verdict)
+        if other:
+            # a verdict named for none of this host's names is read as its evidence only when
+            # nothing in it says otherwise (a review: another machine's torch stack replaced
+            # host01's and made a driver-pin plan with a reboot)
+            raise InvalidInput(
+                f"the probe verdict was recorded on {recorded!r}, not on {host!r}, and {other}: "
+                "another machine's evidence; probe this host (gpufix probe HOST)"
+            )
         risks.append(
             f"the probe verdict was recorded on {recorded!r}, not on {host!r}: its evidence is "
             "read as this host's; probe this host (gpufix probe HOST) if it is another machine"
@@ -193,6 +202,28 @@ def plan_host(
     if defaults:
         verify["nccl_defaults"] = ",".join(defaults)
     return replace(plan, inputs=inputs, verify=verify)
+
+
+_DRIVER_VERSION = re.compile(r"\b(\d{3,4}\.\d{1,3}(?:\.\d{1,3})?)\b")
+
+
+def _part(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def another_machine(facts: Mapping[str, Any], verdict: Mapping[str, Any]) -> str | None:
+    """What in a verdict's own readings (the driver it loaded, the kernel it ran on) differs from
+    the host's facts, or None: both read the same machine, the probe at most later."""
+    seen, driver, kernel = _part(verdict, "facts"), _part(facts, "driver"), _part(facts, "kernel")
+    m = _DRIVER_VERSION.search(str(seen.get("driver") or ""))
+    mine = driver.get("kernel_module") or driver.get("userspace")
+    if m and isinstance(mine, str) and mine and m.group(1) != mine:
+        return f"its driver {m.group(1)} is not this host's {one_line(mine, 40)}"
+    theirs, running = seen.get("kernel"), kernel.get("running")
+    if isinstance(theirs, str) and isinstance(running, str) and theirs and running != theirs:
+        return f"its kernel {one_line(theirs, 60)} is not this host's {one_line(running, 60)}"
+    return None
 
 
 def verdict_hosts(verdict: Mapping[str, Any]) -> list[str]:

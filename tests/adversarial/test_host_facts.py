@@ -133,6 +133,8 @@ def test_host_strings_the_engine_copies_are_refused_by_the_role_spec(
             failed_layer="interface",
             hosts=["a", "b"],
             failed_hosts=["b"],
+            # a multi-node verdict's facts are the run's, not one machine's driver and kernel
+            facts={"master": "10.0.0.1:29500", "ifname": None, "ifname_candidates": []},
         )
         plan = _with_verdict(hostile, verdict, strategy)
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Mapping
@@ -28,6 +29,21 @@ from gpufix.errors import EXIT_ERROR, EXIT_UNREACHABLE, GpufixError, InvalidInpu
 from gpufix.strategies import NAMES as STRATEGIES
 
 
+def _inventory_inputs(output: str | None, target: str, inventory: str | None) -> list[str]:
+    """With -o: the inventory and the recorded snapshots of the hosts TARGET names, files the
+    command reads too (a review: `plan a -o inv.yml` replaced the inventory with a plan, and
+    `-o` on a host's own snapshot broke every later plan of it)."""
+    if not output:
+        return []
+    from gpufix.inventory import resolve
+
+    inv = inventory_path(inventory)
+    found = [str(inv)] if inv.is_file() else []
+    with contextlib.suppress(GpufixError):  # the command's own run of it says what is wrong
+        found += [str(t.snapshot) for t in resolve(target, inv) if t.snapshot is not None]
+    return found
+
+
 def _not_an_input(output: str | None, *inputs: str | None) -> None:
     """-o must not name a file the command reads: the plan would replace its own input."""
     if not output:
@@ -38,7 +54,7 @@ def _not_an_input(output: str | None, *inputs: str | None) -> None:
         except OSError:  # either one missing: not the same file
             continue
         if same:
-            raise InvalidInput(f"-o {output} is the input {given}: write the plan elsewhere")
+            raise InvalidInput(f"-o {output} is the input {given}: write the output elsewhere")
 
 
 @click.command("facts")
@@ -68,6 +84,7 @@ def facts(
     from gpufix.planning import check_python_envs
 
     check_python_envs(list(python_envs))
+    _not_an_input(output, *_inventory_inputs(output, host, inventory))
     snap = one(
         host,
         inventory_path(inventory),
@@ -185,7 +202,12 @@ def plan(
 
     _conflicts(facts=facts_file, probe=run_probe)  # a snapshot cannot be probed
     _conflicts(probe=run_probe, probe_verdict=probe_verdict)
-    _not_an_input(output, facts_file, probe_verdict)
+    # a snapshot records the interpreters it was gathered with: a plan from it naming others
+    # could never be applied ("not the interpreters the recorded facts were gathered with")
+    _conflicts(facts=facts_file, python_env=python_envs)
+    if facts_file and inventory and not Path(inventory).exists():
+        raise InvalidInput(f"inventory not found: {inventory}")
+    _not_an_input(output, facts_file, probe_verdict, *_inventory_inputs(output, target, inventory))
     if job_env and not run_probe:
         raise InvalidInput("--job-env: only with --probe (a saved verdict records its own)")
     if job_env:
@@ -281,8 +303,10 @@ def diff(
     from gpufix.facts.diff import compare, diff_all
 
     named = _named_facts(refs, inventory, forks=forks, timeout=facts_timeout)
-    if len(named) < 2 and len(refs) < 2:
-        raise InvalidInput(f"{refs[0]!r} names one host: diff needs two or more")
+    if len(named) < 2:
+        # `diff host01 host01` (a typo for the second host) compared a host with itself
+        what = f"{refs[0]!r} names" if len(refs) < 2 else f"{', '.join(map(repr, refs))} name"
+        raise InvalidInput(f"{what} one host: diff needs two or more")
     comparison = compare(named)
     raw = diff_all(named) if show_all else None
     if as_json:

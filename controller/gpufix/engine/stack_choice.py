@@ -253,9 +253,11 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
         "assumed": b.assumed,
         # Newer releases that fit but whose NCCL has a problem on this setup, and the problems
         # the chosen one still has (its plan carries their workaround).
+        # (a release passed over to stay on the installed one has none: not listed)
         "passed_over": {
-            f.release.version: [i.id for i in setup_issues(kb, f.release.version, maybe, f.cuda)]
+            f.release.version: ids
             for f in passed
+            if (ids := [i.id for i in setup_issues(kb, f.release.version, maybe, f.cuda)])
         },
         "nccl_issues": [_issue(i, kb) for i in setup_issues(kb, t.version, want.setup, cu)],
         # Problems it has only if the host is set up the way unread facts cannot rule out.

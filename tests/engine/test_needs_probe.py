@@ -32,3 +32,13 @@ def test_a_verdict_takes_the_need_away(tmp_path: Path) -> None:
     (tmp_path / "v.json").write_text(json.dumps(verdict))
     needs = _needs("host01", "--probe-verdict", str(tmp_path / "v.json"))
     assert "probe" not in needs
+
+
+def test_the_commands_name_the_planned_host_when_it_is_a_plain_word() -> None:
+    from gpufix.engine.needs import describe
+
+    assert describe(["probe"], "host01")[0]["how"].startswith("run `gpufix probe host01`")
+    assert "`gpufix facts gpu-7.lab` with become" in describe(["acs"], "gpu-7.lab")[0]["how"]
+    # a name that is not one plain word stays HOST: the text is copied into shells
+    for odd in ("", "h1;id", "-rf", "a b", "h[0:3]"):
+        assert "`gpufix probe HOST`" in describe(["probe"], odd)[0]["how"]

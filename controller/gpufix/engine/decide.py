@@ -253,7 +253,7 @@ def decide(
         # plan_date: the day support windows were judged on, so the plan can be re-derived.
         extra={
             **chosen.extra,
-            **explain(ctx, chosen, _passed_missing(order, cands, chosen)),
+            **explain(ctx, chosen, _passed_missing(order, cands, chosen), host_name),
             "nccl_defaults": verify_defaults(ctx, chosen),
             "facts": stable_facts(facts),
             "plan_date": ctx.day.isoformat(),

@@ -37,7 +37,9 @@ def without_probe(ctx: Ctx) -> tuple[str, ...]:
     return () if ctx.verdict is not None or one_gpu else ("probe",)
 
 
-def explain(ctx: Ctx, chosen: Candidate, passed: tuple[str, ...] = ()) -> dict[str, Any]:
+def explain(
+    ctx: Ctx, chosen: Candidate, passed: tuple[str, ...] = (), host: str = ""
+) -> dict[str, Any]:
     """`passed`: what the strategies ranked above the chosen one lacked (decide._passed_missing)."""
     d = ctx.decision
     needs = [
@@ -49,7 +51,7 @@ def explain(ctx: Ctx, chosen: Candidate, passed: tuple[str, ...] = ()) -> dict[s
         *chosen.missing,
         *after_healthy(ctx, chosen),
     ]
-    out: dict[str, Any] = {"needs": describe(needs), "complete": not chosen.missing}
+    out: dict[str, Any] = {"needs": describe(needs, host), "complete": not chosen.missing}
     if d is not None:
         out["decision"] = {
             "row": d.row.id,

@@ -5,6 +5,7 @@ Each need names the command that would supply it; the engine never guesses the a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
@@ -50,6 +51,14 @@ TEXT: Mapping[str, str] = MappingProxyType(
 assert set(TEXT) == set(NEEDS), "every need the table may name has a text"
 
 
-def describe(ids: Iterable[str]) -> list[dict[str, str]]:
-    """[{"id", "how"}] in the order given, each once."""
-    return [{"id": i, "how": TEXT[i]} for i in dict.fromkeys(ids)]
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def describe(ids: Iterable[str], host: str = "") -> list[dict[str, str]]:
+    """[{"id", "how"}] in the order given, each once; the commands name the planned host when
+    its name is a plain word (one to copy into a shell as it is), else HOST."""
+    name = host if _PLAIN_NAME.match(host) else "HOST"
+    return [
+        {"id": i, "how": re.sub(r"\bgpufix (probe|facts) HOST\b", rf"gpufix \1 {name}", TEXT[i])}
+        for i in dict.fromkeys(ids)
+    ]

@@ -414,3 +414,21 @@ def test_version_names_where_the_content_is(capsys: pytest.CaptureFixture[str]) 
     code, out, _ = run(capsys, "--version")
     assert code == 0
     assert out.splitlines() == [f"gpufix, version {__version__}", f"content: {content_root()}"]
+
+
+def test_ctrl_c_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review (2026-12-05): Ctrl-C during `gpufix plan` printed an empty line (click's main()
+    does, before its Abort), then "gpufix: aborted"; the docs promise one line."""
+    from gpufix import planning
+    from gpufix.cli.app import run
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(planning, "make_plans", interrupted)
+    with pytest.raises(SystemExit) as exc:
+        run(["plan", "host01"])
+    assert exc.value.code == 130
+    assert capsys.readouterr().err == "gpufix: interrupted\n"

@@ -21,8 +21,8 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(signal.SIGTERM, _terminate)
     try:
         from gpufix.cli.app import run
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if sys.stderr is not None:
-            sys.stderr.write("gpufix: aborted\n")
+            sys.stderr.write(f"gpufix: {exc.args[0] if exc.args else 'interrupted'}\n")
         sys.exit(EXIT_INTERRUPTED)
     run(argv)

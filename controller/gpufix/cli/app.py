@@ -76,7 +76,11 @@ def run(argv: list[str] | None = None) -> None:
             click.echo("gpufix: error: standard output is closed", err=True)
         sys.exit(EXIT_ERROR)
     try:
-        rv = main_group.main(args=argv, prog_name="gpufix", standalone_mode=False)
+        # make_context + invoke, not main(): click's main() prints an empty line on Ctrl-C
+        # before its Abort, and the interruption is one line here (docs/exit-codes.md)
+        args = list(sys.argv[1:] if argv is None else argv)
+        with main_group.make_context("gpufix", args) as ctx:
+            rv = main_group.invoke(ctx)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
     except BrokenPipeError:
         # the reader went away (`| head`): no message; exit 1 as Python's docs advise
@@ -110,7 +114,7 @@ def run(argv: list[str] | None = None) -> None:
         # click turns KeyboardInterrupt into Abort; keep what the interrupted command said
         cause = exc.__cause__
         said = cause.args[0] if isinstance(cause, KeyboardInterrupt) and cause.args else None
-        click.echo(f"gpufix: {said or 'aborted'}", err=True)
+        click.echo(f"gpufix: {said or 'interrupted'}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except KeyboardInterrupt as exc:
         # apply's journal says where each host stands; the message says how to resume

@@ -58,7 +58,7 @@ def check_pattern(pattern: str) -> None:
     if not _PATTERN_CHARS.fullmatch(pattern):
         raise InvalidInput(
             f"target {one_line(repr(pattern), 80)}: a host or group name, or a list of them "
-            "(letters, digits, . _ - * [ ] , : ! &); regex patterns are not accepted"
+            "(ASCII letters, digits, . _ - * [ ] , : ! &); regex patterns are not accepted"
         )
     parts = re.split(r"[,:]", re.sub(r"\[[^\]]*\]", "[]", pattern))
     if any(part.lstrip("!&") == "" for part in parts):

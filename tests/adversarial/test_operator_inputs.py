@@ -103,3 +103,21 @@ def test_options_a_snapshot_plan_cannot_honour_are_refused(cli: CliRun, inv: Pat
     assert code == 3 and "--facts and --python-env cannot be used together" in err
     code, _, err = cli("plan", "host01", "--facts", snap, "-i", str(inv.parent / "none.yml"))
     assert code == 3 and "inventory not found" in err
+
+
+def test_a_plan_file_with_strategy_names_the_conflict(cli: CliRun, inv: Path) -> None:
+    plan = inv.parent / "p.json"
+    code, _, _ = cli("plan", "host01", "-i", str(inv), "-o", str(plan))
+    assert code == 0
+    code, _, err = cli("apply", str(plan), "--strategy", "kernel-upgrade", "-i", str(inv))
+    assert code == 3 and "is a plan file and --strategy plans anew" in err
+
+
+def test_a_lint_config_that_is_not_a_regular_file_says_so(cli: CliRun, tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "cfg.toml"
+    os.mkfifo(fifo)
+    (tmp_path / "t.py").write_text("x = 1\n")
+    code, _, err = cli("lint", "--config", str(fifo), str(tmp_path / "t.py"))
+    assert code == 3 and "is not a regular file" in err  # before: "no such config file"

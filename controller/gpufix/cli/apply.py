@@ -4,6 +4,7 @@ Registered by gpufix.cli. Exit codes: docs/exit-codes.md and docs/apply.md."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -247,6 +248,11 @@ def apply_cmd(
         raise InvalidInput("--interim applies a saved plan's interim steps: give a PLANFILE")
     if strategy and image:
         raise InvalidInput("--image names a saved plan's image: give a PLANFILE")
+    if strategy and (target.endswith(".json") or os.sep in target) and os.path.isfile(target):
+        raise InvalidInput(
+            f"{target} is a plan file and --strategy plans anew: give a HOST|GROUP with "
+            "--strategy, or the plan file alone"
+        )
     inv = inventory_path(inventory)
     applymod.parse_batch(batch, 1)
     opts = applymod.Options(

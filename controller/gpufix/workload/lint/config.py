@@ -209,6 +209,8 @@ def load_config(
     if config_file is not None:
         pyproject = Path(config_file)
         if not pyproject.is_file():
+            if os.path.lexists(config_file):  # a FIFO, a directory, a dangling link
+                raise InvalidInput(f"config file {config_file} is not a regular file")
             raise InvalidInput(f"no such config file: {config_file}")
     else:
         pyproject = find_pyproject(Path(_common_dir(paths)).resolve())

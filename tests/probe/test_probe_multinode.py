@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +147,32 @@ def probe_programs(hosts: Hosts, host: str) -> list[str]:
     return running(hosts, host, "--store-key")
 
 
+def interrupt_once(argv: list[str], started: Callable[[], bool]) -> tuple[int, str]:
+    """Run gpufix, send it SIGINT once `started()` says its programs run on the hosts."""
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not started():
+            assert proc.poll() is None and time.monotonic() < deadline, "the probe never started"
+            time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    return proc.returncode, err
+
+
+def left_after(left: Callable[[], Any]) -> Any:
+    """What `left()` still finds after up to 10 s (the stopped programs take a moment)."""
+    for _ in range(20):
+        if not left():
+            break
+        time.sleep(0.5)
+    return left()
+
+
 def test_an_interrupted_run_stops_its_programs_on_the_hosts(hosts: Hosts, inventory: Path) -> None:
     """Ctrl-C (SIGINT) while every host's ranks wait at a store the first host drops: before,
     the programs ran on to their deadline on every host, holding the port; now gpufix stops
@@ -157,26 +183,13 @@ def test_an_interrupted_run_stops_its_programs_on_the_hosts(hosts: Hosts, invent
     )
     gpufix = str(Path(sys.executable).with_name("gpufix"))
     argv = [gpufix, "probe", "pair", "-i", str(inventory), "--multi-node", "--json", *FAST]
-    proc = subprocess.Popen(
-        [*argv, "--deadline", "240"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 180
-        while not all(probe_programs(hosts, h) for h in hosts.names):
-            assert proc.poll() is None and time.monotonic() < deadline, "the probes never started"
-            time.sleep(1)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err[-2000:]
+    code, err = interrupt_once(
+        [*argv, "--deadline", "240"],
+        lambda: all(probe_programs(hosts, h) for h in hosts.names),
+    )
+    assert code == 130, err[-2000:]
     assert "gpufix: interrupted: stopped the probe programs on h1, h2" in err
-    for _ in range(20):
-        if not any(probe_programs(hosts, h) for h in hosts.names):
-            break
-        time.sleep(0.5)
-    assert {h: probe_programs(hosts, h) for h in hosts.names} == {"h1": [], "h2": []}
+    assert left_after(lambda: [p for h in hosts.names for p in probe_programs(hosts, h)]) == []
 
 
 def test_an_interrupted_host_probe_stops_its_program_on_the_host(
@@ -196,22 +209,8 @@ def test_an_interrupted_host_probe_stops_its_program_on_the_host(
         "--world-size", "2", "--no-experiments", "--soak", "--soak-iters", "100000",
         "--deadline", "240", "--json",
     ]  # fmt: skip
-    proc = subprocess.Popen(
-        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while len(running(hosts, "h1", "--run-id")) < 3:  # the probe and its two workers
-            assert proc.poll() is None and time.monotonic() < deadline, "the probe never started"
-            time.sleep(1)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err[-2000:]
+    # the probe and its two workers
+    code, err = interrupt_once(argv, lambda: len(running(hosts, "h1", "--run-id")) >= 3)
+    assert code == 130, err[-2000:]
     assert "gpufix: interrupted: stopped the probe programs on h1" in err
-    for _ in range(20):
-        if not running(hosts, "h1", "--run-id"):
-            break
-        time.sleep(0.5)
-    assert running(hosts, "h1", "--run-id") == []
+    assert left_after(lambda: running(hosts, "h1", "--run-id")) == []

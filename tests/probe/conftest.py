@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gpufix.probe import program_path
@@ -32,3 +34,15 @@ def probe_env(tmp_path: Path, fault: str | None = None) -> dict[str, str]:
     if fault:
         env["GPUFIX_PROBE_FAULT"] = fault
     return env
+
+
+def as_recorded_host(verdict: dict[str, Any], snapshot: Path) -> dict[str, Any]:
+    """A verdict run here, made the verdict of the recorded host it is planned with: its own
+    readings of the kernel and driver become that host's. gpufix refuses a verdict that names
+    none of the host's names and read another kernel or driver (planning.another_machine)."""
+    facts = json.loads(snapshot.read_text())["facts"]
+    seen = dict(verdict.get("facts") or {})
+    seen["kernel"] = facts["kernel"]["running"]
+    if seen.get("driver"):
+        seen["driver"] = facts["driver"]["kernel_module"]
+    return {**verdict, "facts": seen}

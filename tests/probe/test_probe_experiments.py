@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import probe_env
+from conftest import as_recorded_host, probe_env
 from gpufix.probe import run_local, summarize
 from workers import leftovers
 
@@ -257,8 +257,9 @@ def test_a_cpu_probe_plans_nothing_for_the_gpus(tmp_path: Path) -> None:
         "stall:allreduce:*;unless=NCCL_P2P_DISABLE=1",
     )
     assert v["backend"] == "gloo" and v["verdict"] == "hung" and v["decided_by"] == "p2p-off"
-    (tmp_path / "v.json").write_text(json.dumps(v))
     hosts = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+    v = as_recorded_host(v, hosts / "bionic-ga-2x3090.json")
+    (tmp_path / "v.json").write_text(json.dumps(v))
     r = subprocess.run(
         [sys.executable, "-m", "gpufix", "plan", "x", "--facts",
          str(hosts / "bionic-ga-2x3090.json"), "--probe-verdict", str(tmp_path / "v.json"),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import probe_env
+from conftest import as_recorded_host, probe_env
 from gpufix.errors import InvalidInput
 from gpufix.probe import run_local, summarize
 from gpufix.probe.options import ProbeOptions
@@ -131,8 +131,8 @@ def test_a_job_setting_that_hangs_is_named(job_verdict: dict[str, Any]) -> None:
 def _plan(verdict: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     """`gpufix plan --json` on this verdict for a two-GPU bionic host, through the real CLI."""
     path = tmp_path / "v.json"
-    path.write_text(json.dumps(verdict))
     facts = ROOT / "tests" / "fixtures" / "hosts" / "bionic-ga-2x3090.json"
+    path.write_text(json.dumps(as_recorded_host(verdict, facts)))
     cmd = [sys.executable, "-m", "gpufix", "plan", "x", "--facts", str(facts)]
     r = subprocess.run(
         [*cmd, "--probe-verdict", str(path), "--json"],

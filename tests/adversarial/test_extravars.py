@@ -105,6 +105,8 @@ def test_the_vars_file_is_private(tmp_path: Path) -> None:
         ("probe.yml", {"gpufix_probe_job_env": ["LD_PRELOAD=/tmp/evil.so"]}, "job_env"),
         ("probe_multinode.yml", {"gpufix_probe_job_env": ["NCCL_X=1 --cpu"]}, "job_env"),
         ("probe_multinode.yml", {"gpufix_probe_store_key": "k --cpu"}, "store_key"),
+        ("probe_stop.yml", {"gpufix_probe_run_id": "x( |$)|.*"}, "store_key"),
+        ("probe_stop.yml", {"gpufix_probe_store_key": "-f"}, "store_key"),
         (
             "probe_multinode.yml",
             {"gpufix_probe_store_key": "{{ lookup('pipe', 'id') }}"},

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpufix.errors import GpufixError
+from gpufix.errors import GpufixError, InvalidInput
 
 _MARKERS = ("ansible.cfg", "playbooks", "roles", "plugins/modules/gpufix_facts.py")
 _PACKAGE = Path(__file__).resolve().parent
@@ -64,6 +64,9 @@ def state_dir() -> Path:
     (GPUFIX_STATE_DIR may name a shared one) keeps its mode: gpufix's own subdirectories
     (runs/, locks/) are 0700 instead (gpufix.paths.private_dir)."""
     base = os.environ.get("GPUFIX_STATE_DIR")
+    if base and not os.path.isabs(base):
+        # journals under the working directory: a resume from elsewhere would not find them
+        raise InvalidInput(f"GPUFIX_STATE_DIR={base[:200]!r} is not an absolute path")
     path = Path(base) if base else Path.home() / ".local" / "state" / "gpufix"
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)

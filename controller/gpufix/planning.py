@@ -31,6 +31,8 @@ from gpufix.strategies import NAMES
 # An interpreter gpufix runs on a host (facts' python_envs, the probe): an absolute path, no
 # spaces, quotes or braces, whose last part is python[X[.Y]] (gpufix.apply.varspec "python").
 PYTHON = re.compile(r"^/([A-Za-z0-9._+-]+/){0,64}python[0-9.]{0,8}$")
+# the strategies that run the image --image names
+IMAGE_STRATEGIES = ("container-fallback", "container-fix")
 _CONSTRAINT_PATTERNS = {
     "container_image": re.compile(PATTERNS["image_digest"]),
     "venv_path": re.compile(PATTERNS["abspath"]),
@@ -285,6 +287,13 @@ def make_plans(
     image = constraints.container_image
     if image and not _CONSTRAINT_PATTERNS["container_image"].fullmatch(image):
         raise InvalidInput(f"--image {image[:200]!r}: give REF@sha256:<64 hex digits>")
+    if image and not constraints.containers_allowed:
+        raise InvalidInput("--image names a container image, --no-containers rules them out")
+    if image and constraints.strategy not in (None, *IMAGE_STRATEGIES):
+        raise InvalidInput(
+            f"--image is used by {' and '.join(IMAGE_STRATEGIES)}, not --strategy "
+            f"{constraints.strategy}"
+        )
     kb, rules = load_kb(), load_rules()
     if constraints.plan_date is None:  # support windows are judged on the day the plan is made
         constraints = replace(constraints, plan_date=date.today())

@@ -121,3 +121,23 @@ def test_a_lint_config_that_is_not_a_regular_file_says_so(cli: CliRun, tmp_path:
     (tmp_path / "t.py").write_text("x = 1\n")
     code, _, err = cli("lint", "--config", str(fifo), str(tmp_path / "t.py"))
     assert code == 3 and "is not a regular file" in err  # before: "no such config file"
+
+
+IMAGE = "registry.example/train@sha256:" + "a" * 64
+
+
+def test_an_image_with_a_strategy_that_runs_none_is_refused(cli: CliRun, inv: Path) -> None:
+    code, _, err = cli("plan", "host01", "-i", str(inv), "--strategy", "pcie-acs", "--image", IMAGE)
+    assert code == 3 and "--image is used by container-fallback and container-fix" in err
+    code, _, err = cli("plan", "host01", "-i", str(inv), "--no-containers", "--image", IMAGE)
+    assert code == 3 and "--no-containers rules them out" in err  # before: both accepted
+
+
+def test_a_relative_state_dir_is_refused_and_not_created(
+    cli: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPUFIX_STATE_DIR", "state")
+    code, _, err = cli("status")
+    assert code == 3 and "is not an absolute path" in err and err.count("\n") == 1
+    assert not (tmp_path / "state").exists()  # before: journals under the working directory

@@ -141,3 +141,14 @@ def test_a_relative_state_dir_is_refused_and_not_created(
     code, _, err = cli("status")
     assert code == 3 and "is not an absolute path" in err and err.count("\n") == 1
     assert not (tmp_path / "state").exists()  # before: journals under the working directory
+
+
+def test_a_group_host_whose_snapshot_is_missing_is_named(cli: CliRun, inv: Path) -> None:
+    (inv.parent / "g.yml").write_text(
+        "all:\n  children:\n    g:\n      hosts:\n"
+        "        host01: {gpufix_snapshot: snapshots/bionic-ga-2x3090.json}\n"
+        "        host02: {gpufix_snapshot: snapshots/missing.json}\n"
+    )
+    code, _, err = cli("plan", "g", "-i", str(inv.parent / "g.yml"))
+    # the inventory is wrong: nothing is planned, and the line says which host to fix
+    assert code == 3 and err.startswith("gpufix: error: host02: cannot read facts file")

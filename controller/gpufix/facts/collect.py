@@ -36,7 +36,10 @@ def gather(
     live = []
     for t in targets:
         if t.snapshot is not None:
-            snap = load_snapshot(t.snapshot)
+            try:  # the inventory is wrong: the whole run stops, naming the host
+                snap = load_snapshot(t.snapshot)
+            except InvalidInput as exc:
+                raise InvalidInput(f"{t.name}: {exc}") from None
             # The inventory's name is the one the user typed; the snapshot keeps where it came from.
             out[t.name] = Gathered(t.name, replace(snap, host=t.name))
         else:

@@ -129,6 +129,20 @@ def _bounded(inventory: Path) -> None:
                 )
 
 
+LOCAL_NAMES = ("localhost", "127.0.0.1")
+
+
+def unlisted_local(inventory: Path, names: list[str]) -> list[str]:
+    """Of NAMES, the local names (localhost, 127.0.0.1) the inventory does not list: Ansible
+    matches its implicit localhost for them in ad hoc runs, but never in a play's `hosts: all`."""
+    local = [n for n in names if n in LOCAL_NAMES]
+    if not local:
+        return []
+    _quiet_ansible()
+    listed = _manager(inventory).hosts
+    return [n for n in local if n not in listed]
+
+
 def resolve(pattern: str, inventory: Path) -> list[Target]:
     """Hosts matched by a host name, group name or Ansible pattern, in inventory order."""
     check_pattern(pattern)
@@ -148,7 +162,7 @@ def resolve(pattern: str, inventory: Path) -> list[Target]:
     except AnsibleError as exc:
         raise InvalidInput(f"bad host pattern {pattern!r}: {exc}") from None
     if not hosts:
-        if pattern in ("localhost", "127.0.0.1"):
+        if pattern in LOCAL_NAMES:
             return [Target(name=pattern, snapshot=None, vars={"ansible_connection": "local"})]
         if not im.hosts:
             raise InvalidInput(f"no host or group {pattern!r}: {inventory} lists no hosts")

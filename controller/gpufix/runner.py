@@ -234,6 +234,8 @@ def _run(
     finished: set[str] = set()
     tmp = Path(tempfile.mkdtemp(prefix="gpufix-runner-"))  # 0700
     args = list(cmdline or [])
+    if "playbook" in kwargs:
+        args += _implicit_local(tmp, inventory, str(kwargs.get("limit") or ""))
     if extravars:
         args += ["-e", "@" + str(write_extravars(tmp, extravars))]
     if args:
@@ -267,6 +269,22 @@ def _run(
     finally:
         _restore_signal_handlers(saved)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _implicit_local(directory: Path, inventory: Path, limit: str) -> list[str]:
+    """`-i FILE` listing the local names the limit gives and the inventory does not, as Ansible's
+    implicit localhost is (local connection, the controller's Python): plays say `hosts: all`,
+    which never matches the implicit one, so `gpufix apply`/`uninstall localhost` reached no
+    host ("--limit leaves us with no hosts to target")."""
+    from gpufix.inventory import unlisted_local
+
+    names = unlisted_local(inventory, limit.split(","))
+    if not names:
+        return []
+    path = directory / "gpufix-localhost.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    path.write_text(yaml.safe_dump({"all": {"hosts": {n: local for n in names}}}))
+    return ["-i", str(path)]
 
 
 def unfinished(hosts: dict[str, HostResult], finished: set[str], status: str, limit: int) -> None:

@@ -259,3 +259,19 @@ def test_a_plan_of_another_knowledge_base_is_refused_as_stale(
     code, err = _apply(cli, write(tmp_path / "p.json", doc), dead_inventory)
     assert code == 3 and "made with another knowledge base" in err, err
     assert list_runs() == []
+
+
+def test_recorded_facts_that_make_the_strategy_infeasible_are_an_edit(
+    cli: CliRun, dead_inventory: Path, tmp_path: Path
+) -> None:
+    """The engine refuses the edited inputs (kernel-upgrade on a host already on the HWE
+    kernel): the refusal is the edited file's, not a statement about a host nobody read (a
+    review: "strategy kernel-upgrade is not feasible for h1: already on 5.4.0-150-generic")."""
+    doc = plan_doc(make_plan(BASE))
+    doc["plans"][0]["inputs"]["facts"]["kernel"]["running"] = "5.4.0-150-generic"
+    code, err = _apply(cli, write(tmp_path / "p.json", doc), dead_inventory, "--check")
+    assert code == 3, err
+    assert "not what gpufix derives from its recorded inputs" in err, err
+    assert "request, not a program" in err and "kernel-upgrade is not feasible with them" in err
+    assert "already on" not in err and "not feasible for" not in err, err
+    assert list_runs() == []

@@ -25,6 +25,16 @@ from gpufix.planning import constraints_from_dict, plan_host
 REPLAN = "re-plan with `gpufix plan ... -o PLANFILE`"
 
 
+class NotDerived(InvalidInput):
+    """The engine gives no plan from a plan file's recorded inputs (a forced strategy they make
+    infeasible): the file was edited. `why` says so without speaking of the host, which apply
+    has not read yet (the engine's own message would: "already on ...")."""
+
+    def __init__(self, where: str, why: str) -> None:
+        super().__init__(f"{where}: {why}")
+        self.why = why
+
+
 def check_facts(facts: Any, host: str, where: str) -> None:
     doc = {
         "format": FACTS_FORMAT,
@@ -65,16 +75,22 @@ def rederive(
     constraints = constraints_from_dict(got["constraints"], where)
     if day is not None:
         constraints = replace(constraints, plan_date=day)
-    return plan_host(
-        got["facts"],
-        got["verdict"],
-        constraints,
-        host=plan.host,
-        python_envs=envs,
-        kb=kb,
-        rules=rules,
-        facts_host=got.get("facts_host"),
-    )
+    try:
+        return plan_host(
+            got["facts"],
+            got["verdict"],
+            constraints,
+            host=plan.host,
+            python_envs=envs,
+            kb=kb,
+            rules=rules,
+            facts_host=got.get("facts_host"),
+        )
+    except InvalidInput as e:
+        forced = constraints.strategy
+        if forced and str(e).startswith(f"strategy {forced} is not feasible"):
+            raise NotDerived(where, f"strategy {forced} is not feasible with them") from e
+        raise NotDerived(where, "the engine refuses them") from e
 
 
 def _normal(plan: Plan) -> Any:
@@ -125,7 +141,11 @@ def check_plans(
                 f"{p.host}: the plan is dated {made}, after today ({today.isoformat()}): "
                 f"refusing to apply; {REPLAN}"
             )
-        derived = rederive(p, kb, rules, here)
+        try:
+            derived = rederive(p, kb, rules, here)
+        except NotDerived as e:
+            edited.append(f"{p.host} (plans/{i}: no plan from its recorded inputs, {e.why})")
+            continue
         diff = first_difference(_normal(p), _normal(derived))
         if diff is not None:
             edited.append(f"{p.host} (plans/{i}/{diff})")
@@ -157,7 +177,10 @@ def _moved_since(
     made = (plan.inputs.get("constraints") or {}).get("plan_date")
     if not isinstance(made, str) or made == today.isoformat():
         return None
-    now = rederive(plan, kb, rules, where, day=today)
+    try:
+        now = rederive(plan, kb, rules, where, day=today)
+    except NotDerived:
+        return made  # no plan at all today: it would not act as the file says
     return made if _actions(now) != _actions(plan) else None
 
 

@@ -165,9 +165,29 @@ def _decided(c: Console, p: Plan) -> None:
         # The row matched, but its fix was not chosen (one GPU, not feasible, --strategy).
         fix = one_line(decision.get("fix"))
         c.print(Text(f"  table row {row} (its fix, {fix}, not chosen: see the path)", style="dim"))
+        _job_setting(c, decision)
         return
     c.print(Text(f"  decided by: {row}", style="dim"))
     c.print(Text(f"  source: {one_line(decision['source'])}", style="dim"))
+    _job_setting(c, decision)
+
+
+def _job_setting(c: Console, decision: dict[str, Any]) -> None:
+    """The job-setting row (evidence job-env-off): the job's settings the probe found to break
+    the run, the culprit or all of them when no one alone was named (extra.decision), so the
+    text says what to take out; the path names them only on a host with several GPUs."""
+    if decision.get("evidence") != "experiment:job-env-off":
+        return
+    culprit, job_env = decision.get("job_env_culprit"), decision.get("job_env")
+    settings = [culprit] if culprit else job_env if isinstance(job_env, list) else []
+    what = " ".join(one_line(s) for s in settings)
+    if len(settings) == 1:
+        line = f"the job's setting {what} breaks the run here: take it out of the job"
+    elif settings:
+        line = f"the run was healthy without the job's settings {what}: take them out of the job"
+    else:
+        line = "one of the job's own settings breaks the run here: take it out of the job"
+    c.print(Text(f"  {line}"))
 
 
 def _needs(c: Console, p: Plan) -> None:

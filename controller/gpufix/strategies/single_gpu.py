@@ -28,7 +28,10 @@ def evaluate(ctx: Ctx) -> Candidate:
         True,
         "a workaround: training uses one GPU",
         [step],
-        "jobs see one GPU: no NCCL, no hang, and one GPU's throughput",
+        # profile.d reaches login shells only (docs/roles.md, nccl_profile's single-GPU file)
+        "jobs started from a login shell see one GPU: no NCCL, no hang, and one GPU's "
+        "throughput; systemd units, cron, containers and batch scripts that are not login shells "
+        "need CUDA_VISIBLE_DEVICES=0 set themselves",
         ["a workaround, not a fix: remove it once a real fix lands"],
     )
 

@@ -335,6 +335,15 @@ def test_apt_config_blacklist() -> None:
     assert default["Unattended-Upgrade::Package-Blacklist"] == []
     assert not g.blacklist_covers([], "nvidia-driver-535")
     assert not g.blacklist_covers(["linux-"], "nvidia-driver-535")
+    # the driver role's entries (roles/driver/templates/unattended-upgrades-nvidia.j2)
+    ours = ["^nvidia-(?!container)", "^libnvidia-(?!container)"]
+    assert all(g.blacklist_covers(ours, n) for n in g.driver_package_names({}))
+    for toolkit in (
+        "nvidia-container-toolkit",
+        "libnvidia-container1",
+        "libnvidia-container-tools",
+    ):
+        assert not g.blacklist_covers(ours, toolkit)  # the toolkit keeps its security updates
 
 
 def test_kernel_log_counts() -> None:

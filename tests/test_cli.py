@@ -375,6 +375,33 @@ def test_output_errors_are_one_line(tmp_path: Path) -> None:
         assert r.returncode == 1 and r.stderr == "gpufix: error: No space left on device\n"
 
 
+@pytest.mark.parametrize("command", ["lint", "preflight"])
+def test_lint_and_preflight_name_themselves_in_output_errors(command: str, tmp_path: Path) -> None:
+    """They run on their own in CI and job scripts, and every error of theirs says which
+    (docs/exit-codes.md); a closed or full stdout said "gpufix: error:" (a review, 2026-12-06)."""
+    (tmp_path / "t.py").write_text("x = 1\n")
+    argv = [
+        sys.executable,
+        "-m",
+        "gpufix",
+        command,
+        *([str(tmp_path / "t.py")] * (command == "lint")),
+    ]
+    r = subprocess.run(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+        check=False, preexec_fn=lambda: os.close(1),
+    )  # fmt: skip
+    assert r.returncode == 1 and r.stderr == f"gpufix {command}: error: standard output is closed\n"
+    if Path("/dev/full").exists():
+        with open("/dev/full", "w") as full:
+            r = subprocess.run(
+                argv, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120, check=False
+            )
+        assert (
+            r.returncode == 1 and r.stderr == f"gpufix {command}: error: No space left on device\n"
+        )
+
+
 def test_a_host_whose_interpreter_is_missing_is_exit_4_with_the_reason(tmp_path: Path) -> None:
     """A review (2026-12-05): Ansible's "you probably need to set the interpreter" was exit 1
     and hid the shell's reason. It is exit 4 (the host's Python cannot be managed), with it."""

@@ -69,16 +69,19 @@ for _name, _cmd in (
 
 def run(argv: list[str] | None = None) -> None:
     """One-line errors, stable exit codes, no tracebacks for user errors."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    # lint and preflight name themselves in every error (docs/exit-codes.md)
+    sub = next((a for a in args if not a.startswith("-")), "")
+    who = f"gpufix {sub}" if sub in ("lint", "preflight") else "gpufix"
     if sys.stdout is None or sys.stderr is None:
         # a closed descriptor 1 or 2 would be handed to the next file opened (a lock, a
         # journal), and output written there
         if sys.stderr is not None:
-            click.echo("gpufix: error: standard output is closed", err=True)
+            click.echo(f"{who}: error: standard output is closed", err=True)
         sys.exit(EXIT_ERROR)
     try:
         # make_context + invoke, not main(): click's main() prints an empty line on Ctrl-C
         # before its Abort, and the interruption is one line here (docs/exit-codes.md)
-        args = list(sys.argv[1:] if argv is None else argv)
         with main_group.make_context("gpufix", args) as ctx:
             rv = main_group.invoke(ctx)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
@@ -90,7 +93,7 @@ def run(argv: list[str] | None = None) -> None:
         if exc.errno not in _OUTPUT_ERRNOS:
             raise _internal(exc) from None
         where = f": {exc.filename}" if exc.filename else ""
-        click.echo(f"gpufix: error: {exc.strerror}{where}", err=True)
+        click.echo(f"{who}: error: {exc.strerror}{where}", err=True)
         sys.exit(EXIT_ERROR)
     except GpufixError as exc:
         click.echo(f"gpufix: error: {' '.join(str(exc).split())}", err=True)  # one line
@@ -105,10 +108,9 @@ def run(argv: list[str] | None = None) -> None:
             sys.exit(EXIT_OK)
         msg = exc.format_message()
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-        # lint and preflight name themselves in every error (docs/exit-codes.md)
         path = exc.ctx.command_path if exc.ctx else ""
-        who = path if path in ("gpufix lint", "gpufix preflight") else "gpufix"
-        click.echo(f"{who}: error: {msg}{hint}", err=True)
+        named = path if path in ("gpufix lint", "gpufix preflight") else "gpufix"
+        click.echo(f"{named}: error: {msg}{hint}", err=True)
         sys.exit(EXIT_INVALID)
     except click.Abort as exc:
         # click turns KeyboardInterrupt into Abort; keep what the interrupted command said

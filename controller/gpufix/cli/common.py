@@ -71,7 +71,10 @@ json_option = click.option("--json", "as_json", is_flag=True, help="JSON alone o
 detailed_exitcode_option = click.option(
     "--detailed-exitcode",
     is_flag=True,
-    help="Exit 0: no changes, 1: error, 2: changes (as terraform plan -detailed-exitcode).",
+    help=(
+        "Exit 0: no changes, 1: error, 2: changes (as terraform plan -detailed-exitcode); "
+        "3, 4, 5 and 130 as without it."
+    ),
 )
 
 

@@ -56,3 +56,14 @@ def test_index_mode_took_torchs_dependency_from_pytorchs_index(host):
     # side_effect.yml: the index offers NumPy 2.0.0 and a pip run put it there by hand; the
     # role's constraint took 1.26.4 and its next run moved 2.0.0 back down
     assert "numpy==1.26.4" in freeze
+
+
+def test_a_dependency_pytorchs_index_lacks_came_from_the_package_index(host):
+    # side_effect.yml: the cu118 stand-in requires gpufix-standin-typing, which only "PyPI" has,
+    # and pins gpufix-standin-triton==2.1.0, which both have (PyPI also a 9.9.9)
+    freeze = host.check_output("/opt/gpufix/venv-fallback/bin/python -m pip freeze").split()
+    names = {line.split("==")[0].replace("_", "-"): line.split("==")[1] for line in freeze}
+    assert names["torch"] == "2.1.2+cu118"
+    assert names["gpufix-standin-typing"] == "4.12.2"
+    assert names["gpufix-standin-triton"] == "2.1.0"
+    assert names["transformers"] == "4.36.2" and names["accelerate"] == "0.25.0"

@@ -321,6 +321,46 @@ def check_fabricmanager(i: Inputs) -> Iterator[Finding]:
         )
 
 
+# What gpufix does not install on a fourth-generation NVSwitch board (Fabric Manager user guide:
+# "Systems Using Fourth Generation NVSwitches", "Other NVIDIA Software Packages", "Bare Metal
+# Mode"); strategies/driver_pin.py says the same in its risk line (NVLSM_RISK).
+NVLSM_STACK = (
+    "the NVLink Subnet Manager (NVLSM, package nvlsm), which programs the NVSwitches' routing "
+    "and runs beside fabric manager (its service starts both), and the InfiniBand userspace it "
+    "uses (libibumad3, infiniband-diags, an OFED/MOFED driver for the board's CX7 bridge); "
+    "NVIDIA's CUDA repository installs them with the meta-package nvlink5-<branch> (the "
+    "guide's example: nvlink5-570)"
+)
+
+
+def fourth_gen_nvswitch(h: Host, kb: KnowledgeBase) -> bool:
+    """An NVSwitch system whose GPUs are models on fourth-generation NVSwitch boards
+    (gpu_models.yaml, fourth_gen_nvswitch: HGX/DGX B200, B300)."""
+    return h.nvswitch and any(kb.uses_fourth_gen_nvswitch(n) for n in h.gpu_names)
+
+
+def check_fourth_gen_nvswitch(i: Inputs) -> Iterator[Finding]:
+    """Fabric manager alone does not bring a fourth-generation NVSwitch fabric up; gpufix neither
+    installs nor reads what else it needs, so this is said on every such host."""
+    h = i.host
+    if not fourth_gen_nvswitch(h, i.kb):
+        return
+    names = list(dict.fromkeys(n for n in h.gpu_names if i.kb.uses_fourth_gen_nvswitch(n)))
+    yield i.finding(
+        "fabric-needs-nvlsm",
+        f"{h.gpu_count}x {names[0]}: fourth-generation NVSwitches, where fabric manager brings "
+        f"the NVLink fabric up only with {NVLSM_STACK}. gpufix installs none of these (driver-pin "
+        "installs the driver, nvidia-fabricmanager and libnvidia-nscq) and does not read them: "
+        "without them the GPUs do not complete their registration with the NVLink fabric "
+        "(nvidia-smi -q, Fabric State), which CUDA initialization waits for",
+        {
+            "gpus.name": names,
+            "fabricmanager.installed": h.fabricmanager,
+            "fabricmanager.running": h.fabricmanager_running,
+        },
+    )
+
+
 def check_driver_issues(i: Inputs) -> Iterator[Finding]:
     h = i.host
     for issue in known_driver_issues(h, i.kb):
@@ -428,6 +468,7 @@ CHECKS: tuple[FactCheck, ...] = (
     check_p2p_path,
     check_container,
     check_fabricmanager,
+    check_fourth_gen_nvswitch,
     check_driver_issues,
     check_nccl_issues,
     check_nccl,

@@ -172,6 +172,8 @@ class GpuModel:
     source: str
     note: str | None = None
     multi_node_nvlink: bool = False  # its systems join several hosts' GPUs in one NVLink domain
+    # its HGX/DGX boards use fourth-generation NVSwitches: fabric manager needs NVLSM beside it
+    fourth_gen_nvswitch: bool = False
 
 
 @dataclass(frozen=True)
@@ -339,10 +341,11 @@ _TABLES: Mapping[str, c.Table] = MappingProxyType(
         "gpu_models": c.table(
             GpuModel,
             "match",
-            ("multi_node_nvlink",),
+            ("multi_node_nvlink", "fourth_gen_nvswitch"),
             match=c.text,
             compute_capability=c.version,
             multi_node_nvlink=c.boolean,
+            fourth_gen_nvswitch=c.boolean,
         ),
         "torch_builds": c.table(
             TorchBuild,
@@ -616,6 +619,13 @@ class KnowledgeBase:
         (gpu_models.yaml, multi_node_nvlink); False when no row says so."""
         row = self._gpu_model(name)
         return bool(row and row.multi_node_nvlink)
+
+    def uses_fourth_gen_nvswitch(self, name: object) -> bool:
+        """True for a GPU name whose HGX/DGX boards use fourth-generation NVSwitches, where fabric
+        manager needs the NVLink Subnet Manager beside it (gpu_models.yaml, fourth_gen_nvswitch);
+        False when no row says so."""
+        row = self._gpu_model(name)
+        return bool(row and row.fourth_gen_nvswitch)
 
     def _gpu_model(self, name: object) -> GpuModel | None:
         """The gpu_models.yaml row for this GPU name: the longest model that matches."""

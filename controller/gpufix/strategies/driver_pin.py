@@ -314,6 +314,17 @@ AUTO_REBOOT_RISK = (
 )
 
 
+# Fourth-generation NVSwitch boards (finding fabric-needs-nvlsm): the role installs fabric
+# manager and NSCQ, not what else the fabric needs, so the plan never says the fabric is fixed.
+NVLSM_RISK = (
+    "fourth-generation NVSwitch board (HGX/DGX B200, B300; finding fabric-needs-nvlsm): fabric "
+    "manager brings the NVLink fabric up only with the NVLink Subnet Manager (NVLSM, package "
+    "nvlsm) and the InfiniBand userspace (libibumad3, infiniband-diags) beside it, which "
+    "driver-pin does not install: the fabric may stay down after this plan; install them "
+    "outside gpufix"
+)
+
+
 def _branch_changes(installed: str | None, vars_: dict[str, Any]) -> bool:
     """The target is another branch than the installed driver's (or the installed one is not
     known): what drives the GPUs may change."""
@@ -348,6 +359,8 @@ def evaluate(ctx: Ctx) -> Candidate:
     if rollback:
         risks.append(rollback)
     risks.append("every nvidia-*/libnvidia-* package is held; upgrades need an explicit unpin")
+    if ctx.has("fabric-needs-nvlsm"):
+        risks.append(NVLSM_RISK)
     if h.unattended_auto_reboot:
         risks.append(AUTO_REBOOT_RISK)
     what = (
@@ -364,6 +377,8 @@ def evaluate(ctx: Ctx) -> Candidate:
         )
     if not target.reboot:
         outcome = f"fabric manager at {what} running and held; the driver is unchanged, no reboot"
+    if ctx.has("fabric-needs-nvlsm"):
+        outcome += "; the NVLink fabric also needs NVLSM, which this plan does not install (risks)"
     missing = list(target.missing)
     if target.moves and h.gpu_count is None and _branch_changes(h.driver, vars_):
         # The branch must drive every GPU (Kepler <= R470, Blackwell >= R570): unread GPUs

@@ -10,15 +10,18 @@ deadline of its own.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import as_recorded_host, probe_env
+from gpufix.engine import signals
 from gpufix.probe import run_local, summarize
 from workers import leftovers
 
@@ -38,14 +41,16 @@ def probe(tmp_path: Path, args: list[str], fault: str) -> tuple[dict[str, Any], 
 
 
 def test_experiments_stop_at_the_knob_that_clears_the_fault(tmp_path: Path) -> None:
+    """A gloo run plans no NCCL knob (it reads none): a hand list runs them here, so that the
+    machinery a GPU host uses is tested on CPU, and no NCCL cause is read from them."""
+    knobs = "p2p-off,shm-off,cumem-off"
+    args = ["--world-size", "2", "--deadline", "90", "--experiment-budget", "200"]
     v, _ = probe(
-        tmp_path,
-        ["--world-size", "2", "--deadline", "90", "--experiment-budget", "200"],
-        "stall:pg_init:*;unless=NCCL_SHM_DISABLE=1",
+        tmp_path, [*args, "--experiments", knobs], "stall:pg_init:*;unless=NCCL_SHM_DISABLE=1"
     )
 
     assert v["verdict"] == "hung" and v["stalled"]["phase"] == "pg_init"
-    # The plan's order: p2p-off first (it does not help), shm-off second (it does); then stop.
+    # In the list's order: p2p-off first (it does not help), shm-off second (it does); then stop.
     assert [(e["id"], e["verdict"]) for e in v["experiments"]] == [
         ("p2p-off", "hung"),
         ("shm-off", "healthy"),
@@ -57,7 +62,8 @@ def test_experiments_stop_at_the_knob_that_clears_the_fault(tmp_path: Path) -> N
     assert second["env"] == {"NCCL_SHM_DISABLE": "1"} and second["error"] is None
     assert v["decided_by"] == "shm-off"
     assert v["no_p2p_rerun"]["verdict"] == "hung"  # the legacy field: the p2p-off result
-    assert [c["id"] for c in v["causes"]] == ["shm-transport"]
+    assert v["causes"] == []  # shm-transport on NCCL; gloo read no NCCL_SHM_DISABLE
+    assert any(n.startswith("gloo run: NCCL reads none of its settings") for n in v["notes"])
     assert "healthy with shm-off (2 experiments)" in summarize(v)
 
 
@@ -83,11 +89,10 @@ def test_gpu_pairs_find_the_gpu_whose_inclusion_hangs(tmp_path: Path) -> None:
 
 def test_the_budget_bounds_the_experiments(tmp_path: Path) -> None:
     budget = 12.0
-    v, _ = probe(
-        tmp_path,
-        ["--world-size", "2", "--deadline", "90", "--experiment-budget", str(budget)],
-        "stall:pg_init:*",  # no knob clears it
-    )
+    knobs = "p2p-off,shm-off,cumem-off,p2p-level-pxb,proto-simple,algo-ring,nvls-off"
+    args = ["--world-size", "2", "--deadline", "90", "--experiment-budget", str(budget)]
+    # a gloo run plans none of these: a hand list runs them; no knob clears the stall
+    v, _ = probe(tmp_path, [*args, "--experiments", knobs], "stall:pg_init:*")
 
     ran = [e for e in v["experiments"] if e["verdict"] != "skipped"]
     rest = [e for e in v["experiments"] if e["verdict"] == "skipped"]
@@ -97,7 +102,7 @@ def test_the_budget_bounds_the_experiments(tmp_path: Path) -> None:
     assert all(e["error"] == f"experiment budget of {budget:.0f} s spent" for e in rest)
     assert sum(e["elapsed_s"] for e in ran) <= budget + 1.5
     assert v["decided_by"] is None
-    assert [c["id"] for c in v["causes"]] == ["nccl-transport"]
+    assert v["causes"] == []  # nccl-transport on NCCL; gloo has no NCCL transport to blame
 
 
 def test_soak_names_the_message_size_that_hangs(tmp_path: Path) -> None:
@@ -257,6 +262,7 @@ def test_a_cpu_probe_plans_nothing_for_the_gpus(tmp_path: Path) -> None:
         "stall:allreduce:*;unless=NCCL_P2P_DISABLE=1",
     )
     assert v["backend"] == "gloo" and v["verdict"] == "hung" and v["decided_by"] == "p2p-off"
+    assert v["causes"] == []  # no p2p-path from a run that read no NCCL_P2P_DISABLE
     hosts = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
     v = as_recorded_host(v, hosts / "bionic-ga-2x3090.json")
     (tmp_path / "v.json").write_text(json.dumps(v))
@@ -270,3 +276,58 @@ def test_a_cpu_probe_plans_nothing_for_the_gpus(tmp_path: Path) -> None:
     plan = json.loads(r.stdout)["plans"][0]
     assert plan["strategy"] == "none" and plan["extra"]["decision"]["row"] == "gloo-stall"
     assert [n["id"] for n in plan["extra"]["needs"]] == ["gpu-probe"]
+
+
+def test_a_gloo_stall_no_experiment_clears_runs_no_nccl_experiment(tmp_path: Path) -> None:
+    """The reviewer's run: gloo on CPU, rank 1 stalls in the all-reduce and nothing clears it.
+    NCCL reads none of its settings in a gloo run, so no NCCL knob is planned and no NCCL
+    mechanism is blamed (it spent the budget on p2p-off, shm-off, cumem-off and blamed
+    nccl-transport)."""
+    v, _ = probe(
+        tmp_path,
+        ["--world-size", "2", "--deadline", "90", "--experiment-budget", "20"],
+        "stall:allreduce:1",
+    )
+    assert v["backend"] == "gloo" and v["verdict"] == "hung"
+    assert v["stalled"]["phase"] == "allreduce" and v["stalled"]["ranks"] == [1]
+    assert v["experiments"] == [] and v["decided_by"] is None and v["no_p2p_rerun"] is None
+    assert v["causes"] == []
+    assert any(n.startswith("gloo run: no NCCL experiment was planned") for n in v["notes"])
+    line = summarize(v)
+    assert "experiment" not in line and "NCCL" not in line and "likely" not in line, line
+
+
+def test_a_gloo_stall_still_runs_the_experiments_that_apply(tmp_path: Path) -> None:
+    """The job's settings apply to any backend: job-env-off still runs in a gloo run (and
+    hangs, as nothing clears this stall), and no NCCL knob runs after it."""
+    args = ["--world-size", "2", "--deadline", "90", "--experiment-budget", "60"]
+    v, _ = probe(tmp_path, [*args, "--job-env", "GLOO_TEST_JOB=1"], "stall:allreduce:1")
+    assert v["backend"] == "gloo" and v["verdict"] == "hung"
+    assert [(e["id"], e["verdict"]) for e in v["experiments"]] == [("job-env-off", "hung")]
+    assert v["decided_by"] is None and v["job_env_culprit"] is None
+    assert v["causes"] == []
+
+
+def test_the_program_and_the_engine_agree_on_what_is_nccl_only(prog: types.ModuleType) -> None:
+    """The program leaves NCCL_ONLY out of a gloo run's plan and reads no NCCL_CAUSES from it;
+    the engine discards the same from older gloo verdicts (signals.as_evidence)."""
+    assert set(prog.NCCL_ONLY) == signals.NCCL_ONLY
+    assert set(prog.NCCL_CAUSES) == signals.NCCL_CAUSES
+    assert all(prog.experiment_env(x)[0] and prog.experiment_env(x)[1] is None
+               for x in prog.NCCL_ONLY)  # fmt: skip
+    assert all(all(k.startswith("NCCL_") for k in prog.experiment_env(x)[0])
+               for x in prog.NCCL_ONLY)  # fmt: skip
+    ns = argparse.Namespace(no_experiments=False, experiment=None, experiments=None,
+                            no_p2p_rerun=False, nnodes=1, job_env={"GLOO_A": "1"})  # fmt: skip
+    nccl = prog.plan_experiments(ns, {}, 3, 0)
+    assert set(prog.NCCL_ONLY) & set(nccl)  # the same plan on NCCL has knobs
+    gloo = prog.plan_experiments(ns, {}, 3, 0, None, "gloo")
+    assert gloo == ["job-env-off", "gpus-0-1", "gpus-0-2", "gpus-1-2"]
+    main = {"verdict": "hung", "stalled": {"phase": "allreduce", "ranks": [1]}}
+    for decided in (None, "p2p-off", "shm-off"):
+        ev = {"main": main, "decided": decided, "backend": "gloo"}
+        assert prog.find_causes(ev) == []
+        assert prog.find_causes({**ev, "backend": "nccl"}) != []
+    # on --cpu one CPU rank stood in for the GPU: no "train on one GPU" either
+    single = {"verdict": "healthy", "device": "cpu"}
+    assert prog.find_causes({"main": main, "single": single, "backend": "gloo"}) == []

@@ -592,3 +592,24 @@ def test_ranks_per_host_on_cpu_is_what_the_role_starts() -> None:
     host = Target("h1", None, {})
     assert ranks_per_host(host, None, ProbeOptions(cpu=True)) == int(m.group(1))
     assert ranks_per_host(Target("h1", None, {"gpufix_probe_cpu": True}), None, ProbeOptions()) == 2
+
+
+def test_a_gloo_run_tries_no_nccl_setting_and_blames_no_nccl_transport(
+    prog: types.ModuleType,
+) -> None:
+    """--cpu runs gloo, which reads no NCCL setting: the experiments that change one show
+    nothing there, and a collective no experiment cleared is not NCCL's transport."""
+    from gpufix.probe.multinode import plan
+
+    data = MergedOutcome("hung", "allreduce", ["h1", "h2"], [0, 1], "x")
+    todo = plan(data, ["eth1"], True, job_env=True, mnnvl=True, nvls=True, gloo=True)
+    assert todo == ["job-env-off", "ifname-eth1"]
+    assert "proto-simple" in plan(data, ["eth1"], True)  # an NCCL run keeps them
+    for backend, causes in (("gloo", []), ("nccl", ["nccl-transport"])):
+        r = run(data, "collective")
+        r.parts = [
+            part(h, "hung", "allreduce", ranks=[i], called=[i], backend=backend)
+            for i, h in enumerate(("h1", "h2"))
+        ]
+        v = validate(multiverdict.build(r, prog))
+        assert [c["id"] for c in v["causes"]] == causes

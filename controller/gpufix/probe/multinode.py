@@ -16,6 +16,7 @@ from gpufix import inputs, runner, versions
 from gpufix.engine.diagnose import p2p_refusal_honoured
 from gpufix.engine.gpu_names import with_named_caps
 from gpufix.engine.kb import load as load_knowledge
+from gpufix.engine.signals import NCCL_ONLY
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
 from gpufix.facts.host import from_facts as host_of
 from gpufix.inventory import Target, resolve
@@ -37,17 +38,21 @@ def plan(
     mnnvl: bool = False,
     nvls: bool = False,
     p2p_refused: bool = False,
+    gloo: bool = False,
 ) -> list[str]:
     """Experiments for a run that is not healthy: the job's own settings off (when it has any),
     the network path, then NCCL's knobs. `mnnvl`: some host's GPUs are of a model that forms
     multi-node NVLink domains (gpu_models.yaml); `nvls`: some host has NVLink SHARP
     (`nvlink_sharp`); `p2p_refused`: every host's driver refuses P2P between its GPUs, so
-    p2p-off changes nothing (NCCL uses no P2P transport there)."""
+    p2p-off changes nothing (NCCL uses no P2P transport there); `gloo`: the ranks run gloo
+    (--cpu), which reads no NCCL setting, so only the interfaces and the job's settings count."""
     if outcome.phase not in ("pg_init", "barrier", "allreduce", "soak"):
         return []  # rendezvous: only the address and port matter; inside a host: its own probe
     todo = _plan(outcome, candidates, infiniband, mnnvl, nvls)
     if p2p_refused:
         todo = [t for t in todo if t != "p2p-off"]
+    if gloo:
+        todo = [t for t in todo if t not in NCCL_ONLY]
     return (["job-env-off"] if job_env else []) + todo
 
 
@@ -294,7 +299,9 @@ def probe_group(
         mnnvl = forms_multi_node_nvlink(list(facts.values()))
         nvls = nvlink_sharp(list(facts.values()))
         refused = p2p_refused_everywhere(list(facts.values()))
-        todo = plan(run.outcome, candidates, ib, bool(opts.job_env), mnnvl, nvls, refused)
+        todo = plan(
+            run.outcome, candidates, ib, bool(opts.job_env), mnnvl, nvls, refused, gloo=opts.cpu
+        )
         _experiments(run, todo, inventory, opts, addr, progress)
     private = nodes.private_container_network(list(facts.values()))
     run.layer = merge.layer(run.outcome, run.decided_by, private)

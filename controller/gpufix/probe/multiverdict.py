@@ -85,7 +85,8 @@ def _causes(run: MultiRun, prog: Any) -> list[dict[str, str]]:
         # NIC's access to GPU memory, not the IB path as a whole)
         ids = list(prog.DECIDED_CAUSES[run.decided_by])
     elif run.layer == "collective":
-        ids = ["nccl-transport"]
+        # a gloo run (--cpu) did not use NCCL: nothing to blame on its transport
+        ids = [] if _first(run.parts, "backend", "nccl") == "gloo" else ["nccl-transport"]
     elif run.layer == "rendezvous" and _port_busy(run):
         ids = ["store-port-busy"]
     else:

@@ -1195,12 +1195,16 @@ def find_causes(ev: Dict[str, Any]) -> List[Dict[str, str]]:
             ids.append("torch-import")
         return cause_records(ids)
     ids += [c for c in path_causes(ev, where) if c not in ids]
+    if ev.get("backend") == "gloo":
+        # NCCL took no part and read none of its settings: no NCCL mechanism is to blame.
+        ids = [c for c in ids if c not in NCCL_CAUSES]
     slow = [s["phase"] for s in ev.get("slow") or []]
     init_trouble = where in ("cuda_init", "alloc") or single.get("verdict") in ("hung", "failed")
     init_trouble = init_trouble or any(p in ("cuda_init", "alloc") for p in slow)
     if (init_trouble or ev.get("slow_single")) and not ids:
         ids.append("gpu-init")
-    if single.get("verdict") == "healthy" and main.get("verdict") in ("hung", "failed"):
+    on_gpu = single.get("device") != "cpu"  # --cpu: one CPU rank stood in for the GPU
+    if single.get("verdict") == "healthy" and main.get("verdict") in ("hung", "failed") and on_gpu:
         ids.append("single-gpu-fallback")
     return cause_records(ids)
 
@@ -1944,6 +1948,7 @@ def fill_verdict(
     v: Dict[str, Any], sup: Supervisor, ns: argparse.Namespace, world: int, ngpu: int
 ) -> None:
     ev: Dict[str, Any] = {"texts": [(v.get("facts") or {}).get("nvml_error") or ""]}
+    ev["backend"] = v["backend"]
     try:
         run_all(v, sup, ns, world, ngpu, ev)
     except Interrupted as exc:
@@ -1969,7 +1974,10 @@ def run_all(
     trouble = trouble_of(v, ev)
     # One rank has no transport between GPUs to change; the job's settings still matter.
     if trouble and (world > 1 or ns.job_env):
-        plan = plan_experiments(ns, v["facts"], world, ngpu, (v.get("p2p") or {}).get("matrix"))
+        peers = (v.get("p2p") or {}).get("matrix")
+        plan = plan_experiments(ns, v["facts"], world, ngpu, peers, v["backend"])
+        if v["backend"] == "gloo":
+            note_gloo(v, ns, plan, world)
         run_experiments(v, sup, ns, ev, plan, trouble)
     v["causes"] = find_causes(ev)
 
@@ -1985,6 +1993,7 @@ def take_main(
     """The main run into the verdict and the evidence."""
     ev["texts"] += main.texts
     record_main(v, main, ns, t0)
+    ev["backend"] = v["backend"]  # as the ranks read it (auto: gloo where torch has no NCCL)
     ev["main"] = run_summary(main)
     ev["slow"] = v["slow"]
     judge_main(v, main, ns, ev, world)
@@ -2221,6 +2230,15 @@ KNOBS = (
     # the multi-node probe tries it, never a run inside one host.
     ("mnnvl-off", {"NCCL_MNNVL_ENABLE": "0"}),
 )
+# The experiments that change an NCCL setting and nothing else: every knob. A gloo run (--cpu,
+# --backend gloo) reads none of them, so the plan leaves them out there. Interface experiments
+# set GLOO_SOCKET_IFNAME too; GPU pairs and the job's settings apply to any backend. The
+# engine's copy is NCCL_ONLY in gpufix/engine/signals.py (a test keeps the two equal).
+NCCL_ONLY = tuple(kid for kid, _ in KNOBS)
+# The causes that blame an NCCL mechanism: what those experiments decide, and NCCL's transport
+# for a collective no experiment cleared. Never read from a gloo run (NCCL_CAUSES in
+# gpufix/engine/signals.py is the engine's copy).
+NCCL_CAUSES = (*(c for kid in NCCL_ONLY for c in DECIDED_CAUSES[kid]), "nccl-transport")
 # Interface names as the kernel allows them (IFNAMSIZ 16, no '/' or blanks).
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 # Settings that turn a mechanism off, at NCCL's documented default (env.rst: "0" leaves it on).
@@ -2362,6 +2380,7 @@ def plan_experiments(
     world: int,
     ngpu: int,
     peers: Optional[Dict[str, Dict[str, bool]]] = None,
+    backend: str = "nccl",
 ) -> List[str]:
     if ns.no_experiments or ns.experiment or (ns.nnodes or 1) > 1:
         return []  # multi-node experiments are the controller's, one run per host group
@@ -2371,7 +2390,7 @@ def plan_experiments(
     plan = ["job-env-off"] if ns.job_env else []
     if world < 2:
         return plan  # one rank: no transport between GPUs for a knob to change
-    for exp_id, env in KNOBS:
+    for exp_id, env in () if backend == "gloo" else KNOBS:  # gloo reads no NCCL setting
         if exp_id == "p2p-off" and ns.no_p2p_rerun:
             continue
         if knob_applies(exp_id, env, facts, peers):
@@ -2380,6 +2399,24 @@ def plan_experiments(
     if n >= 3:
         plan += ["gpus-%d-%d" % p for p in pair_order(n)]
     return plan
+
+
+def note_gloo(v: Dict[str, Any], ns: argparse.Namespace, plan: List[str], world: int) -> None:
+    """Say in a gloo run's verdict why no NCCL experiment was planned, or what a hand-listed
+    one (--experiments) shows: NCCL reads none of its settings there."""
+    listed = [x for x in plan if x in NCCL_ONLY]
+    if listed:
+        v["notes"].append(
+            "gloo run: NCCL reads none of its settings, so %s (--experiments) show nothing "
+            "about NCCL here; no NCCL cause is read from them" % ", ".join(listed)
+        )
+        return
+    by_hand = ns.no_experiments or ns.experiment or ns.experiments
+    if world > 1 and not by_hand and (ns.nnodes or 1) == 1:  # multi-node: the controller plans
+        v["notes"].append(
+            "gloo run: no NCCL experiment was planned (p2p-off, shm-off and the like): NCCL "
+            "reads none of its settings in a gloo run"
+        )
 
 
 def run_experiments(

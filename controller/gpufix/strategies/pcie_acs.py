@@ -72,17 +72,31 @@ def _changes(ctx: Ctx) -> tuple[dict[str, Any], list[str], bool]:
     return vars_, what, reboot
 
 
-def _outcome(ctx: Ctx, vars_: dict[str, Any]) -> str:
-    """What the change buys, no more: full-rate P2P only where the GPUs share a switch."""
+def _outcome(ctx: Ctx, vars_: dict[str, Any], reboot: bool) -> str:
+    """What the change buys, no more: full-rate P2P only where the GPUs share a switch; nothing
+    said of the IOMMU where it was not read or is not changed."""
     h = ctx.host
     ports = {h.acs_ports.get(b) for b in vars_.get("gpufix_pcie_acs_bridges", [])}
     if ports & {"downstream", "upstream"} or (
         h.behind_switch and vars_.get("gpufix_pcie_acs_bridges")
     ):
         text = "P2P between GPUs on one PCIe switch stays below the switch instead of going up to the root complex"
-    else:
+    elif reboot:  # the IOMMU setting changes at the reboot
         text = "P2P through the root complex without IOMMU translation"
-    text += "; the post-reboot probe re-checks P2P copy and NCCL init"
+    elif h.iommu_mode in (None, "unknown"):
+        text = (
+            "P2P through the root complex without ACS redirection; the IOMMU mode was not read, "
+            "and a translating IOMMU still slows or blocks P2P (gather facts on the host with "
+            "become to read it)"
+        )
+    else:
+        text = "P2P through the root complex without ACS redirection"
+    text += (
+        "; the post-reboot probe re-checks P2P copy and NCCL init"
+        if reboot
+        else "; the ACS unit applies now and at each boot, and the probe after apply re-checks "
+        "P2P copy and NCCL init"
+    )
     cost = profile_cost(ctx, "no-p2p")
     if cost:
         text += f". The fallback, nccl-profile no-p2p, would cost: {cost}"
@@ -128,7 +142,7 @@ def evaluate(ctx: Ctx) -> Candidate:
     # Unread is not evidence: the plan stands and says what would stop it.
     if clears_acs and ctx.host.secure_boot is None:
         risks.append(LOCKDOWN_UNREAD)
-    cand = Candidate("pcie-acs", True, "; ".join(what), [step], _outcome(ctx, vars_), risks, reboot)
+    cand = Candidate("pcie-acs", True, "; ".join(what), [step], _outcome(ctx, vars_, reboot), risks, reboot)
     return on_container_host(ctx, reboot_gate(ctx, cand))
 
 

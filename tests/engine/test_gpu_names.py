@@ -96,6 +96,16 @@ def test_a_470_host_takes_its_capabilities_from_the_gpu_names() -> None:
     plan = decide(f)
     [found] = [x for x in plan.findings if x.id == "compute-capability-from-name"]
     assert found.severity == "info" and "8.6" in found.message and "RTX 3090" in found.message
+    assert "R470's nvidia-smi" in found.message  # the reason, on this 470 host
+
+
+def test_the_r470_reason_is_not_given_for_another_driver() -> None:
+    """An expert review (2026-12-06): 66 corpus plans said "R470's nvidia-smi has no compute_cap
+    field" whatever their driver (525-580 among them)."""
+    f = facts("bionic-ga-2x3090")
+    f["driver"]["kernel_module"] = f["driver"]["userspace"] = "550.54.15"
+    [found] = [x for x in decide(f).findings if x.id == "compute-capability-from-name"]
+    assert "the facts do not carry it" in found.message and "R470" not in found.message
 
 
 def test_capabilities_the_facts_carry_are_kept() -> None:

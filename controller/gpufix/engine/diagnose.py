@@ -49,8 +49,12 @@ def check_gpus(i: Inputs) -> Iterator[Finding]:
         yield i.finding(
             "compute-capability-from-name",
             f"compute capability {'/'.join(sorted(set(h.compute_caps)))} taken from the GPU "
-            f"name ({', '.join(sorted(set(h.gpu_names)))}): the facts do not carry it "
-            "(R470's nvidia-smi has no compute_cap field)",
+            f"name ({', '.join(sorted(set(h.gpu_names)))}): the facts do not carry it"
+            + (
+                " (R470's nvidia-smi has no compute_cap field)"
+                if (h.driver or "").split(".")[0] == "470"
+                else ""
+            ),
             {"gpus.name": list(dict.fromkeys(h.gpu_names)), "gpus.compute_capability": "unknown"},
         )
 

@@ -48,9 +48,10 @@ def test_plan_host01_shows_the_decision() -> None:
         "Strategies considered",
         "Chosen strategy: none",
         "Would decide better",
-        "gpufix probe HOST",
+        "gpufix probe host01",
     ):
         assert part in out, part
+    assert "HOST`" not in out  # every command names the planned host (a review, 2026-12-06)
     forced = gpufix("plan", "host01", "--strategy", "kernel-upgrade").stdout
     for part in ("Chosen strategy: kernel-upgrade", "Reboot: yes", "still below"):
         assert part in forced, part

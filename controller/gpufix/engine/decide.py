@@ -19,6 +19,7 @@ from gpufix.engine.diagnose import findings, no_p2p, shares_switch
 from gpufix.engine.explain import explain, interim_for, leftover_workarounds, verify_defaults
 from gpufix.engine.gpu_names import with_named_caps
 from gpufix.engine.kb import KnowledgeBase
+from gpufix.engine.needs import name_host
 from gpufix.engine.plan import Option, Plan, digest
 from gpufix.engine.probe_facts import with_probe_facts
 from gpufix.engine.rules import Rules
@@ -223,10 +224,16 @@ def decide(
     cands = {s: REGISTRY[s].evaluate(ctx) for s in NAMES}
     ranked = order + [s for s in NAMES if s not in order]
     options = [
-        Option(s, cands[s].feasible, cands[s].reason, ranked.index(s) if s in order else 99)
+        Option(
+            s,
+            cands[s].feasible,
+            name_host(cands[s].reason, host_name),
+            ranked.index(s) if s in order else 99,
+        )
         for s in ranked
     ]
     chosen = _choose(ctx, order, cands, path, host_name)
+    path = [name_host(line, host_name) for line in path]
     risks = [*chosen.risks, *leftover_workarounds(ctx, chosen)]
     if (
         chosen.strategy != "none"

@@ -54,11 +54,14 @@ assert set(TEXT) == set(NEEDS), "every need the table may name has a text"
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
+def name_host(text: str, host: str) -> str:
+    """`gpufix probe HOST` / `gpufix facts HOST` in TEXT with the planned host's name when it is
+    a plain word (one to copy into a shell as it is); else HOST stays."""
+    if not _PLAIN_NAME.match(host):
+        return text
+    return re.sub(r"\bgpufix (probe|facts) HOST\b", lambda m: f"gpufix {m.group(1)} {host}", text)
+
+
 def describe(ids: Iterable[str], host: str = "") -> list[dict[str, str]]:
-    """[{"id", "how"}] in the order given, each once; the commands name the planned host when
-    its name is a plain word (one to copy into a shell as it is), else HOST."""
-    name = host if _PLAIN_NAME.match(host) else "HOST"
-    return [
-        {"id": i, "how": re.sub(r"\bgpufix (probe|facts) HOST\b", rf"gpufix \1 {name}", TEXT[i])}
-        for i in dict.fromkeys(ids)
-    ]
+    """[{"id", "how"}] in the order given, each once; the commands name the planned host."""
+    return [{"id": i, "how": name_host(TEXT[i], host)} for i in dict.fromkeys(ids)]

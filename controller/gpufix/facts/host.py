@@ -89,6 +89,10 @@ class Host:
     probe_measured: tuple[str, ...] = ()
     # GPUs nvidia-smi could not reach while it read the others: (pci_bus_id, message, rc)
     gpu_errors: tuple[tuple[str | None, str | None, int | None], ...] = ()
+    # NCCL_* variables of the environment the facts module ran in (nccl.env): a container's own,
+    # or the login environment of the user Ansible connects as; NCCL reads its config files
+    # only for variables not set there
+    nccl_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def multi_gpu(self) -> bool:
@@ -225,6 +229,13 @@ def _nccl_settings(facts: Mapping[str, Any]) -> dict[str, str]:
     return settings
 
 
+def _nccl_env(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    env_kv = fget(facts, "nccl.env")
+    if not isinstance(env_kv, dict):
+        return ()
+    return tuple(sorted((str(k), str(v)) for k, v in env_kv.items()))
+
+
 def _nvlink_min(matrix: Any) -> int | None:
     """The fewest NVLinks between two GPUs when every pair is on NVLink (NV#); else None."""
     if not isinstance(matrix, dict):
@@ -318,6 +329,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         },
         env=_env(facts),
         nccl_settings=_nccl_settings(facts),
+        nccl_env=_nccl_env(facts),
         xid=_int(fget(facts, "kernel_log.xid")),
         aer=_int(fget(facts, "kernel_log.aer")),
         gpu_processes=len(procs) if isinstance(procs, list) else None,

@@ -8,6 +8,7 @@ from typing import Any
 from gpufix.engine.context import Candidate, Ctx
 from gpufix.engine.diagnose import no_p2p
 from gpufix.engine.plan import Step
+from gpufix.inputs import one_line
 from gpufix.strategies.base import Strategy
 from gpufix.strategies.evidence import (
     TRANSPORT_CAUSES,
@@ -88,6 +89,13 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
         else:
             missing.append("interfaces")
     costs = _costs(ctx, names)
+    notes: list[str] = []  # risks that are not a profile's cost
+    if vars_.get("gpufix_nccl_profile_socket_ifname") == "lo":
+        # loopback reaches no other host: every NCCL job on this host is then single-host
+        notes.append(
+            "socket-ifname lo: NCCL's sockets stay on this host, so a job across hosts started "
+            "here cannot connect; apply it only where jobs run on one host"
+        )
     what = f"write /etc/nccl.conf from profiles {', '.join(names)}"
     if missing:
         what += " (the interface is not in the facts: the role refuses until it is named)"
@@ -99,14 +107,23 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
             "(docker run -v /etc/nccl.conf:/etc/nccl.conf:ro, as gpufix-run does) "
             "or its settings are passed as -e NCCL_...=..."
         )
+    # NCCL reads its config files only for variables not in the environment (param.cc,
+    # setEnvFile: setenv(var, value, 0)).
     shadowed = _set_by_job(ctx, names)
     if shadowed:
-        # NCCL reads its config files only for variables not in the environment (param.cc,
-        # setEnvFile: setenv(var, value, 0)).
         outcome += (
             f"; the job sets {', '.join(shadowed)} itself (gpufix probe --job-env), and NCCL "
             "reads /etc/nccl.conf only for variables not in the environment: take them out of "
             "the job, or the profile's value does not reach it"
+        )
+    in_env = _set_by_environment(ctx, names, shadowed, vars_)
+    if in_env:
+        notes.append(
+            f"the environment gpufix read sets {', '.join(in_env)} "
+            f"({'the container' if ctx.host.from_container else 'the login environment of the user Ansible connects as'}), "
+            "and NCCL reads /etc/nccl.conf only for variables not in the environment: where "
+            "jobs start with it, the profile does not reach them; take it out of that "
+            "environment (/etc/environment, the job's launcher or image)"
         )
     if costs:
         outcome += "; cost: " + "; ".join(costs)
@@ -116,7 +133,7 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
         why,
         [Step(PLAYBOOK, what, vars_)],
         outcome,
-        costs,
+        [*costs, *notes],
         missing=missing,
     )
 
@@ -126,6 +143,24 @@ def _set_by_job(ctx: Ctx, names: Sequence[str]) -> list[str]:
     job = {item.partition("=")[0] for item in (ctx.signals.job_env if ctx.signals else ())}
     keys = [k for n in names for k in getattr(ctx.kb.nccl_profile(n), "settings", {})]
     return sorted(job.intersection(keys))
+
+
+def _set_by_environment(
+    ctx: Ctx, names: Sequence[str], named: Sequence[str], vars_: dict[str, Any]
+) -> list[str]:
+    """VAR=VALUE of the environment the facts were read in (nccl.env) for the profiles'
+    variables it sets to another value (and the job's settings did not name already)."""
+    want: dict[str, str] = {}
+    for n in names:
+        want.update(getattr(ctx.kb.nccl_profile(n), "settings", {}) or {})
+    if "NCCL_SOCKET_IFNAME" in want:  # the profile's placeholder: the interface chosen
+        want["NCCL_SOCKET_IFNAME"] = str(vars_.get("gpufix_nccl_profile_socket_ifname") or "")
+    env = dict(ctx.host.nccl_env)
+    return [
+        f"{k}={one_line(env[k], 80)}"
+        for k in sorted(want)
+        if k in env and k not in named and env[k] != str(want[k])
+    ]
 
 
 def evaluate(ctx: Ctx) -> Candidate:

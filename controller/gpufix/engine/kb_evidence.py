@@ -82,6 +82,7 @@ NEEDS = (
     "iommu",
     "gpus",
     "driver",
+    "driver-apt",
     "fabricmanager",
     "shm",
     "nccl-version",

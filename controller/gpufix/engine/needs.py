@@ -28,6 +28,9 @@ TEXT: Mapping[str, str] = MappingProxyType(
         "iommu": "the IOMMU mode: `gpufix facts HOST` (kernel command line, /sys/class/iommu)",
         "gpus": "the GPU models and topology: `gpufix facts HOST` (nvidia-smi, topo -p2p r)",
         "driver": "the driver version: `gpufix facts HOST`",
+        "driver-apt": "whether apt still offers the installed driver's exact version (then "
+        "fabric manager is installed at it, with no driver move and no reboot): `gpufix facts "
+        "HOST` reads apt-cache policy",
         "fabricmanager": "the fabric manager's version and state: `gpufix facts HOST` with become",
         "shm": "the training container's /dev/shm: `gpufix facts` inside it (or the --shm-size / "
         "--ipc its run command uses)",

@@ -117,6 +117,9 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
         )
         return replace(kept, risks=[*kept.risks, *_desktop_fm_risk(ctx, kept.vars)])
     branch = str(version.split(".")[0])
+    # the apt reading would allow fabric manager alone, at the driver's version: a driver move
+    # and a reboot are not chosen on its absence (issue 12, item 7)
+    unread = ["driver-apt"] if h.driver_reinstallable is None else []
     gone = (
         f"the installed driver {version} is no longer in any apt index, so fabric manager cannot "
         "be installed at its version"
@@ -136,7 +139,7 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
         if isinstance(moved, DriverTarget):
             vars_ = {**moved.vars, "gpufix_driver_fabricmanager": True}
             risks = [*moved.risks, *_desktop_fm_risk(ctx, vars_)]
-            return replace(moved, vars=vars_, risks=risks)
+            return replace(moved, vars=vars_, risks=risks, missing=[*moved.missing, *unread])
     kept = _keep(ctx, version, "", True)
     vars_ = {k: v for k, v in kept.vars.items() if k != "gpufix_driver_version"}
     why = (
@@ -144,7 +147,7 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
         "offers, reboot to load it, and hold both"
     )
     risks = [*kept.risks, *_desktop_fm_risk(ctx, vars_)]
-    return DriverTarget(vars_, why, reboot=True, moves=True, risks=risks)
+    return DriverTarget(vars_, why, reboot=True, moves=True, risks=risks, missing=unread)
 
 
 def _wanted(ctx: Ctx) -> branches.Wanted:

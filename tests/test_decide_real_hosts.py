@@ -520,6 +520,10 @@ def test_example_pascal_host_gets_a_build_with_sm_60_kernels() -> None:
     assert plan.strategy == "cuda-downgrade"
     assert plan.steps[0].vars["gpufix_ml_stack_torch_variant"] == "cu126"
     assert "6.0" in plan.extra["stack"]["archs"]
+    # the same release rebuilt, not "the newest stack that fits" (an expert review, 2026-12-06)
+    [option] = [o for o in plan.options if o.strategy == "cuda-downgrade"]
+    assert "the installed torch release, its cu126 build" in option.reason
+    assert "newest" not in option.reason
 
 
 def test_example_container_host_aims_host_level_steps_at_its_host() -> None:

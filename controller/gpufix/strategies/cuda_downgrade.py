@@ -82,9 +82,14 @@ def _why(ctx: Ctx, best: dict[str, Any]) -> str:
     libs = f" with transformers {best['transformers']} and accelerate {best['accelerate']}"
     moved = {"up": "up to", "down": "down to"}.get(best["direction"] or "", "to")
     d = ctx.decision
-    reason = (
-        d.row.why if d is not None and d.fix == "cuda-downgrade" else "the newest stack that fits"
-    )
+    here = (h.env.torch or "").split("+")[0] if h.env else ""
+    if d is not None and d.fix == "cuda-downgrade":
+        reason = d.row.why
+    elif here and here == best["torch"]:
+        # the installed release, another CUDA build of it (same_release): not "the newest"
+        reason = f"the installed torch release, its {best['tag']} build"
+    else:
+        reason = "the newest stack that fits"
     fits = f"fits glibc {h.glibc or 'unknown'}, driver {h.driver or 'unknown'}"
     if h.compute_caps:
         fits += f" and compute capability {'/'.join(sorted(set(h.compute_caps)))}"

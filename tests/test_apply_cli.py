@@ -144,7 +144,20 @@ def test_a_dry_run_with_strategy_needs_no_yes(
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     code, _, err = run(capsys, "apply", "--strategy", "kernel-upgrade", "host01", "--check")
     assert code == 3 and "recorded snapshot" in err and "--yes" not in err, err
+    # without --check too, the refusal comes before asking (a review, 2026-12-06)
     code, _, err = run(capsys, "apply", "--strategy", "kernel-upgrade", "host01")
+    assert code == 3 and "recorded snapshot" in err and "--yes" not in err, err
+
+
+def test_a_live_host_off_a_terminal_needs_yes_with_strategy(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gpufix.engine.plan import load_plans
+
+    path, inv = _live_plan(tmp_path)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    monkeypatch.setattr("gpufix.cli.apply._replan", lambda *a, **k: load_plans(path))
+    code, _, err = run(capsys, "apply", "--strategy", "nccl-profile", "h1", "-i", str(inv))
     assert code == 3 and "add --yes" in err, err
 
 

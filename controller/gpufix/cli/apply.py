@@ -275,6 +275,7 @@ def apply_cmd(
     )
     if strategy:
         plans = _replan(target, strategy, opts)
+        _refusals_first(plans, opts)
         _confirm(plans, yes or check, as_json, required=True)  # a dry run asks nothing
         res = applymod.apply(plans, opts, report=progress, fresh_facts=True)
     else:
@@ -303,8 +304,17 @@ def _apply_file(
     request.check_image(plans, image, f"plan file {path}")
     if opts.interim and not any(p.interim for p in plans):
         raise InvalidInput(f"plan file {path} has no interim steps (plan with a probe verdict)")
+    _refusals_first(plans, opts)
     _confirm(plans, yes, as_json, required=False)
     return applymod.apply(plans, opts, plan_file=str(path.resolve()), report=progress)
+
+
+def _refusals_first(plans: list[Plan], opts: applymod.Options) -> None:
+    """What apply would refuse anyway (a recorded snapshot, a group, a host not in the
+    inventory) is said before asking to confirm, not after (a review, 2026-12-06)."""
+    from gpufix.apply.rollout import validate, work_plan
+
+    validate([work_plan(p, opts.interim) for p in plans], opts.inventory)
 
 
 def _host_row(rec: dict[str, Any]) -> list[str]:

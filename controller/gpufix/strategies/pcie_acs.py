@@ -142,7 +142,9 @@ def evaluate(ctx: Ctx) -> Candidate:
     # Unread is not evidence: the plan stands and says what would stop it.
     if clears_acs and ctx.host.secure_boot is None:
         risks.append(LOCKDOWN_UNREAD)
-    cand = Candidate("pcie-acs", True, "; ".join(what), [step], _outcome(ctx, vars_, reboot), risks, reboot)
+    cand = Candidate(
+        "pcie-acs", True, "; ".join(what), [step], _outcome(ctx, vars_, reboot), risks, reboot
+    )
     return on_container_host(ctx, reboot_gate(ctx, cand))
 
 

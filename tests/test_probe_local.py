@@ -393,6 +393,9 @@ def test_summaries(prog: types.ModuleType) -> None:
         "hung in pg_init on ranks [1] after 30.0 s; single GPU fine (0.8 s); "
         "no-P2P rerun healthy → likely P2P path (ACS/IOMMU) [pcie-acs]"
     )
+    # a gloo run's baseline is one CPU rank, not a GPU (a review, 2026-12-06)
+    cpu = {**hung, "backend": "gloo", "causes": [], "no_p2p_rerun": None}
+    assert "; one rank alone fine (0.8 s)" in summarize(cpu) and "GPU" not in summarize(cpu)
     healthy = verdict_of(
         prog,
         verdict="healthy",

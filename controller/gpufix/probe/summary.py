@@ -77,11 +77,13 @@ _HEADS: dict[str, Callable[[Mapping[str, Any]], str]] = {
 def _evidence(v: Mapping[str, Any]) -> list[str]:
     parts = []
     single = v.get("single_gpu")
+    # on --cpu (gloo) the baseline is one CPU rank: no GPU took part
+    alone = "one rank alone" if v.get("backend") == "gloo" else "single GPU"
     if single:
         if single.get("verdict") == "healthy":
-            parts.append(f"single GPU fine ({single.get('init_s')} s)")
+            parts.append(f"{alone} fine ({single.get('init_s')} s)")
         else:
-            parts.append(f"single GPU {single.get('verdict')} too")
+            parts.append(f"{alone} {single.get('verdict')} too")
     job = v.get("job_env") or {}
     if job:
         parts.append("with the job's " + " ".join(f"{k}={val}" for k, val in sorted(job.items())))

@@ -658,3 +658,15 @@ def test_a_transport_stall_turns_ib_off_only_where_there_is_ib() -> None:
     f["network"]["infiniband"] = []
     (step,) = decide(f, v, c).steps
     assert step.vars["gpufix_nccl_profile_names"] == ["socket-ifname"]
+
+
+def test_a_release_past_standard_support_says_the_drivers_may_need_esm() -> None:
+    """An expert review (2026-12-06): bionic plans named nvidia-driver-580-server from the
+    archive with no caveat; bionic left standard support in May 2023 (Canonical's release
+    cycle), after which updates reach only Ubuntu Pro (ESM) hosts."""
+    c = Constraints(strategy="driver-pin", plan_date=TODAY)
+    bionic = decide(facts("bionic-ga-2x3090"), constraints=c)
+    assert bionic.steps[0].vars["gpufix_driver_source"] == "ubuntu"
+    assert any("left Ubuntu's standard support after 2023-05" in r for r in bionic.risks)
+    jammy = decide(facts("jammy-470-torch23"), constraints=c)
+    assert not any("standard support" in r for r in jammy.risks)

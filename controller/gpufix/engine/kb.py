@@ -56,6 +56,15 @@ class UbuntuRelease:
     source: str
     distro: str = "ubuntu"
     note: str | None = None
+    # YYYY-MM: the last month of standard support (Canonical's release cycle); after it,
+    # updates reach only hosts with Ubuntu Pro (ESM)
+    standard_support_end: str | None = None
+
+    def past_standard_support(self, day: date) -> bool:
+        if not self.standard_support_end:
+            return False
+        year, month = (int(x) for x in self.standard_support_end.split("-"))
+        return (day.year, day.month) > (year, month)
 
 
 @dataclass(frozen=True)
@@ -274,9 +283,12 @@ _TABLES: Mapping[str, c.Table] = MappingProxyType(
         "ubuntu": c.table(
             UbuntuRelease,
             "codename",
-            ("distro",),
+            ("distro", "standard_support_end"),
             codename=c.text,
             distro=c.choice(("ubuntu", "debian")),
+            standard_support_end=c.optional(
+                c.pattern(re.compile(r"\d{4}-(0[1-9]|1[0-2])"), "year-month")
+            ),
             version_id=c.version,
             ga_kernel=c.version,
             hwe_kernel=c.optional(c.version),

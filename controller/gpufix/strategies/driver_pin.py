@@ -166,6 +166,14 @@ def _move(ctx: Ctx, want: branches.Wanted, why: str) -> DriverTarget | str:
     risks = []
     if got.origin:
         vars_["gpufix_driver_source"] = got.origin
+        rel = ctx.kb.ubuntu(ctx.host.codename) if ctx.host.codename else None
+        if got.origin == "ubuntu" and rel and rel.past_standard_support(ctx.day):
+            risks.append(
+                f"{rel.codename} left Ubuntu's standard support after {rel.standard_support_end}: "
+                f"Canonical's R{got.branch} uploads since then may reach only hosts with Ubuntu "
+                "Pro (ESM); the driver role resolves the package first and refuses, changing "
+                "nothing, when apt cannot install it"
+            )
     else:
         risks.append(
             f"the host's release is not in the facts: whether its repositories carry R{got.branch} "

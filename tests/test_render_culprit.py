@@ -5,29 +5,14 @@ in `--json`, under extra.decision)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli import HOSTS, ROOT, gpufix
 
-ROOT = Path(__file__).resolve().parents[1]
 DEVICE = ROOT / "docs" / "device"
-HOSTS = ROOT / "tests" / "fixtures" / "hosts"
 CULPRIT = "NCCL_SOCKET_IFNAME==gpufix-none0"
-
-
-def gpufix(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpufix", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "COLUMNS": "160"},
-    )
 
 
 def _plan(facts: Path, verdict: Path, *extra: str) -> tuple[str, dict[str, Any]]:

@@ -7,19 +7,9 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import date
-from functools import partial
-from pathlib import Path
 from typing import Any
 
-from gpufix.engine import decide as engine
-from gpufix.engine.context import Constraints
-from gpufix.engine.kb import load
-from gpufix.engine.rules import load as load_rules
-
-HOSTS = Path(__file__).parent / "fixtures" / "hosts"
-decide = partial(engine.decide, kb=load(), rules=load_rules())
-ASKED = Constraints(strategy="pcie-acs", plan_date=date(2026, 11, 30))
+from test_pcie_acs_lockdown_strategy import ASKED, HOSTS, decide
 
 
 def host(iommu: dict[str, Any]) -> dict[str, Any]:

@@ -54,3 +54,29 @@ def test_loopback_as_the_socket_interface_says_it_is_for_one_host_only() -> None
     assert plan.steps[0].vars["gpufix_nccl_profile_socket_ifname"] == "lo"
     assert any("a job across hosts started here cannot connect" in r for r in plan.risks)
     assert any("NCCL_SOCKET_IFNAME=eth0" in r for r in plan.risks)  # the thread's own setting
+
+
+def test_a_hostile_environment_value_is_one_line_of_text_in_the_plan(tmp_path: Path) -> None:
+    """nccl.env is data from the host: its value reaches the plan's risk line only as one
+    truncated line, never as markup, a template or a step variable (through the real CLI)."""
+    import subprocess
+    import sys
+
+    doc = json.loads((HOSTS / "focal-4x4090.json").read_text())
+    payload = "[bold red]x[/] {{ 7*7 }} $(touch /tmp/gpufix-pwned)\nINJECTED " + "y" * 300
+    doc["facts"]["nccl"]["env"] = {"NCCL_P2P_DISABLE": payload}
+    snap = tmp_path / "s.json"
+    snap.write_text(json.dumps(doc))
+    args = [sys.executable, "-m", "gpufix", "plan", "host03", "--facts", str(snap)]
+    import os
+
+    wide = {**os.environ, "COLUMNS": "400"}  # the value stays on one printed line
+    text = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False, env=wide)
+    js = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=120, check=False)
+    assert text.returncode == 0 and js.returncode == 0, text.stderr + js.stderr
+    plan = json.loads(js.stdout)["plans"][0]
+    [line] = [r for r in plan["risks"] if "the environment gpufix read sets" in r]
+    assert "\n" not in line and "INJECTED" in line and "y" * 200 not in line  # one truncated line
+    assert "[bold red]x[/]" in text.stdout  # printed as written, not as markup
+    assert "49" not in line and not Path("/tmp/gpufix-pwned").exists()
+    assert payload not in json.dumps(plan["steps"])  # not a step variable

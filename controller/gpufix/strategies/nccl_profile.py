@@ -138,11 +138,18 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
     )
 
 
+def _settings(ctx: Ctx, names: Sequence[str]) -> dict[str, str]:
+    """VAR -> value the named profiles write (socket-ifname's value is a placeholder)."""
+    out: dict[str, str] = {}
+    for n in names:
+        out.update(getattr(ctx.kb.nccl_profile(n), "settings", {}) or {})
+    return out
+
+
 def _set_by_job(ctx: Ctx, names: Sequence[str]) -> list[str]:
     """The profiles' variables that the job's own settings (the verdict's job_env) also set."""
     job = {item.partition("=")[0] for item in (ctx.signals.job_env if ctx.signals else ())}
-    keys = [k for n in names for k in getattr(ctx.kb.nccl_profile(n), "settings", {})]
-    return sorted(job.intersection(keys))
+    return sorted(job.intersection(_settings(ctx, names)))
 
 
 def _set_by_environment(
@@ -150,9 +157,7 @@ def _set_by_environment(
 ) -> list[str]:
     """VAR=VALUE of the environment the facts were read in (nccl.env) for the profiles'
     variables it sets to another value (and the job's settings did not name already)."""
-    want: dict[str, str] = {}
-    for n in names:
-        want.update(getattr(ctx.kb.nccl_profile(n), "settings", {}) or {})
+    want = _settings(ctx, names)
     if "NCCL_SOCKET_IFNAME" in want:  # the profile's placeholder: the interface chosen
         want["NCCL_SOCKET_IFNAME"] = str(vars_.get("gpufix_nccl_profile_socket_ifname") or "")
     env = dict(ctx.host.nccl_env)

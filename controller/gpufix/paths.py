@@ -29,7 +29,7 @@ def content_root() -> Path:
     if env:
         if _is_content(Path(env)):
             return Path(env).resolve()
-        raise GpufixError(
+        raise InvalidInput(
             f"GPUFIX_HOME={env[:200]}{'...' if len(env) > 200 else ''} holds no gpufix content "
             "(ansible.cfg, playbooks/, roles/, plugins/)"
         )
@@ -59,15 +59,21 @@ def default_inventory() -> Path:
     return content_root() / "inventory" / "example.yml"
 
 
-def state_dir() -> Path:
-    """Journals, locks and run data. Created 0700 when gpufix creates it; an existing directory
-    (GPUFIX_STATE_DIR may name a shared one) keeps its mode: gpufix's own subdirectories
-    (runs/, locks/) are 0700 instead (gpufix.paths.private_dir)."""
+def state_path() -> Path:
+    """Where the state directory is ($GPUFIX_STATE_DIR, else ~/.local/state/gpufix), created or
+    not: commands that only read (`gpufix status`) create nothing."""
     base = os.environ.get("GPUFIX_STATE_DIR")
     if base and not os.path.isabs(base):
         # journals under the working directory: a resume from elsewhere would not find them
         raise InvalidInput(f"GPUFIX_STATE_DIR={base[:200]!r} is not an absolute path")
-    path = Path(base) if base else Path.home() / ".local" / "state" / "gpufix"
+    return Path(base) if base else Path.home() / ".local" / "state" / "gpufix"
+
+
+def state_dir() -> Path:
+    """Journals, locks and run data. Created 0700 when gpufix creates it; an existing directory
+    (GPUFIX_STATE_DIR may name a shared one) keeps its mode: gpufix's own subdirectories
+    (runs/, locks/) are 0700 instead (gpufix.paths.private_dir)."""
+    path = state_path()
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:

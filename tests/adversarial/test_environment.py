@@ -23,7 +23,7 @@ def test_an_unusable_gpufix_home_is_one_line(
 ) -> None:
     monkeypatch.setenv("GPUFIX_HOME", home)
     code, _, err = cli("plan", "host01")
-    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert code == 3 and len(err.strip().splitlines()) == 1  # invalid input, docs/exit-codes.md
     assert "holds no gpufix content" in err and len(err) < 400
 
 
@@ -31,9 +31,26 @@ def test_a_state_dir_that_cannot_be_made_is_one_line(
     cli: CliRun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     (tmp_path / "file").write_text("")
-    monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "file" / "state"))
+    monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "file"))
     code, _, err = cli("status")
     assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "cannot create the state directory" in err
+
+
+def test_reading_the_runs_creates_no_state_directory(
+    cli: CliRun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`gpufix status` and `gpufix rollback latest` only read: with no state directory yet they
+    say there are no runs and leave nothing behind."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("GPUFIX_STATE_DIR", str(state))
+    code, out, _ = cli("status")
+    assert code == 0 and out.startswith("no apply runs recorded yet")
+    code, _, err = cli("status", "20261206T000000-abcdef")
+    assert code == 3 and "no apply runs recorded yet" in err
+    code, _, err = cli("rollback", "latest", "host01")
+    assert code == 3 and "no apply runs recorded yet" in err
+    assert not state.exists()
 
 
 def test_an_ansible_cfg_in_the_working_directory_runs_nothing(tmp_path: Path) -> None:

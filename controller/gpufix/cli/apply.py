@@ -13,7 +13,7 @@ import click
 
 from gpufix.apply import rollout as applymod
 from gpufix.apply.diffs import diff_lines
-from gpufix.apply.journal import FileJournal, list_runs, runs_dir
+from gpufix.apply.journal import FileJournal, list_runs
 from gpufix.cli.common import (
     changes_exit,
     detailed_exitcode_option,
@@ -28,6 +28,7 @@ from gpufix.cli.common import (
 from gpufix.engine.plan import Plan
 from gpufix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, GpufixError, InvalidInput
 from gpufix.inputs import one_line
+from gpufix.paths import state_path
 from gpufix.strategies import NAMES as STRATEGIES
 
 HOST_COLUMNS = ["host", "strategy", "state", "steps", "rebooted", "verdict", "updated", "note"]
@@ -364,7 +365,7 @@ def status_cmd(run: str | None, as_json: bool) -> None:
             click.echo(json.dumps(docs, indent=2, default=str))
             return
         if not runs:
-            click.echo(f"no apply runs recorded yet (in {runs_dir()})")
+            click.echo(f"no apply runs recorded yet (in {state_path() / 'runs'})")
             return
         rows = []
         for r, j, e in runs:

@@ -126,3 +126,42 @@ def test_scoring_can_miss() -> None:
     assert score(case, right) == (True, "")
     assert score(case, wrong_detail)[0] is False
     assert score(case, {"strategy": "pcie-acs", "steps": []})[0] is False
+
+
+@pytest.mark.parametrize(
+    ("stated", "same_as"),
+    [
+        ({"shm": "64MB"}, {"shm": "64M"}),
+        ({"shm": "64 MiB"}, {"shm": "64M"}),
+        ({"shm": "65536K"}, {"shm": "64M"}),
+        ({"shm": "1GiB"}, {"shm": "1G"}),
+        ({"iommu": "enabled"}, {"iommu": "on"}),
+        ({"iommu": "iommu=pt"}, {"iommu": "pt"}),
+        ({"iommu": "disabled"}, {"iommu": "off"}),
+        ({"acs": "on"}, {"acs": "enabled"}),
+        ({"acs": False}, {"acs": "disabled"}),
+        ({"behind_switch": "no"}, {"behind_switch": False}),
+        ({"container": "docker", "ipc_host": "yes"}, {"container": "docker", "ipc_host": True}),
+        ({"gpus": "A100 x 8"}, {"gpus": "8x A100"}),
+        ({"gpus": "8 A100"}, {"gpus": "8x A100"}),
+        ({"gpus": "RTX 4090"}, {"gpus": "2x RTX 4090"}),
+    ],
+)
+def test_a_fact_spelled_another_way_builds_the_same_snapshot(
+    stated: dict[str, Any], same_as: dict[str, Any]
+) -> None:
+    """A case written by someone else (the held-out corpus) may spell a fact differently from
+    this corpus: the snapshot is the same, never a silent "not stated"."""
+
+    def facts(env: dict[str, Any]) -> dict[str, Any]:
+        doc = snapshot_for({"id": "x", "environment": env})
+        validate(doc)  # raises when the snapshot breaks the schema
+        return doc["facts"]
+
+    assert facts(stated) == facts(same_as)
+    assert facts(stated) != facts({})
+
+
+def test_a_model_number_is_not_a_gpu_count() -> None:
+    gpus = snapshot_for({"id": "x", "environment": {"gpus": "2080 Ti"}})["facts"]["gpus"]
+    assert len(gpus) == 2 and gpus[0]["name"] == "2080 Ti"

@@ -33,6 +33,19 @@ def _stated(env: dict[str, Any], key: str) -> Any:
     return None if value in (None, "", [], {}) else value
 
 
+TRUE_WORDS = {"true", "yes", "on", "enabled", "enable", "1"}
+FALSE_WORDS = {"false", "no", "off", "disabled", "disable", "0"}
+
+
+def _flag(value: Any) -> bool | None:
+    """A yes/no fact as a case may spell it: a YAML bool, or true/yes/on/enabled and their
+    opposites; anything else is not stated."""
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower() if value is not None else ""
+    return True if word in TRUE_WORDS else False if word in FALSE_WORDS else None
+
+
 def _os(env: dict[str, Any]) -> Any:
     text = _stated(env, "os")
     if text is None:
@@ -65,10 +78,17 @@ def _kernel(env: dict[str, Any]) -> Any:
 
 
 def _gpu_count_and_name(text: str) -> tuple[int, str | None]:
-    m = re.match(r"\s*(\d+)\s*[x×]\s*(.*)", text)
+    """ "8x A100", "8 x A100", "8 A100", "A100 x 8"; a number that is a model ("4090", "2080 Ti")
+    is not a count. A multi-GPU hang: at least two, also when the count is not stated."""
+    m = re.match(r"\s*(\d{1,3})\s*[x×]\s*(.*)", text) or re.match(
+        r"\s*(\d{1,2})\s+([A-Za-z].*)", text
+    )
     if m:
         return max(int(m.group(1)), 2), m.group(2).strip() or None
-    return 2, text.strip() or None  # a multi-GPU hang: at least two, count not stated
+    m = re.match(r"\s*(.*?[A-Za-z0-9])\s*[x×]\s*(\d{1,3})\s*$", text)
+    if m:
+        return max(int(m.group(2)), 2), m.group(1).strip() or None
+    return 2, text.strip() or None
 
 
 def _gpus(env: dict[str, Any]) -> list[dict[str, Any]]:
@@ -117,8 +137,9 @@ def _topology(env: dict[str, Any], n: int) -> Any:
 
 
 def _pcie(env: dict[str, Any], n: int) -> Any:
-    acs = _stated(env, "acs")
-    behind = env.get("behind_switch")
+    on = _flag(_stated(env, "acs"))
+    acs = None if on is None else "enabled" if on else "disabled"
+    behind = _flag(env.get("behind_switch"))
     if behind is None:
         link = _link(env)
         behind = link in ("PIX", "PXB") if link else None
@@ -138,7 +159,19 @@ def _pcie(env: dict[str, Any], n: int) -> Any:
 
 
 def _iommu(env: dict[str, Any]) -> Any:
-    mode = {"on": "translated", "off": "off", "pt": "pt"}.get(str(_stated(env, "iommu")))
+    text = str(_stated(env, "iommu") or "").strip().lower()
+    on = _flag(text)
+    passthrough = text in ("pt", "passthrough", "iommu=pt", "identity")
+    translated = text in ("translated", "dma", "dma-fq")
+    mode = (
+        "pt"
+        if passthrough
+        else "translated"
+        if on or translated
+        else "off"
+        if on is False
+        else None
+    )
     if mode is None:
         return UNSTATED
     cmdline = {"intel_iommu": None, "amd_iommu": None, "iommu": None}
@@ -149,10 +182,11 @@ def _shm(env: dict[str, Any]) -> Any:
     size = _stated(env, "shm")
     if size is None:
         return UNSTATED
-    m = re.fullmatch(r"(\d+)\s*([MG])", str(size).strip(), re.I)
+    # 64M, 64MB, 64 MiB, 64Mi, 1G, 1GB, 65536K, or bytes: binary units, as df and docker read them
+    m = re.fullmatch(r"(\d+)\s*(?:([KMG])(?:i?B|i)?)?", str(size).strip(), re.I)
     if not m:
         return UNSTATED
-    shift = 20 if m.group(2).upper() == "M" else 30
+    shift = {"K": 10, "M": 20, "G": 30, None: 0}[m.group(2).upper() if m.group(2) else None]
     return {"path": "/dev/shm", "size_bytes": int(m.group(1)) << shift}
 
 
@@ -172,8 +206,8 @@ def _containers(env: dict[str, Any]) -> Any:
         "podman": UNSTATED,
         "nvidia_container_toolkit": UNSTATED,
         "nvidia_runtime_configured": UNSTATED,
-        "ipc_host": env["ipc_host"] if isinstance(env.get("ipc_host"), bool) else UNSTATED,
-        "net_host": env["net_host"] if isinstance(env.get("net_host"), bool) else UNSTATED,
+        "ipc_host": UNSTATED if _flag(env.get("ipc_host")) is None else _flag(env["ipc_host"]),
+        "net_host": UNSTATED if _flag(env.get("net_host")) is None else _flag(env["net_host"]),
     }
 
 
@@ -181,10 +215,10 @@ def _fabricmanager(env: dict[str, Any]) -> Any:
     fm = env.get("fabricmanager")
     if not isinstance(fm, dict):
         return UNSTATED
-    running = fm.get("running")
+    running = _flag(fm.get("running"))
     return {
         "installed": None if fm.get("installed") is None else str(fm["installed"]),
-        "running": running if isinstance(running, bool) else UNSTATED,
+        "running": UNSTATED if running is None else running,
     }
 
 

@@ -48,6 +48,9 @@ def facts(name: str) -> dict[str, Any]:
         ("Tesla P4", "6.1"),
         ("Tesla V100S-PCIE-32GB", "7.0"),
         ("Quadro RTX 6000", "7.5"),
+        ("NVIDIA RTX PRO 2000 Blackwell", "12.0"),  # rows added 2026-12-06 from the CUDA GPUs page
+        ("NVIDIA GeForce RTX 4050 Laptop GPU", "8.9"),
+        ("NVIDIA RTX A3000 12GB Laptop GPU", "8.6"),
         ("NVIDIA RTX 6000 Ada Generation", "8.9"),
         ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0"),
         ("TITAN X (Pascal)", "6.1"),

@@ -90,3 +90,24 @@ def test_a_gloo_soak_or_failed_interface_experiments_point_at_no_nccl_fix() -> N
            "elapsed_s": 1.0}  # fmt: skip
     plan = decide(_facts(), _stalled("gloo", experiments=[exp]))
     assert (plan.strategy, _row(plan)) == ("none", "gloo-stall")
+
+
+def test_cpu_rank_pairs_point_at_no_pcie_path() -> None:
+    """`gpufix probe --cpu` runs the GPU-pair experiments on CPU ranks: a rank whose inclusion
+    hangs names no GPU and no PCIe path, so the plan asks for a probe on the GPUs instead of
+    turning ACS off and setting iommu=pt (probe review, 2026-12-06). The same pairs from an NCCL
+    run on the GPUs still decide."""
+    pair = {"id": "gpus-0-2", "env": {}, "gpus": [0, 2], "stalled": {"phase": "barrier",
+            "ranks": [0, 2]}, "error": None, "verdict": "hung", "elapsed_s": 3.0}  # fmt: skip
+    single = {"verdict": "healthy", "device": "cpu"}
+    gloo = _stalled(
+        "gloo", world_size=3, experiments=[pair], suspects={"gpus": [2], "links": []},
+        causes=[{"id": "gpu-path", "strategy": "pcie-acs", "why": "x"}], single_gpu=single,
+    )  # fmt: skip
+    plan = decide(_facts(), gloo)
+    assert (plan.strategy, _row(plan)) == ("none", "gloo-stall")
+    assert "single-gpu-fine" not in {f.id for f in plan.findings}
+    nccl = dict(gloo, backend="nccl", single_gpu={"verdict": "healthy", "device": "cuda:0"})
+    plan = decide(_facts(), nccl)
+    assert plan.strategy == "pcie-acs" and _row(plan).startswith("gpu-pair")
+    assert "single-gpu-fine" in {f.id for f in plan.findings}

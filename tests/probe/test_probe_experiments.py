@@ -84,7 +84,10 @@ def test_gpu_pairs_find_the_gpu_whose_inclusion_hangs(tmp_path: Path) -> None:
     assert all(e["env"] == {} for e in v["experiments"])
     assert v["decided_by"] is None  # a healthy pair does not make the whole run healthy
     assert v["suspects"] == {"gpus": [2], "links": []}
-    assert [(c["id"], c["strategy"]) for c in v["causes"]] == [("gpu-path", "pcie-acs")]
+    # CPU ranks stood in for the GPUs: the pairs name rank 2, no GPU's PCIe path (on GPUs the
+    # same suspects give gpu-path, test_probe_plan.py)
+    assert v["causes"] == []
+    assert "PCIe" not in summarize(v)
 
 
 def test_the_budget_bounds_the_experiments(tmp_path: Path) -> None:

@@ -236,6 +236,22 @@ def test_pair_suspects_name_the_cause(prog: types.ModuleType) -> None:
     assert [(c["id"], c["strategy"]) for c in link] == [("link-path", "pcie-acs")]
 
 
+def test_a_cpu_run_blames_no_gpu_path_or_cuda(prog: types.ModuleType) -> None:
+    """--cpu: CPU ranks stood in for the GPUs, so rank pairs, a slow or stalled allocation and
+    a healthy one-rank baseline say nothing about a GPU, its PCIe path or CUDA."""
+    main = {"verdict": "hung", "stalled": {"phase": "barrier", "ranks": [0, 1, 2]}}
+    pairs = {"gpus": [2], "links": []}
+    ev = {"main": main, "decided": None, "suspects": pairs, "backend": "gloo", "cpu": True}
+    assert prog.find_causes(ev) == []
+    alloc = {"verdict": "hung", "stalled": {"phase": "alloc", "ranks": [0]}}
+    single = {"verdict": "healthy", "device": "cpu"}
+    ev = {"main": alloc, "decided": None, "backend": "gloo", "cpu": True, "single": single}
+    assert prog.find_causes(ev) == []
+    assert [c["id"] for c in prog.find_causes({**ev, "cpu": False, "backend": "nccl"})] == [
+        "gpu-init"
+    ]
+
+
 def test_a_failed_rerun_without_experiments_keeps_the_old_meaning(prog: types.ModuleType) -> None:
     main = {"verdict": "hung", "stalled": {"phase": "barrier", "ranks": [1]}}
     rerun = {"verdict": "healthy"}

@@ -456,7 +456,8 @@ def check_probe(i: Inputs) -> Iterator[Finding]:
         causes = [c.get("id") for c in v.get("causes") or [] if isinstance(c, dict)]
         yield i.finding("probe-degraded", "", {"probe.causes": causes})
     single = v.get("single_gpu") or {}
-    if kind in ("hung", "failed", "degraded") and single.get("verdict") == "healthy":
+    on_gpu = single.get("device") != "cpu"  # a --cpu baseline is one CPU rank, not a GPU
+    if kind in ("hung", "failed", "degraded") and single.get("verdict") == "healthy" and on_gpu:
         yield i.finding("single-gpu-fine", "", {"probe.single_gpu": single})
 
 

@@ -94,7 +94,8 @@ class Signals:
         out: list[str] = []
         if self.family:
             out.append(f"experiment:{self.family}")
-        if self.suspects and self.family != "gpus":
+        # A --cpu run's pairs are sets of CPU ranks: they name no GPU or PCIe path.
+        if self.suspects and self.family != "gpus" and not self.cpu_run:
             out.append("experiment:gpus")
         if self.layer:
             out.append(f"layer:{self.layer}")

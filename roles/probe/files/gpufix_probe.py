@@ -1183,6 +1183,10 @@ def run_summary(res: Optional[RunResult]) -> Optional[Dict[str, Any]]:
     }
 
 
+# Causes that name the GPUs, their PCIe/NVLink path or CUDA: never read from a --cpu run.
+GPU_CAUSES = ("gpu-path", "link-path", "p2p-slow-copy", "gpu-init", "single-gpu-fallback")
+
+
 def find_causes(ev: Dict[str, Any]) -> List[Dict[str, str]]:
     """Map the evidence of one probe to likely causes, most specific first."""
     ids = text_causes(ev)
@@ -1198,6 +1202,10 @@ def find_causes(ev: Dict[str, Any]) -> List[Dict[str, str]]:
     if ev.get("backend") == "gloo":
         # NCCL took no part and read none of its settings: no NCCL mechanism is to blame.
         ids = [c for c in ids if c not in NCCL_CAUSES]
+    if ev.get("cpu"):
+        # CPU ranks stood in for the GPUs: no GPU, PCIe path or CUDA init is to blame. A rank
+        # set whose runs fail (the pairs) names ranks, not hardware (verdict `suspects`).
+        return cause_records([c for c in ids if c not in GPU_CAUSES])
     slow = [s["phase"] for s in ev.get("slow") or []]
     init_trouble = where in ("cuda_init", "alloc") or single.get("verdict") in ("hung", "failed")
     init_trouble = init_trouble or any(p in ("cuda_init", "alloc") for p in slow)
@@ -1949,6 +1957,7 @@ def fill_verdict(
 ) -> None:
     ev: Dict[str, Any] = {"texts": [(v.get("facts") or {}).get("nvml_error") or ""]}
     ev["backend"] = v["backend"]
+    ev["cpu"] = bool(ns.cpu)
     try:
         run_all(v, sup, ns, world, ngpu, ev)
     except Interrupted as exc:

@@ -416,3 +416,94 @@ def test_summaries(prog: types.ModuleType) -> None:
     assert summarize(na) == "not applicable: no NVIDIA GPU visible (...)"
     for v in (hung, healthy, failed, na):
         assert "\n" not in summarize(v)
+
+
+def test_a_copy_that_cannot_be_written_loses_no_verdict(
+    prog: types.ModuleType,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The role passes --json-out /var/lib/gpufix/probe.json (and --prom-out for node_exporter):
+    a full /var or a read-only textfile directory made the program print a traceback and no
+    verdict, and exit 1, which the role turned into its own `failed` stand-in (probe review,
+    2026-12-06). The verdict goes to stdout first; each copy that fails is one line."""
+    import errno
+
+    made = verdict_of(prog, verdict="healthy")
+
+    def supervise(ns: argparse.Namespace, sigs: Any) -> dict[str, Any]:
+        ns.interrupted = 0
+        return made
+
+    def full(path: str, text: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(prog, "supervise", supervise)
+    monkeypatch.setattr(prog, "Signals", lambda: None)
+    monkeypatch.setattr(prog, "write_atomic", full)
+    out, prom = tmp_path / "probe.json", tmp_path / "probe.prom"
+    assert prog.main(["--cpu", "--json-out", str(out), "--prom-out", str(prom)]) == 0
+    got = capsys.readouterr()
+    assert json.loads(got.out)["verdict"] == "healthy"
+    lines = got.err.splitlines()
+    assert len(lines) == 2 and all("not written: No space left on device" in x for x in lines)
+    assert "--json-out" in lines[0] and "--prom-out" in lines[1]
+
+    src = tmp_path / "made.json"
+    src.write_text(json.dumps(made))
+    assert prog.main(["--prom-from", str(src), "--prom-out", str(prom)]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_run_files_go_where_there_is_room(
+    prog: types.ModuleType,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full TMPDIR made every rank fail to write its events, which read as a Python that
+    cannot import torch (cause torch-import); a '?' in it cut the file:// store URL and failed
+    every run in pg_init (probe review, 2026-12-06). The run's files go to the first directory
+    with room and a plain path; with none, one line and exit 3 (no verdict about the host)."""
+    import os
+
+    odd = tmp_path / "we?ird"
+    full = tmp_path / "full"
+    roomy = tmp_path / "roomy"
+    for d in (odd, full, roomy):
+        d.mkdir()
+    real = os.statvfs
+
+    class Vfs:
+        def __init__(self, free: int) -> None:
+            self.f_bavail, self.f_frsize = free, 1
+
+    def statvfs(path: str) -> Any:
+        if path.startswith(str(full)) or path in ("/var/tmp", "/tmp"):
+            return Vfs(8 << 10)
+        return Vfs(1 << 30) if path.startswith(str(roomy)) else real(path)
+
+    monkeypatch.setattr(prog.os, "statvfs", statvfs)
+    monkeypatch.setattr(prog.tempfile, "gettempdir", lambda: str(odd))
+    monkeypatch.chdir(roomy)
+    where, passed = prog.run_parent()
+    assert where == str(roomy)
+    assert passed[0] == f"{odd} (a '?' or '#' in the path)"
+    assert "/var/tmp (8 KiB free)" in passed and "/tmp (8 KiB free)" in passed
+
+    monkeypatch.chdir(full)
+    assert prog.run_parent()[0] is None
+    assert prog.main(["--cpu", "--world-size", "2"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no directory for the run's files" in err
+    assert f"{full} (8 KiB free)" in err
+
+
+def test_an_nccl_log_dir_that_cannot_be_written_is_bad_input(
+    prog: types.ModuleType, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--nccl-log in a read-only place ended in a traceback from os.mkdir (probe review)."""
+    assert prog.main(["--cpu", "--nccl-log", "/proc/gpufix-nccl-logs"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--nccl-log: cannot make /proc/gpufix-nccl-logs" in err

@@ -33,6 +33,7 @@ FORMAT = "gpufix-probe"
 VERSION = 1
 EXIT_OK = 0
 EXIT_NOT_HEALTHY = 1
+EXIT_WRITE_FAILED = 1  # --prom-from: its one output could not be written
 EXIT_INVALID = 3
 
 PHASES = (
@@ -280,6 +281,8 @@ WORKER_GRACE_S = 10.0
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 MAX_SECONDS = 86400.0  # the longest deadline or budget the program accepts
 MAX_VERDICT_BYTES = 16 << 20  # --prom-from: a verdict is kilobytes; more is not one
+# A run's files (events, rank logs, NCCL logs, the file store) take kilobytes to a few MiB.
+RUN_DIR_FREE_BYTES = 16 << 20
 SOAK_PROGRESS_S = 1.0  # how often a long soak size reports a finished collective
 POLL_S = 0.05
 
@@ -1627,6 +1630,15 @@ def check_args(ns: argparse.Namespace) -> None:
             raise ArgError("--%s: %s is a directory, not a file" % (opt.replace("_", "-"), path))
     if ns.nccl_log and os.path.lexists(ns.nccl_log) and not os.path.isdir(ns.nccl_log):
         raise ArgError("--nccl-log: %s exists and is not a directory" % ns.nccl_log)
+    if ns.nccl_log and not ns.worker:
+        nccl_dir = os.path.abspath(ns.nccl_log)
+        try:
+            if not os.path.isdir(nccl_dir):
+                os.mkdir(nccl_dir)  # made here, not mid-run: a traceback lost the verdict
+        except (IOError, OSError) as exc:
+            raise ArgError("--nccl-log: cannot make %s: %s" % (nccl_dir, exc.strerror)) from None
+        if not os.access(nccl_dir, os.W_OK | os.X_OK):
+            raise ArgError("--nccl-log: cannot write in %s" % nccl_dir)
     check_experiment_args(ns)
     check_soak_args(ns)
     check_multinode_args(ns)
@@ -1898,7 +1910,9 @@ def supervised(
     v: Dict[str, Any], ns: argparse.Namespace, world: int, ngpu: int, t0: float, sigs: Signals
 ) -> None:
     """Run the workers under a supervisor that kills them on any exit, and fill the verdict."""
-    run_root = tempfile.mkdtemp(prefix="gpufix-probe-%s-" % ns.run_id)
+    run_root = tempfile.mkdtemp(
+        prefix="gpufix-probe-%s-" % ns.run_id, dir=getattr(ns, "run_parent", None)
+    )
     try:  # a signal from here on still removes run_root
         if ns.nccl_log:
             nccl_dir = os.path.abspath(ns.nccl_log)
@@ -1916,6 +1930,40 @@ def supervised(
             v["nccl_log_tail"] = nccl_tail(nccl_dir, 40)
     finally:
         shutil.rmtree(run_root, ignore_errors=True)
+
+
+def run_parent() -> Tuple[Optional[str], List[str]]:
+    """Where the run's files go: TMPDIR (tempfile's choice), then /var/tmp, /tmp and the working
+    directory; the first that is writable, has RUN_DIR_FREE_BYTES free and has no '?' or '#' in
+    its path (the file:// store URL would end there). A rank that cannot write its events looked
+    like a Python that cannot import torch. Returns (directory or None, what was passed over)."""
+    tried: List[str] = []
+    seen = set()  # type: set
+    try:
+        first = [tempfile.gettempdir()]
+    except (IOError, OSError):
+        first = []
+    for d in [*first, "/var/tmp", "/tmp", os.getcwd()]:
+        d = os.path.abspath(d)
+        if d in seen:
+            continue
+        seen.add(d)
+        if "?" in d or "#" in d:
+            tried.append("%s (a '?' or '#' in the path)" % d)
+            continue
+        try:
+            st = os.statvfs(d)
+        except (IOError, OSError) as exc:
+            tried.append("%s (%s)" % (d, exc.strerror))
+            continue
+        free = st.f_bavail * st.f_frsize
+        if not os.access(d, os.W_OK | os.X_OK):
+            tried.append("%s (not writable)" % d)
+        elif free < RUN_DIR_FREE_BYTES:
+            tried.append("%s (%d KiB free)" % (d, free >> 10))
+        else:
+            return d, tried
+    return None, tried
 
 
 def torch_installed() -> bool:
@@ -2695,8 +2743,19 @@ def prom_from(path: str, prom_out: Optional[str]) -> int:
         why = (str(exc).splitlines() or [type(exc).__name__])[0]
         sys.stderr.write("gpufix_probe: --prom-from %s: %s\n" % (path, why))
         return EXIT_INVALID
-    write_atomic(prom_out, text)
-    return EXIT_OK
+    return EXIT_OK if write_copy("--prom-out", prom_out, text) else EXIT_WRITE_FAILED
+
+
+def write_copy(opt: str, path: str, text: str) -> bool:
+    """A copy of the verdict (or its textfile) at PATH; one line on stderr when it cannot be
+    written (a full or read-only filesystem): the verdict on stdout still stands."""
+    try:
+        write_atomic(path, text)
+        return True
+    except (IOError, OSError) as exc:
+        why = exc.strerror or type(exc).__name__
+        sys.stderr.write("gpufix_probe: %s %s: not written: %s\n" % (opt, path, why))
+        return False
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -2712,18 +2771,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         return Worker(ns).run()
     if ns.prom_from:
         return prom_from(ns.prom_from, ns.prom_out)
+    ns.run_parent, passed = run_parent()
+    if ns.run_parent is None:
+        sys.stderr.write(
+            "gpufix_probe: no directory for the run's files, each needs %d MiB free: %s\n"
+            % (RUN_DIR_FREE_BYTES >> 20, "; ".join(passed))
+        )
+        return EXIT_INVALID
     # Before anything else: a signal at any point must still print a verdict.
     # The handlers stay to the end: the process exits next, and a signal after the verdict was
     # printed must not turn its exit status into 128+N.
     sigs = Signals()
     v = supervise(ns, sigs)
     text = json.dumps(v, indent=2, sort_keys=True) + "\n"
-    if ns.json_out:
-        write_atomic(ns.json_out, text)
-    if ns.prom_out:
-        write_atomic(ns.prom_out, prometheus(v))
+    # stdout first (the role reads it): a full or read-only disk for the copies loses nothing
     sys.stdout.write(text)
     sys.stdout.flush()
+    if ns.json_out:
+        write_copy("--json-out", ns.json_out, text)
+    if ns.prom_out:
+        write_copy("--prom-out", ns.prom_out, prometheus(v))
     if ns.interrupted:
         return 128 + ns.interrupted
     return EXIT_OK if v["verdict"] in ("healthy", "not-applicable") else EXIT_NOT_HEALTHY

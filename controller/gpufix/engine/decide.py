@@ -278,11 +278,15 @@ def context(
 ) -> Ctx:
     """The engine's view of one host: facts, findings, what the probe shows, the table's row."""
     verdict = signals.as_evidence(verdict)
+    shown = verdict  # what the findings report
+    if signals.printed_none(verdict):
+        # The probe program broke (roles/probe's stand-in): no evidence, as if none had run.
+        verdict = None
     host = with_named_caps(with_probe_facts(from_facts(facts), verdict), kb)
     day = c.plan_date or kb.checked()
     order_sev = {"error": 0, "warning": 1, "info": 2}
     found = sorted(
-        findings(host, verdict, kb, rules, day), key=lambda f: order_sev.get(f.severity, 3)
+        findings(host, shown, kb, rules, day), key=lambda f: order_sev.get(f.severity, 3)
     )
     base = Ctx(host, verdict, c, kb, rules, stack(host, kb), tuple(found), day)
     sig = signals.read(verdict, kb)

@@ -16,6 +16,7 @@ from gpufix.engine.kb import DriverIssue, KnowledgeBase
 from gpufix.engine.nccl_installed import issues_of, nccl_version_of
 from gpufix.engine.plan import Finding
 from gpufix.engine.rules import Rules
+from gpufix.engine.signals import printed_none
 from gpufix.engine.stack import Stack, stack
 from gpufix.facts.host import Host
 
@@ -437,6 +438,10 @@ def check_host_state(i: Inputs) -> Iterator[Finding]:
 def check_probe(i: Inputs) -> Iterator[Finding]:
     v = i.verdict
     if not v:
+        return
+    broke = printed_none(v)
+    if broke:
+        yield i.finding("probe-printed-none", broke, {"probe.error": broke})
         return
     kind = v.get("verdict")
     if kind == "healthy":

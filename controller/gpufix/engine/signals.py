@@ -36,6 +36,10 @@ NCCL_CAUSES = frozenset(
 )  # fmt: skip
 # roles/probe's verdict when it had to kill the probe program past its deadline (run.yml).
 PROBE_KILLED = "the probe program itself hung"
+# roles/probe's verdict when the program printed none (a traceback, a full disk, no Python):
+# the program's own failure, no evidence about the GPUs (run.yml, "Make a verdict ...").
+MADE_BY_ROLE = "verdict made by roles/probe: the program printed none"
+PRINTED_NONE = "the probe printed no verdict"
 # A rank that died rather than waited (signals, as Python's and PyTorch's errors name them).
 # Not SIGABRT (signal 6): PyTorch's watchdog ends a timed-out collective by aborting the process.
 _DIED = re.compile(r"(?i)signal (?!6\b)\d+|SIGSEGV|SIGKILL|SIGBUS|segmentation fault")
@@ -155,6 +159,18 @@ def _decided(v: dict[str, Any], experiments: list[dict[str, Any]]) -> str | None
     rerun = (v.get("no_p2p_rerun") or {}).get("verdict")
     # The legacy field means the p2p-off experiment (the contract).
     return "p2p-off" if rerun == "healthy" and v.get("verdict") in NOT_HEALTHY else None
+
+
+def printed_none(verdict: dict[str, Any] | None) -> str | None:
+    """The error of roles/probe's stand-in verdict for a probe program that printed none (not
+    one it killed past its deadline: that one hung); None for any other verdict."""
+    if not isinstance(verdict, dict):
+        return None
+    notes = verdict.get("notes")
+    error = str(verdict.get("error") or "")
+    if isinstance(notes, list) and MADE_BY_ROLE in notes and error.startswith(PRINTED_NONE):
+        return error
+    return None
 
 
 def as_evidence(verdict: dict[str, Any] | None) -> dict[str, Any] | None:

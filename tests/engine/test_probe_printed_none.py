@@ -1,0 +1,54 @@
+"""roles/probe makes a `failed` verdict when the probe program printed none (a traceback, a
+full disk, a Python that cannot run it): "the probe printed no verdict (rc N): <its last stderr
+line>". That is the program's own failure and says nothing about the GPUs, but the engine read
+it as a failed collective and planned ACS off and iommu=pt on the recorded bionic host (review,
+2026-12-06). Now the plan is made as with no verdict, with a warning that names the error. The
+role's other stand-in, a probe it killed past its deadline, still reads as a hang."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from gpufix.engine import decide as engine
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
+
+decide = partial(engine.decide, kb=load(), rules=load_rules())
+HOSTS = Path(__file__).parents[1] / "fixtures" / "hosts"
+ERROR = "gpufix_probe: no directory for the run's files, each needs 16 MiB free: /tmp (8 KiB free)"
+
+
+def _facts() -> dict[str, Any]:
+    facts: dict[str, Any] = json.loads((HOSTS / "bionic-ga-2x3090.json").read_text())["facts"]
+    return facts
+
+
+def _stand_in(error: str) -> dict[str, Any]:
+    """As roles/probe/tasks/run.yml writes it."""
+    return {"format": "gpufix-probe", "version": 1, "host": "host01", "verdict": "failed",
+            "backend": "nccl", "world_size": 2, "deadline_s": 300, "duration_s": 0,
+            "stalled": None, "error": error, "phases": [], "single_gpu": None,
+            "p2p": {"matrix": {}, "copy_gbps": {}}, "no_p2p_rerun": None, "allreduce": [],
+            "causes": [], "nccl_log_tail": [],
+            "notes": ["verdict made by roles/probe: the program printed none"]}  # fmt: skip
+
+
+def test_a_probe_that_printed_nothing_is_no_evidence() -> None:
+    plan = decide(_facts(), _stand_in(f"the probe printed no verdict (rc 3): {ERROR}"))
+    assert plan.strategy == "none" and not plan.steps
+    without = decide(_facts(), None)
+    assert plan.path == without.path
+    found = {f.id: f for f in plan.findings}
+    assert "probe-failed" not in found
+    assert found["probe-printed-none"].severity == "warning"
+    assert ERROR in found["probe-printed-none"].message
+
+
+def test_a_probe_the_role_killed_still_reads_as_a_hang() -> None:
+    killed = "the probe program itself hung: killed by the hard timeout after 330 s"
+    plan = decide(_facts(), _stand_in(killed))
+    assert plan.strategy != "none"
+    assert "probe-printed-none" not in {f.id for f in plan.findings}

@@ -13,6 +13,7 @@ import pytest
 from gpufix.apply.journal import FileJournal
 from gpufix.cli import main
 from gpufix.engine.plan import save_plans
+from gpufix.paths import default_inventory
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +98,7 @@ def test_rollback_of_a_host_the_inventory_does_not_hold_records_nothing(
     )
     j.set_state(host, "healthy", "probe: healthy")
     j.finish("complete")
-    code, _, err = run(capsys, "rollback", j.run_id, host)
+    code, _, err = run(capsys, "rollback", j.run_id, host, "-i", str(default_inventory()))
     assert code == 3 and err.count("\n") == 1, err
     assert ("no host or group 'h1'" in err) if host == "h1" else ("recorded" in err)
     assert FileJournal.open(j.run_id).host(host)["state"] == "healthy"

@@ -31,7 +31,7 @@ def test_an_interim_that_holds_is_named_with_its_rollback() -> None:
     interim = _run("interim", ["h1", "h2"])
     permanent = _run("permanent", ["h1"])
     text = interims.note("h1", permanent.run_id, "NCCL_P2P_DISABLE,NCCL_SHM_DISABLE")
-    assert f"`gpufix rollback {interim.run_id} h1`" in text
+    assert f"`gpufix rollback {interim.run_id} h1 -i INVENTORY`" in text
     assert "NCCL_P2P_DISABLE, NCCL_SHM_DISABLE at NCCL's default" in text
     assert interims.in_force("h3", besides=permanent.run_id) == []
 

@@ -275,3 +275,25 @@ def test_a_hostile_driver_origin_is_refused_before_it_becomes_a_role_variable(
                 plan_step=True,
             )
     assert not marker.exists()
+
+
+def test_a_journal_cannot_name_the_inventory_rollback_runs(
+    cli: CliRun, marker: Path, tmp_path: Path
+) -> None:
+    """A run's journal recorded its inventory path, and `gpufix rollback RUN HOST` without -i
+    handed it to Ansible, which runs an executable inventory as a script (and templates a YAML
+    one's host vars): a journal from a ticket or a backup could run a command as root (attack
+    review, 2026-12-06). The path only names what to pass now."""
+    script = tmp_path / "inventory.sh"
+    script.write_text(f'#!/bin/sh\ntouch {marker}\necho \'{{"all": {{"hosts": ["h1"]}}}}\'\n')
+    script.chmod(0o755)
+    j = FileJournal.start(
+        [{"host": "h1", "strategy": "nccl-profile", "steps": []}],
+        plan_digest="sha256:x",
+        options={"inventory": str(script)},
+    )
+    j.finish("complete")
+    code, _, err = cli("rollback", j.run_id, "h1")
+    assert code == 3 and err.count("\n") == 1, err
+    assert f"used inventory {script}: give -i PATH" in err
+    assert not marker.exists()

@@ -32,7 +32,7 @@ def note(host: str, run_id: str, defaults: str) -> str:
     held = in_force(host, besides=run_id)
     if not held:
         return ""
-    cmds = "; ".join(f"`gpufix rollback {r} {host}`" for r in held)
+    cmds = "; ".join(f"`gpufix rollback {r} {host} -i INVENTORY`" for r in held)
     return (
         f"; verified with {defaults.replace(',', ', ')} at NCCL's default, which the interim "
         f"still overrides in /etc/nccl.conf: take it off with {cmds}"

@@ -194,7 +194,7 @@ class Applier:
                 + "; ".join(
                     f"{h} is {old.host(h)['state']} ({old.host(h).get('reason')})" for h in refused
                 )
-                + f": `gpufix rollback {old.run_id} HOST` or re-plan"
+                + f": `gpufix rollback {old.run_id} HOST -i {self.opts.inventory}` or re-plan"
             )
         for h in self.order:
             if old.host(h)["state"] == "reboot-pending" and self.opts.allow_reboot:

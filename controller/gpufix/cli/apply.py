@@ -394,7 +394,11 @@ def status_cmd(run: str | None, as_json: bool) -> None:
 @click.argument("run")
 @click.argument("host")
 @click.option(
-    "-i", "--inventory", metavar="PATH", callback=not_empty, help="Inventory (default: the run's)."
+    "-i",
+    "--inventory",
+    metavar="PATH",
+    callback=not_empty,
+    help="The run's inventory (required: never read from the journal).",
 )
 @click.option(
     "--allow-reboot/--no-reboot",
@@ -439,14 +443,21 @@ def rollback_cmd(
         raise GpufixError(f"run {j.run_id} is still running (pid {j.meta.get('pid')})")
     j.host(host)
     recorded = j.meta.get("options", {}).get("inventory")
-    if inventory:
-        inv = inventory_path(inventory)
-    elif isinstance(recorded, str) and recorded:
-        inv = Path(recorded)
-    else:
-        raise InvalidInput(f"run {j.run_id} records no inventory: give -i PATH")
+    if not inventory:
+        # A journal is data: its inventory path only names what to pass. Ansible runs an
+        # executable inventory, and a YAML one's host vars are templated: code either way.
+        used = (
+            f"used inventory {one_line(recorded, 200)}"
+            if isinstance(recorded, str) and recorded
+            else "records no inventory"
+        )
+        raise InvalidInput(
+            f"run {j.run_id} {used}: give -i PATH (gpufix never takes the inventory from a "
+            "journal, which could name one that runs code)"
+        )
+    inv = inventory_path(inventory)
     if not inv.is_file() and not inv.is_dir():
-        raise InvalidInput(f"inventory {inv} of run {j.run_id} not found: give -i PATH")
+        raise InvalidInput(f"inventory {one_line(str(inv), 200)} not found")
     # the host must be one live host of that inventory before its journal says anything more
     if live_hosts(host, inv) != [host]:
         raise InvalidInput(f"{one_line(repr(host))} is not one host of {inv}: give its own name")
@@ -484,7 +495,7 @@ def uninstall_cmd(
 ) -> None:
     """Remove gpufix's own files (the probe program and its verdict) from HOST|GROUP.
 
-    A plan's changes stay: `gpufix rollback RUN HOST` undoes those. Exit 0 done, 1 failed,
+    A plan's changes stay: `gpufix rollback RUN HOST -i INVENTORY` undoes those. Exit 0 done, 1 failed,
     4 unreachable, 3 invalid input.
     """
     from gpufix.apply.uninstall import live_hosts, uninstall

@@ -285,3 +285,16 @@ def test_a_stray_file_in_a_directory_is_skipped_not_the_end_of_the_run(tmp_path:
     assert len(json.loads(out)["skipped_files"]) == 3
     code, _, err = _run([str(tmp_path / "f.py")])
     assert code == 3 and "FIFO" in err
+
+
+def test_a_file_name_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    """lint runs in CI on other people's code: a file named with ESC/OSC/BEL bytes printed them
+    raw in `path:line:col` (attack review, 2026-12-06)."""
+    name = "e\x1b[31mRED\x1b]0;T\x07x.py"
+    (tmp_path / name).write_text(
+        "import os\nimport torch\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
+    )
+    code, out, _ = _run([str(tmp_path)])
+    assert code == 1 and "GPF001" in out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "e\\x1b[31mRED\\x1b]0;T\\x07x.py:3:" in out

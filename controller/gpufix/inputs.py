@@ -40,10 +40,15 @@ MAX_INT_DIGITS = 30  # larger integers are never data gpufix uses
 MAX_MESSAGE = 200
 
 
+def printable(text: object) -> str:
+    """Control, C1 and reordering characters (ESC, OSC's BEL, U+009B, U+202E) shown as escapes:
+    a value from a host or a file must not drive the operator's terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
     """Whitespace (newlines, tabs) collapsed; long text cut; control characters shown escaped."""
-    s = " ".join(str(text).split())
-    s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+    s = printable(" ".join(str(text).split()))
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 

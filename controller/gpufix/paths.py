@@ -8,6 +8,7 @@ same files as package data under `gpufix/_content/`. `GPUFIX_HOME` overrides bot
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from gpufix.errors import GpufixError, InvalidInput
@@ -67,6 +68,22 @@ def state_path() -> Path:
         # journals under the working directory: a resume from elsewhere would not find them
         raise InvalidInput(f"GPUFIX_STATE_DIR={base[:200]!r} is not an absolute path")
     return Path(base) if base else Path.home() / ".local" / "state" / "gpufix"
+
+
+def state_exists() -> bool:
+    """Whether the state directory exists, for commands that only read: a path through a
+    regular file or one the kernel refuses (too long) is an error, not "no runs yet"."""
+    path = state_path()
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        shown = str(path)[:200] + ("..." if len(str(path)) > 200 else "")
+        raise GpufixError(f"cannot read the state directory {shown}: {exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise GpufixError(f"the state directory {path} is not a directory")
+    return True
 
 
 def state_dir() -> Path:

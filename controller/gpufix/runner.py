@@ -27,6 +27,7 @@ import yaml
 
 from gpufix import paths
 from gpufix.errors import InvalidInput
+from gpufix.inputs import printable
 from gpufix.paths import content_root
 
 Progress = Callable[[str, str], None]  # (host, message)
@@ -189,7 +190,7 @@ def _first_msg(res: dict[str, Any]) -> Any:
 
 
 def _one_line(text: Any, limit: int = 400) -> str:
-    s = " ".join(str(text or "").split())
+    s = printable(" ".join(str(text or "").split()))  # a host's words, never terminal controls
     return s[:limit]
 
 

@@ -34,7 +34,7 @@ def test_a_state_dir_that_cannot_be_made_is_one_line(
     monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "file"))
     code, _, err = cli("status")
     assert code == 1 and len(err.strip().splitlines()) == 1
-    assert "cannot create the state directory" in err
+    assert "the state directory" in err and "is not a directory" in err
 
 
 def test_reading_the_runs_creates_no_state_directory(
@@ -83,3 +83,32 @@ def test_an_ansible_cfg_in_the_working_directory_runs_nothing(tmp_path: Path) ->
     )  # fmt: skip
     assert r.returncode in (0, 4), r.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("kind", ["too-long", "under-a-file"])
+def test_a_state_dir_status_cannot_read_is_one_line(
+    cli: CliRun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str
+) -> None:
+    """A name the kernel refuses was an internal error, and a path through a regular file
+    read as "no apply runs recorded yet" (attack review, 2026-12-06)."""
+    (tmp_path / "file").write_text("")
+    state = "/" + "a" * 5000 if kind == "too-long" else str(tmp_path / "file" / "state")
+    monkeypatch.setenv("GPUFIX_STATE_DIR", state)
+    for argv in (("status",), ("rollback", "latest", "h1", "-i", "x.yml")):
+        code, _, err = cli(*argv)
+        assert code == 1 and err.count("\n") == 1, err
+        assert "state directory" in err and len(err) < 400
+
+
+def test_control_characters_in_an_error_are_shown_not_sent_to_the_terminal(
+    cli: CliRun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Errors were printed with only their whitespace squeezed: OSC 52 (clipboard), OSC 0
+    (window title), C1 CSI and bidi overrides from a host's message, a journal or an
+    environment value reached the operator's terminal raw (attack review, 2026-12-06)."""
+    evil = "\x1b]52;c;cHduZWQ=\x07\x9b31m\u202eevil\x1b]0;PWNED\x07"
+    monkeypatch.setenv("GPUFIX_HOME", str(tmp_path / evil))
+    code, _, err = cli("plan", "host01")
+    assert code == 3 and err.count("\n") == 1
+    assert not any(c in err for c in "\x1b\x07\x9b\u202e"), repr(err)
+    assert "\\x1b]52" in err and "\\u202e" in err

@@ -21,7 +21,7 @@ from typing import Any
 from gpufix import inputs
 from gpufix.apply.locks import check_host_name, me, process_alive
 from gpufix.errors import GpufixError, InvalidInput
-from gpufix.paths import private_dir, state_path
+from gpufix.paths import private_dir, state_exists, state_path
 
 FORMAT = "gpufix-journal"
 RUN_FORMAT = "gpufix-run"
@@ -345,7 +345,7 @@ class FileJournal(Journal):
             raise InvalidInput(
                 f"not a run id: {inputs.one_line(repr(run_id), 80)} (see `gpufix status`)"
             )
-        if not state_path().exists():
+        if not state_exists():
             raise InvalidInput(f"no run {run_id}: no apply runs recorded yet (in {state_path()})")
         path = runs_dir() / run_id
         meta_path = path / "run.json"
@@ -404,7 +404,7 @@ class FileJournal(Journal):
 def list_runs() -> list[str]:
     """Run ids, oldest first (ids start with a UTC timestamp). Reading creates nothing: no state
     directory yet means no runs (one that exists is checked as runs_dir() checks it)."""
-    if not state_path().exists():
+    if not state_exists():
         return []
     return sorted(p.name for p in runs_dir().iterdir() if p.is_dir() and RUN_ID.fullmatch(p.name))
 

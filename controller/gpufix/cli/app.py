@@ -19,6 +19,9 @@ from gpufix.cli.apply import apply_cmd, rollback_cmd, status_cmd, uninstall_cmd
 from gpufix.cli.hosts import diff, facts, plan, probe
 from gpufix.cli.tools import lint_cmd, preflight_cmd
 from gpufix.errors import EXIT_ERROR, EXIT_INVALID, EXIT_OK, GpufixError
+from gpufix.inputs import one_line
+
+ERROR_LIMIT = 4000  # an error line is cut only where a host's message would flood it
 
 
 def _version_line() -> str:
@@ -96,7 +99,8 @@ def run(argv: list[str] | None = None) -> None:
         click.echo(f"{who}: error: {exc.strerror}{where}", err=True)
         sys.exit(EXIT_ERROR)
     except GpufixError as exc:
-        click.echo(f"gpufix: error: {' '.join(str(exc).split())}", err=True)  # one line
+        # one line, and what a host or a file put in it shown escaped, never sent to the terminal
+        click.echo(f"gpufix: error: {one_line(str(exc), ERROR_LIMIT)}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from gpufix.inputs import one_line
 from gpufix.runner import FACTS_TIMEOUT_S, FORKS, PLAYBOOK_TIMEOUT_S
 
 
@@ -88,7 +89,7 @@ def inventory_path(value: str | None) -> Path:
 def progress(host: str, msg: str) -> None:
     """Per-host progress on stderr, only on a terminal (or when GPUFIX_PROGRESS is set)."""
     if sys.stderr.isatty() or os.environ.get("GPUFIX_PROGRESS"):
-        click.echo(f"  {host}: {msg}", err=True)
+        click.echo(f"  {one_line(host)}: {one_line(msg, 2000)}", err=True)  # a host's words
 
 
 def emit_json(obj: Any) -> None:

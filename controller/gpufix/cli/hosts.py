@@ -26,6 +26,7 @@ from gpufix.cli.common import (
     timeout_option,
 )
 from gpufix.errors import EXIT_ERROR, EXIT_UNREACHABLE, GpufixError, InvalidInput
+from gpufix.inputs import one_line
 from gpufix.strategies import NAMES as STRATEGIES
 
 
@@ -241,7 +242,7 @@ def plan(
         save_plans(plans, Path(output))
         click.echo(f"wrote {output}", err=True)
     for f in failures:
-        click.echo(f"gpufix: {f.host}: {f.error}", err=True)
+        click.echo(f"gpufix: {one_line(f.host)}: {one_line(f.error, 2000)}", err=True)
     if as_json:
         emit_json(
             {

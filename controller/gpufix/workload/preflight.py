@@ -28,6 +28,7 @@ from gpufix.facts.snapshot import (
     unknown_reason,
     validate,
 )
+from gpufix.inputs import one_line
 from gpufix.nccl_env import DEBUG_KNOBS, P2P_DISABLE_VAR
 
 EXIT_FAILED = 1  # a check failed (the brief's contract, as for `gpufix lint`)
@@ -614,7 +615,7 @@ def main_preflight(
             snapshot = load_snapshot(facts_file)
         report = run(snapshot, probe=probe, source=facts_file)
     except GpufixError as e:
-        print(f"gpufix preflight: error: {e}", file=err)
+        print(f"gpufix preflight: error: {one_line(str(e), 4000)}", file=err)
         return e.exit_code
     if json_out:
         out.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")

@@ -11,6 +11,7 @@ from typing import TextIO
 import click
 
 from gpufix.errors import EXIT_INVALID, GpufixError, InvalidInput
+from gpufix.inputs import one_line
 
 from .api import lint_paths
 from .config import CONTEXTS, load_config, parse_target
@@ -39,7 +40,7 @@ def main_lint(
             config = replace(config, contexts=dict.fromkeys(CONTEXTS, "as-is"))
         result = lint_paths(given, config)
     except GpufixError as e:
-        print(f"gpufix lint: error: {e}", file=err)
+        print(f"gpufix lint: error: {one_line(str(e), 4000)}", file=err)
         return e.exit_code if e.exit_code else EXIT_INVALID
     if fmt == "json":
         out.write(json.dumps(to_json(result), indent=2) + "\n")

@@ -6,6 +6,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from gpufix import __version__
+from gpufix.inputs import printable
 
 from .model import LintFinding, LintResult, Related
 from .rules import RULE_INDEX, RULES
@@ -18,7 +19,7 @@ SARIF_SCHEMA = (
 
 def format_text(result: LintResult) -> str:
     return "".join(
-        f"{f.path}:{f.line}:{f.col}: {f.rule} {f.message}"
+        f"{printable(f.path)}:{f.line}:{f.col}: {f.rule} {printable(f.message)}"
         + (f" [{f.effective_level}, {f.context}]" if f.context != "code" else "")
         + "\n"
         for f in result.findings
@@ -36,7 +37,8 @@ def summary(result: LintResult) -> str:
         out += f"; {result.hidden} finding(s) off by configuration"
     if result.skipped:
         out += (
-            f"; {len(result.skipped)} file(s) skipped, not readable as source ({result.skipped[0]})"
+            f"; {len(result.skipped)} file(s) skipped, not readable as source"
+            f" ({printable(result.skipped[0])})"
         )
     return out
 

@@ -195,3 +195,27 @@ def test_automatic_reboot_is_a_boolean_or_refused(value: object) -> None:
     doc = json.loads((HOSTS / "bionic-mismatch.json").read_text())
     doc["facts"]["unattended_upgrades"]["automatic_reboot"] = value
     assert any("automatic_reboot" in e for e in F.schema_errors(doc))
+
+
+def _gpus(n: int) -> dict[str, Any]:
+    d = doc("focal-4x4090")
+    f = d["facts"]
+    f["gpus"] = [dict(f["gpus"][0], index=i, uuid=f"GPU-{i}") for i in range(n)]
+    names = [f"GPU{i}" for i in range(n)]
+    f["topology"]["matrix"] = {a: {b: "PXB" for b in names if b != a} for a in names}
+    f["p2p"] = {"read": {a: {b: "OK" for b in names if b != a} for a in names}}
+    return d
+
+
+def test_the_schema_bounds_what_a_host_can_make_gpufix_do() -> None:
+    """No bound on lists and matrices let a 12 MB snapshot (600x600 P2P matrix) cost `gpufix
+    diff --all` 161 s and 2 GB (attack review, 2026-12-06). 128 GPUs per OS is past any board
+    NVIDIA sells (HGX: 8, DGX-2: 16); the error names the size, not the first 200 characters."""
+    F.validate(_gpus(128))
+    with pytest.raises(InvalidInput) as exc:
+        F.validate(_gpus(129))
+    assert "of 129 " in str(exc.value) and len(str(exc.value)) < 300  # the first of three
+    one = _gpus(4)
+    one["facts"]["gpus"] *= 40
+    with pytest.raises(InvalidInput, match="facts/gpus: a list of 160 items is too long"):
+        F.validate(one)

@@ -66,8 +66,24 @@ def schema_errors(doc: object) -> list[str]:
     out = []
     for err in ordered:
         where = "/".join(str(p) for p in err.absolute_path) or "(document)"
-        out.append(_one_line(f"{where}: {err.message}"))
+        out.append(_one_line(f"{where}: {_message(err)}"))
     return out
+
+
+def _message(err: Any) -> str:
+    """jsonschema's message, with a large value it starts with replaced by its size: "facts/gpus:
+    a list of 129 items is too long", not the first 200 characters of the list."""
+    shown = repr(err.instance)
+    if len(shown) <= 80 or not err.message.startswith(shown):
+        return str(err.message)
+    inst = err.instance
+    if isinstance(inst, list):
+        what = f"a list of {len(inst)} items"
+    elif isinstance(inst, dict):
+        what = f"an object of {len(inst)} keys"
+    else:
+        what = f"a {type(inst).__name__} of {len(shown)} characters"
+    return what + str(err.message)[len(shown) :]
 
 
 def validate(doc: object) -> None:

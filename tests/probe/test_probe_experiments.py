@@ -334,3 +334,19 @@ def test_the_program_and_the_engine_agree_on_what_is_nccl_only(prog: types.Modul
     # on --cpu one CPU rank stood in for the GPU: no "train on one GPU" either
     single = {"verdict": "healthy", "device": "cpu"}
     assert prog.find_causes({"main": main, "single": single, "backend": "gloo"}) == []
+
+
+def test_a_listed_pair_past_the_gpus_is_skipped_not_a_crash(tmp_path: Path) -> None:
+    """--experiments gpus-0-5 on a two-GPU run indexed past CUDA_VISIBLE_DEVICES in the
+    supervisor: a traceback and no verdict (probe review, 2026-12-06). It is recorded as
+    skipped, and the other experiments run."""
+    v, _ = probe(
+        tmp_path,
+        ["--world-size", "2", "--deadline", "60", "--experiments", "gpus-0-5,gpus-0-1"],
+        "stall:pg_init:*",
+    )
+    assert v["verdict"] == "hung"
+    by_id = {e["id"]: e for e in v["experiments"]}
+    assert by_id["gpus-0-5"]["verdict"] == "skipped"
+    assert "past the 2 this run has" in by_id["gpus-0-5"]["error"]
+    assert by_id["gpus-0-1"]["verdict"] == "hung"

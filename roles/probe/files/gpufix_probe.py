@@ -2035,7 +2035,11 @@ def run_all(
         plan = plan_experiments(ns, v["facts"], world, ngpu, peers, v["backend"])
         if v["backend"] == "gloo":
             note_gloo(v, ns, plan, world)
-        run_experiments(v, sup, ns, ev, plan, trouble)
+        n = world if ns.cpu or not ngpu else ngpu  # on --cpu, ranks stand in for GPUs
+        absent = [x for x in plan if x.startswith("gpus-") and max(experiment_env(x)[1]) >= n]
+        why = "names a GPU past the %d this run has (0-%d)" % (n, n - 1)
+        v["experiments"] += [skipped(x, why) for x in absent]  # a hand list's typo
+        run_experiments(v, sup, ns, ev, [x for x in plan if x not in absent], trouble)
     v["causes"] = find_causes(ev)
 
 

@@ -275,3 +275,21 @@ def test_recorded_facts_that_make_the_strategy_infeasible_are_an_edit(
     assert "request, not a program" in err and "kernel-upgrade is not feasible with them" in err
     assert "already on" not in err and "not feasible for" not in err, err
     assert list_runs() == []
+
+
+def test_a_host_named_twice_is_refused_before_any_plan_is_rederived(
+    cli: CliRun, tmp_path: Path, dead_inventory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """2,289 copies of one plan took 38 s of re-derivation before "more than once" (attack
+    review, 2026-12-06): the file is refused as it is read."""
+    from gpufix.apply import request
+
+    doc = plan_doc(make_plan(BASE))
+    doc["plans"] *= 500
+    derived: list[Any] = []
+    real = request.rederive
+    monkeypatch.setattr(request, "rederive", lambda *a, **k: derived.append(a) or real(*a, **k))
+    code, _, err = cli("apply", str(write(tmp_path / "p.json", doc)), "-i", str(dead_inventory))
+    assert code == 3 and err.count("\n") == 1
+    assert "p.json names host(s) more than once: h1" in err
+    assert derived == [] and list_runs() == []

@@ -7,6 +7,8 @@ so `apply` can run the engine again and refuse a file that says anything else.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import hashlib
 import json
 import os
@@ -227,4 +229,10 @@ def load_plans(path: Path) -> list[Plan]:
             f"version {VERSION}: re-plan with `gpufix plan`"
         )
     inputs.validate(doc, "plan-file", where)
+    counts = Counter(str(p.get("host")) for p in doc["plans"])
+    twice = sorted(h for h, n in counts.items() if n > 1)
+    if twice:
+        # before any plan is re-derived: thousands of copies of one plan cost minutes
+        shown = inputs.one_line(", ".join(twice), 200)
+        raise InvalidInput(f"{where} names host(s) more than once: {shown}")
     return [from_dict(p, f"{where}: plans/{i}") for i, p in enumerate(doc["plans"])]

@@ -52,3 +52,21 @@ def test_a_probe_the_role_killed_still_reads_as_a_hang() -> None:
     plan = decide(_facts(), _stand_in(killed))
     assert plan.strategy != "none"
     assert "probe-printed-none" not in {f.id for f in plan.findings}
+
+
+def _import_stall(by: str | None) -> dict[str, Any]:
+    v = _stand_in("x")
+    stalled = {"phase": "import_torch", "ranks": [0, 1], **({"by": by} if by else {})}
+    v.update(verdict="hung", stalled=stalled, notes=[], error="ranks [0, 1] made no progress")
+    return v
+
+
+def test_a_probe_its_own_deadline_cut_short_is_no_evidence() -> None:
+    """The run's --deadline ran out while torch was importing: the plan asks for a probe with a
+    longer deadline instead of blaming the Python environment (probe review, 2026-12-06)."""
+    plan = decide(_facts(), _import_stall("probe deadline"))
+    assert plan.path == decide(_facts(), None).path
+    assert "probe-cut-short" in {f.id for f in plan.findings}
+    slow = decide(_facts(), _import_stall(None))  # the import's own deadline: evidence
+    assert "probe-cut-short" not in {f.id for f in slow.findings}
+    assert slow.extra["decision"]["row"] == "import-stall"

@@ -292,3 +292,17 @@ def test_p2p_knobs_are_left_out_where_cuda_refuses_every_peer(prog: types.Module
     some = {"0": {"1": True, "2": False}, "1": {"0": True, "2": False}}
     assert {"p2p-off", "p2p-level-pxb"} <= set(prog.plan_experiments(ns(), facts, 3, 3, some))
     assert "p2p-off" in prog.plan_experiments(ns(), facts, 2, 2, {})  # not read: try it
+
+
+def test_a_run_its_own_deadline_ended_during_the_import_blames_no_import(
+    prog: types.ModuleType,
+) -> None:
+    """--deadline 1 ended the run while torch was importing and the verdict blamed a slow
+    import (probe review, 2026-12-06); the import's own deadline running out still does."""
+    cut = {
+        "verdict": "hung",
+        "stalled": {"phase": "import_torch", "ranks": [0], "by": "probe deadline"},
+    }
+    assert prog.find_causes({"main": cut}) == []
+    own = {"verdict": "hung", "stalled": {"phase": "import_torch", "ranks": [0]}}
+    assert [c["id"] for c in prog.find_causes({"main": own})] == ["torch-import"]

@@ -279,8 +279,9 @@ def context(
     """The engine's view of one host: facts, findings, what the probe shows, the table's row."""
     verdict = signals.as_evidence(verdict)
     shown = verdict  # what the findings report
-    if signals.printed_none(verdict):
-        # The probe program broke (roles/probe's stand-in): no evidence, as if none had run.
+    if signals.printed_none(verdict) or signals.cut_short(verdict):
+        # The probe program broke (roles/probe's stand-in), or its own --deadline ended the run
+        # before torch had imported: no evidence, as if no probe had run.
         verdict = None
     host = with_named_caps(with_probe_facts(from_facts(facts), verdict), kb)
     day = c.plan_date or kb.checked()

@@ -16,7 +16,7 @@ from gpufix.engine.kb import DriverIssue, KnowledgeBase
 from gpufix.engine.nccl_installed import issues_of, nccl_version_of
 from gpufix.engine.plan import Finding
 from gpufix.engine.rules import Rules
-from gpufix.engine.signals import printed_none
+from gpufix.engine.signals import cut_short, printed_none
 from gpufix.engine.stack import Stack, stack
 from gpufix.facts.host import Host
 
@@ -442,6 +442,10 @@ def check_probe(i: Inputs) -> Iterator[Finding]:
     broke = printed_none(v)
     if broke:
         yield i.finding("probe-printed-none", broke, {"probe.error": broke})
+        return
+    short = cut_short(v)
+    if short:
+        yield i.finding("probe-cut-short", short, {"probe.stalled": v.get("stalled")})
         return
     kind = v.get("verdict")
     if kind == "healthy":

@@ -7,13 +7,12 @@ so `apply` can run the engine again and refuse a file that says anything else.
 
 from __future__ import annotations
 
-from collections import Counter
-
 import hashlib
 import json
 import os
 import stat
 import tempfile
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any

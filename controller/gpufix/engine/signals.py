@@ -173,6 +173,21 @@ def printed_none(verdict: dict[str, Any] | None) -> str | None:
     return None
 
 
+def cut_short(verdict: dict[str, Any] | None) -> str | None:
+    """The stall line of a run whose own --deadline ran out while torch was still importing
+    (the import's deadline had not): too short a run to say anything about the host."""
+    if not isinstance(verdict, dict) or verdict.get("verdict") != "hung":
+        return None
+    st = verdict.get("stalled")
+    if (
+        isinstance(st, dict)
+        and st.get("phase") == "import_torch"
+        and st.get("by") == "probe deadline"
+    ):
+        return str(verdict.get("error") or "the probe deadline ran out in import_torch")
+    return None
+
+
 def as_evidence(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
     """The verdict as the engine reads it. In a gloo run (`--cpu`) NCCL reads none of its
     settings, so the NCCL-only experiments, the legacy P2P-off rerun and the causes the probe

@@ -1197,6 +1197,10 @@ def find_causes(ev: Dict[str, Any]) -> List[Dict[str, str]]:
     single = ev.get("single") or {}
     where = (main.get("stalled") or main.get("failed_in") or {}).get("phase")
     if where == "import_torch":
+        if (main.get("stalled") or {}).get("by") == "probe deadline":
+            # The whole run's --deadline ran out first, not the import's own deadline: too
+            # short a run to judge the import by (a stall note says which deadline).
+            return cause_records(ids)
         # The interpreter, not the GPU: say so, and blame nothing on the driver.
         if "torch-missing" not in ids:
             ids.append("torch-import")

@@ -1889,9 +1889,11 @@ def supervise_into(v: Dict[str, Any], ns: argparse.Namespace, t0: float, sigs: S
     elif time.monotonic() >= until:
         # Not a hung import_torch: no worker ran.
         v["verdict"] = "failed"
-        v["error"] = (
-            "the probe deadline (%g s) ran out before any worker started: nvidia-smi or the "
-            "kernel log did not answer in time" % ns.deadline
+        slow = "the cheap facts (nvidia-smi, the kernel log) took" if not ns.cpu else "it took"
+        v["error"] = "the probe deadline (%g s) ran out before any worker started: %s %.3g s" % (
+            ns.deadline,
+            slow,
+            time.monotonic() - t0,
         )
     else:
         supervised(v, ns, world, ngpu, t0, sigs)

@@ -507,3 +507,18 @@ def test_an_nccl_log_dir_that_cannot_be_written_is_bad_input(
     assert prog.main(["--cpu", "--nccl-log", "/proc/gpufix-nccl-logs"]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--nccl-log: cannot make /proc/gpufix-nccl-logs" in err
+
+
+def test_a_deadline_spent_before_any_worker_names_no_nvidia_smi_on_cpu(tmp_path: Any) -> None:
+    """On --cpu no nvidia-smi runs, yet the verdict blamed it (probe review, 2026-12-06)."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, str(program_path()), "--cpu", "--world-size", "2"]
+    proc = subprocess.run(
+        [*cmd, "--deadline", "0.001"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    v = json.loads(proc.stdout)
+    assert proc.returncode == 1 and v["verdict"] == "failed"
+    assert v["error"].startswith("the probe deadline (0.001 s) ran out before any worker started")
+    assert "nvidia-smi" not in v["error"]

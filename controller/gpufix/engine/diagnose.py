@@ -209,9 +209,20 @@ def no_p2p(h: Host, kb: KnowledgeBase) -> bool:
     model list (gpu_p2p.yaml) that leaves no pair of GPUs that might do it: on a mixed host two
     GPUs of models not listed still may, and turning P2P off would cost them bandwidth."""
     if h.p2p_read is not None:
-        return h.p2p_read is False
+        return h.p2p_read is False or ok_reading_untrusted(h, kb)
     maybe = [n for n in h.gpu_names if kb.gpu_p2p_capable(n) is not False]
     return len(maybe) < len(h.gpu_names) and len(maybe) <= 1
+
+
+def ok_reading_untrusted(h: Host, kb: KnowledgeBase) -> bool:
+    """The driver reads P2P OK, but every GPU is a model listed without P2P whose drivers before
+    a version report it anyway (gpu_p2p.yaml ok_reading_before_driver: RTX 40 before 550.40.07,
+    as accelerate's check_cuda_p2p_ib_support judges): NCCL then tries P2P and hangs, and no
+    ACS change can make it work."""
+    if h.p2p_read is not True or not h.gpu_names or h.driver is None:
+        return False
+    trusted_from = [kb.p2p_ok_reading_trusted_from(n) for n in h.gpu_names]
+    return all(v is not None and versions.at_least(h.driver, v) is False for v in trusted_from)
 
 
 def models_without_p2p(h: Host, kb: KnowledgeBase) -> list[str]:
@@ -264,11 +275,23 @@ def check_p2p_path(i: Inputs) -> Iterator[Finding]:
                 },
             )
         elif h.nccl_settings.get("NCCL_P2P_DISABLE") != "1":
+            untrusted = ok_reading_untrusted(h, i.kb)
+            trusted_from = i.kb.p2p_ok_reading_trusted_from(h.gpu_names[0]) if untrusted else None
             yield i.finding(
                 "gpu-no-p2p",
                 f"{', '.join(models_without_p2p(h, i.kb)) or 'these GPUs'}: no PCIe peer-to-peer; "
-                "NCCL_P2P_DISABLE=1 is the fix here, not a workaround",
-                {"gpus.name": list(dict.fromkeys(h.gpu_names)), "p2p.read": h.p2p_read},
+                "NCCL_P2P_DISABLE=1 is the fix here, not a workaround"
+                + (
+                    f" (driver {h.driver} reads P2P OK, as drivers before {trusted_from} do on "
+                    "these GPUs although it does not work; NCCL then tries it)"
+                    if untrusted
+                    else ""
+                ),
+                {
+                    "gpus.name": list(dict.fromkeys(h.gpu_names)),
+                    "p2p.read": h.p2p_read,
+                    **({"driver": h.driver} if untrusted else {}),
+                },
             )
         return
     matter = acs_bridges_that_matter(h)

@@ -172,6 +172,9 @@ class GpuP2p:
     checked: str
     source: str
     note: str | None = None
+    # drivers older than this report P2P as supported on this model (topo -p2p r OK) though it
+    # does not work: such a reading is not trusted
+    ok_reading_before_driver: str | None = None
 
 
 @dataclass(frozen=True)
@@ -349,7 +352,15 @@ _TABLES: Mapping[str, c.Table] = MappingProxyType(
             last_driver_branch=c.optional(c.integer),
             kernel_modules=c.choice(_MODULES),
         ),
-        "gpu_p2p": c.table(GpuP2p, "match", (), match=c.text, p2p=c.boolean, checked=c.day),
+        "gpu_p2p": c.table(
+            GpuP2p,
+            "match",
+            ("ok_reading_before_driver",),
+            match=c.text,
+            p2p=c.boolean,
+            checked=c.day,
+            ok_reading_before_driver=c.optional(c.version),
+        ),
         "gpu_models": c.table(
             GpuModel,
             "match",
@@ -617,8 +628,16 @@ class KnowledgeBase:
 
     def gpu_p2p_capable(self, name: object) -> bool | None:
         """False for GPU models that cannot do PCIe P2P at all; None when nothing is recorded."""
-        row = next((r for r in self.gpu_p2p if _names_model(gpu_name(name), r.match)), None)
+        row = self._gpu_p2p_row(name)
         return row.p2p if row else None
+
+    def p2p_ok_reading_trusted_from(self, name: object) -> str | None:
+        """The driver from which an OK P2P reading is believed for this model; None: always."""
+        row = self._gpu_p2p_row(name)
+        return row.ok_reading_before_driver if row else None
+
+    def _gpu_p2p_row(self, name: object) -> GpuP2p | None:
+        return next((r for r in self.gpu_p2p if _names_model(gpu_name(name), r.match)), None)
 
     def compute_capability_of(self, name: object) -> str | None:
         """The compute capability NVIDIA lists for this GPU name (gpu_models.yaml), the longest

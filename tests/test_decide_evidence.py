@@ -163,9 +163,12 @@ def test_p2p_off_on_gpus_without_p2p_is_the_fix_at_no_cost() -> None:
 
 def test_the_hosts_own_p2p_reading_wins_over_the_model_list() -> None:
     """NVIDIA: cudaDeviceCanAccessPeer (nvidia-smi topo -p2p r) is the final determinant. A 4090
-    host whose pairs read OK (a P2P-enabled kernel module) is not 'GPUs without P2P'; unread, the
-    model list decides."""
+    host whose pairs read OK (a P2P-enabled kernel module: tinygrad's open-gpu-kernel-modules
+    patch, on 550.54.14 and later) is not 'GPUs without P2P'; unread, the model list decides. On a
+    driver before 550.40.07 an OK reading is the known false report (tests/engine/
+    test_p2p_ok_reading.py)."""
     f = facts("focal-4x4090")
+    f["driver"].update(kernel_module="550.54.14", userspace="550.54.14")
     names = [f"GPU{i}" for i in range(len(f["gpus"]))]
     f["p2p"] = {"read": {a: {b: "OK" for b in names if b != a} for a in names}}
     assert decide(f, decided("p2p-off")).extra["decision"]["row"] != "p2p-off-gpu-without-p2p"

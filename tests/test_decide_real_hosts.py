@@ -643,12 +643,13 @@ def test_debug_knobs_are_removed_by_the_default_profile() -> None:
 
 
 def test_a_transport_stall_turns_ib_off_only_where_there_is_ib() -> None:
-    """NCCL stalled in its transport: the profile tries without IB on a host with HCAs, and pins
-    the socket interface to the first physical one (the loopback and IPoIB aside)."""
+    """NCCL stalled setting its communicator up: the profile tries without IB on a host with HCAs,
+    and pins the socket interface to the first physical one (the loopback and IPoIB aside). Past
+    set-up on one host neither is tried (tests/engine/test_transport_stall_one_host.py)."""
     from test_decide_evidence import verdict
 
     v = verdict(
-        "hung", "allreduce", causes=[{"id": "nccl-transport", "evidence": "x", "source": "y"}]
+        "hung", "pg_init", causes=[{"id": "nccl-transport", "evidence": "x", "source": "y"}]
     )
     f = copy.deepcopy(facts("bionic-hwe-8xa100"))
     c = Constraints(strategy="nccl-profile", plan_date=TODAY)

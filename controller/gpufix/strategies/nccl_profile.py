@@ -35,7 +35,14 @@ def _legacy_profiles(ctx: Ctx) -> tuple[list[str], list[str]]:
         why.append(
             f"P2P evidence ({p2p}); NCCL_P2P_DISABLE=1 is a last resort that costs bandwidth"
         )
-    if ctx.cause(*TRANSPORT_CAUSES):
+    sig = ctx.signals
+    # Within one host NCCL's data go over P2P or SHM: its sockets (and the network plugin) only
+    # set the communicator up. Once that finished (a stall past pg_init), neither the socket
+    # interface nor IB is evidence (expert review, 2026-12-06).
+    set_up = (
+        sig is None or sig.scope == "multi-node" or sig.phase in (None, "rendezvous", "pg_init")
+    )
+    if ctx.cause(*TRANSPORT_CAUSES) and set_up:
         if h.infiniband:
             profiles.append("ib-off")
             why.append(

@@ -160,7 +160,7 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
         (("probe", "host01", "--job-env", "NCCL_DEBUG=INFO"), "the probe sets it"),
         (
             ("apply", "--strategy", "nccl-profile", "host01", "--probe-job-env", "NCCL_X={{1}}"),
-            "want VAR=VALUE",
+            "--probe-job-env 'NCCL_X={{1}}': want VAR=VALUE",  # the option apply spells
         ),
     ],
 )

@@ -307,3 +307,15 @@ def test_settings_that_cannot_change_a_run_are_not_suspects(prog: types.ModuleTy
     assert prog.job_setting_matters(ns, "nccl", "GLOO_SOCKET_IFNAME")
     ns.ifname = "eth0"  # --ifname sets the interface in every run
     assert not prog.job_setting_matters(ns, "nccl", "GLOO_SOCKET_IFNAME")
+
+
+def test_a_cpu_probe_of_one_host_runs_two_ranks() -> None:
+    """`gpufix probe HOST --cpu` ran one rank (no collective between processes) while roles/probe
+    and the multi-node probe run two (docs review, 2026-12-06); a --world-size still wins."""
+    from gpufix.probe.options import ProbeOptions
+
+    args = ProbeOptions(cpu=True).check().program_args()
+    assert args[args.index("--world-size") + 1] == "2"
+    args = ProbeOptions(cpu=True, world_size=3).check().program_args()
+    assert args.count("--world-size") == 1 and args[args.index("--world-size") + 1] == "3"
+    assert "--world-size" not in ProbeOptions().check().program_args()

@@ -18,6 +18,7 @@ from gpufix.cli.common import (
     changes_exit,
     detailed_exitcode_option,
     forks_option,
+    inventory_option,
     inventory_path,
     json_option,
     not_empty,
@@ -138,7 +139,10 @@ def _probe_vars(
     if job_env:
         from gpufix.probe.options import ProbeOptions
 
-        ProbeOptions(job_env=job_env).check()  # one-line errors before anything runs
+        try:  # one-line errors before anything runs, naming the option as apply spells it
+            ProbeOptions(job_env=job_env).check()
+        except InvalidInput as exc:
+            raise InvalidInput(str(exc).replace("--job-env", "--probe-job-env", 1)) from None
         out["gpufix_probe_job_env"] = list(job_env)
     if probe_cpu:
         out["gpufix_probe_cpu"] = True
@@ -149,7 +153,7 @@ def _probe_vars(
 
 @click.command("apply")
 @click.argument("target")
-@click.option("-i", "--inventory", metavar="PATH", callback=not_empty, help="Ansible inventory.")
+@inventory_option
 @click.option(
     "--strategy",
     type=click.Choice([s for s in STRATEGIES if s != "none"]),
@@ -485,7 +489,7 @@ def rollback_cmd(
 
 @click.command("uninstall")
 @click.argument("target")
-@click.option("-i", "--inventory", metavar="PATH", callback=not_empty, help="Ansible inventory.")
+@inventory_option
 @click.option("--check", is_flag=True, help="Say what would be removed; remove nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (required when stdin is not a TTY).")
 @forks_option

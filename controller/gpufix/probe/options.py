@@ -111,6 +111,10 @@ class ProbeOptions:
             args.append("--cpu")
         if self.world_size:
             args += ["--world-size", str(self.world_size)]
+        elif self.cpu:
+            # two CPU ranks, as roles/probe and the multi-node probe run --cpu: one rank tests
+            # no collective between processes
+            args += ["--world-size", "2"]
         if self.experiments:
             args += ["--experiment-budget", str(self.experiment_budget)]
         else:

@@ -56,3 +56,22 @@ def test_outside_the_range_cumem_off_is_the_profile(torch: str) -> None:
     plan = decide(a100_host(torch), cumem_off_decided())
     assert row(plan) == "cumem-off" and plan.strategy == "nccl-profile"
     assert plan.steps[0].vars["gpufix_nccl_profile_names"] == ["cumem-off"]
+
+
+def test_no_image_that_moves_torch_back_down_is_offered() -> None:
+    """The stack moves up past the affected NCCL; the pinned-image fallback offered
+    nvcr.io/nvidia/pytorch:23.10-py3 (torch 2.1.0a0, older than the host's 2.2.0, built on the
+    affected NCCL 2.19.3) and planned it with --image (expert review, 2026-12-06)."""
+    from gpufix.engine.context import Constraints
+
+    image = "nvcr.io/nvidia/pytorch:23.10-py3@sha256:" + "a" * 64
+    c = Constraints(container_image=image)
+    host = a100_host("2.2.0+cu121")
+    drv = "535.183.06"  # R535: of the recorded images only 23.10 runs on it
+    host["driver"].update(kernel_module=drv, userspace=drv)
+    host["driver"]["userspace_sources"] = dict.fromkeys(host["driver"]["userspace_sources"], drv)
+    plan = decide(host, cumem_off_decided(), c)
+    option = {o.strategy: o for o in plan.options}["container-fallback"]
+    assert not option.feasible and "moves torch up from 2.2.0" in option.reason
+    plain = decide(host, None, c)  # no direction asked: the image fits
+    assert {o.strategy: o for o in plain.options}["container-fallback"].feasible

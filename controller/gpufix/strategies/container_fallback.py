@@ -33,8 +33,42 @@ def evaluate(ctx: Ctx) -> Candidate:
     ]
     if not fits:
         return Candidate("container-fallback", False, f"no known image runs on driver {h.driver}")
+    way, torch = _direction(ctx)
+    if way and torch:
+        # The decision moves the stack one way (up to an NCCL with the fix): an image whose torch
+        # goes the other way carries the problem along (expert review, 2026-12-06).
+        fits = [i for i in fits if _goes(i.torch, torch, way)]
+        if not fits:
+            return Candidate(
+                "container-fallback",
+                False,
+                f"no known image that runs on driver {h.driver} moves torch {way} from {torch}, "
+                "as the evidence asks",
+            )
     img = max(fits, key=lambda i: versions.key(i.cuda))
     ref = ctx.c.container_image
+    what = f"{img.ref} (torch {img.torch}, CUDA {img.cuda})"
+    if ref is not None:
+        # The operator's image is what runs: describe that one, never the table's pick.
+        name = ref.split("@", 1)[0]
+        known = next((i for i in kb.container_images if i.ref == name), None)
+        if known is not None and known not in fits:
+            return Candidate(
+                "container-fallback",
+                False,
+                f"{name} (torch {known.torch}, CUDA {known.cuda}, driver >= {known.min_driver}) "
+                f"does not run on driver {h.driver} or moves torch the other way: "
+                + ", ".join(i.ref for i in fits)
+                + " would",
+            )
+        # Not named here: the plan file's image is checked where it is pinned (the step).
+        what = (
+            f"the image pinned with --image (torch {known.torch}, CUDA {known.cuda}, as recorded "
+            "for its tag)"
+            if known is not None
+            else "the image pinned with --image (not in gpufix's knowledge base: its torch, CUDA "
+            "and NCCL are not checked against this host)"
+        )
     if ref is None and img.digest:
         ref = f"{img.ref}@{img.digest}"
     if ref is None:
@@ -54,12 +88,25 @@ def evaluate(ctx: Ctx) -> Candidate:
         },
     )
     outcome = (
-        f"training runs in {img.ref} (torch {img.torch}, CUDA {img.cuda}) with --ipc=host; the host "
+        f"training runs in {what} with --ipc=host; the host "
         "kernel and driver are unchanged, and accelerate still reads the host kernel"
     )
     return Candidate(
         "container-fallback", True, f"{img.ref} runs on driver {h.driver}", [step], outcome
     )
+
+
+def _direction(ctx: Ctx) -> tuple[str | None, str | None]:
+    """The way the decision moves the stack (cuda-downgrade's want), and the installed torch."""
+    from gpufix.strategies.cuda_downgrade import want
+
+    env = ctx.host.env
+    return want(ctx).direction, (env.torch.split("+")[0] if env and env.torch else None)
+
+
+def _goes(image_torch: str, torch: str, way: str) -> bool:
+    there, here = versions.key(image_torch.split("+")[0]), versions.key(torch)
+    return bool(there > here) if way == "up" else bool(there < here)
 
 
 STRATEGY = Strategy(

@@ -234,7 +234,7 @@ def decide(
     ]
     chosen = _choose(ctx, order, cands, path, host_name)
     path = [name_host(line, host_name) for line in path]
-    risks = [*chosen.risks, *leftover_workarounds(ctx, chosen)]
+    risks = [name_host(r, host_name) for r in [*chosen.risks, *leftover_workarounds(ctx, chosen)]]
     if (
         chosen.strategy != "none"
         and ctx.has("kernel-below-accelerate-threshold")

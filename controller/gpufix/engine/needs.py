@@ -62,7 +62,9 @@ def name_host(text: str, host: str) -> str:
     a plain word (one to copy into a shell as it is); else HOST stays."""
     if not _PLAIN_NAME.match(host):
         return text
-    return re.sub(r"\bgpufix (probe|facts) HOST\b", lambda m: f"gpufix {m.group(1)} {host}", text)
+    return re.sub(
+        r"\bgpufix (probe|facts|plan) HOST\b", lambda m: f"gpufix {m.group(1)} {host}", text
+    )
 
 
 def describe(ids: Iterable[str], host: str = "") -> list[dict[str, str]]:

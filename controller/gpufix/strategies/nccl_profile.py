@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpufix import versions
 from gpufix.engine.context import Candidate, Ctx
 from gpufix.engine.diagnose import no_p2p
+from gpufix.engine.nccl_installed import nccl_version_of
 from gpufix.engine.plan import Step
 from gpufix.inputs import one_line
 from gpufix.strategies.base import Strategy
@@ -134,6 +136,9 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
         )
     if costs:
         outcome += "; cost: " + "; ".join(costs)
+    fixed = _fixed_later(ctx, names)
+    if fixed:
+        notes.append(fixed)
     return Candidate(
         "nccl-profile",
         True,
@@ -142,6 +147,32 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
         outcome,
         [*costs, *notes],
         missing=missing,
+    )
+
+
+def _fixed_later(ctx: Ctx, names: Sequence[str]) -> str | None:
+    """A profile that turns a mechanism off where the installed NCCL has a documented problem of
+    that mechanism, fixed in a later release (nccl_issues.yaml): say that a newer NCCL lets it
+    come off (expert review, 2026-12-06: nvls-off kept for good on NCCL 2.19.3)."""
+    d = ctx.decision
+    if d is not None and d.fix != "nccl-profile":
+        return None  # an interim: the permanent fix is the plan's own
+    have = nccl_version_of(ctx.host, ctx.kb)
+    if not have:
+        return None
+    hit = [
+        i
+        for i in ctx.kb.nccl_issues
+        if i.matches(have) is True
+        and (i.workaround in names or any(f"experiment:{n}" in i.shows for n in names))
+    ]
+    if not hit:
+        return None
+    last = max((i.fixed_in for i in hit), key=versions.key)
+    return (
+        f"NCCL {have} has {', '.join(i.id for i in hit)} (fixed by NCCL {last}): a torch whose "
+        f"NCCL has the fix lets {', '.join(names)} come off and its cost go "
+        "(`gpufix plan HOST --strategy cuda-downgrade` names one that fits)"
     )
 
 

@@ -39,13 +39,19 @@ TEXT: Mapping[str, str] = MappingProxyType(
         "python-env": "the training environment's torch, Python and glibc: `gpufix facts HOST "
         "--python-env PY`",
         "interfaces": "every host's interfaces: `gpufix facts HOST` on each host",
-        "ib-fabric": "the IB/RoCE fabric itself (outside gpufix): ibstat, show_gids for the RoCE "
-        "v2 GID index, ib_write_bw between the hosts",
+        "ib-fabric": "the IB/RoCE devices and fabric (outside gpufix): on each host ibstat or "
+        "ibv_devinfo (port state Active, link layer), `dmesg | grep mlx5_core` and the HCA "
+        "firmware; show_gids for the RoCE v2 GID index; ib_write_bw between hosts for a job "
+        "across them; an HCA that is down can be left out with NCCL_IB_HCA instead of turning "
+        "IB off",
         "image": "the training image, pinned: plan again with `--image REF@sha256:DIGEST`; the "
         "gpufix-run wrapper then starts it with --network host and --ipc=host",
         "gpu-diagnostics": "the suspect GPU and its links, outside gpufix: `dcgmi diag -r 3 -i "
-        "GPU` (PCIe and NVLink checks), Xid events in the kernel log (`journalctl -k | grep "
-        "Xid`), `nvidia-smi nvlink -e` for NVLink error counters",
+        "N` (PCIe and NVLink checks; N the GPU's index as nvidia-smi numbers it, which is PCI "
+        "bus order, while the probe's index is CUDA's order unless CUDA_DEVICE_ORDER=PCI_BUS_ID: "
+        "match them by the bus id), Xid and AER lines in the kernel log (`journalctl -k | grep "
+        "-E 'Xid|AER'`), the link width and speed (`lspci -vvv -s BUS_ID`, LnkSta), and on "
+        "NVLink hosts `nvidia-smi nvlink -e` for error counters",
         "workload": "the training program: `gpufix lint PATH` (CUDA_VISIBLE_DEVICES set after "
         "import torch, the same GPU on every rank, DataParallel) and `gpufix preflight` in the "
         "job's own environment",

@@ -73,6 +73,8 @@ def check_probe_measured(i: Inputs) -> Iterator[Finding]:
         "driver": h.driver,
         "kernel": h.kernel,
         "gpus": f"{gpus} (the facts could not list them)",
+        "kernel_log.xid": f"{h.xid} Xid lines since boot",
+        "kernel_log.aer": f"{h.aer} AER lines since boot",
     }
     taken = {k: now[k] for k in h.probe_measured}
     yield i.finding(

@@ -113,6 +113,14 @@ def with_probe_facts(h: Host, verdict: dict[str, Any] | None) -> Host:
         if "torch" in changes and "nccl" not in m:
             changes["nccl"] = None  # the facts' NCCL wheel went with the torch it replaced
         env = replace(base, **changes) if changes else env
+    xid, aer = h.xid, h.aer
+    for key, have in (("xid", xid), ("aer", aer)):
+        seen = kernel_log_count(verdict, key)
+        if seen is not None and (have is None or seen > have):
+            # The probe read the kernel log later, where the run failed: a higher count since
+            # boot is the newer reading (expert review, 2026-12-06: Xid/AER went unread).
+            xid, aer = (seen, aer) if key == "xid" else (xid, seen)
+            taken.append(f"kernel_log.{key}")
     driver, kernel = h.driver, h.kernel
     if driver is None and "driver" in m:
         driver = m["driver"]
@@ -122,4 +130,17 @@ def with_probe_facts(h: Host, verdict: dict[str, Any] | None) -> Host:
         taken.append("kernel")
     if not taken:
         return h
-    return replace(h, env=env, driver=driver, kernel=kernel, probe_measured=tuple(taken))
+    return replace(
+        h, env=env, driver=driver, kernel=kernel, xid=xid, aer=aer, probe_measured=tuple(taken)
+    )
+
+
+def kernel_log_count(verdict: dict[str, Any] | None, key: str) -> int | None:
+    """The probe's count of Xid or AER lines since boot (`facts.kernel_log`), from a run on the
+    GPUs; None when it has none or it is not a count."""
+    v = verdict or {}
+    f = v.get("facts")
+    log = f.get("kernel_log") if isinstance(f, dict) and v.get("backend") == "nccl" else None
+    n = log.get(key) if isinstance(log, dict) else None
+    ok = isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 10**9
+    return n if ok else None

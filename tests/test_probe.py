@@ -315,4 +315,6 @@ def test_failing_single_gpu_baseline_skips_the_multi_rank_run(tmp_path: Path) ->
     assert verdict["single_gpu"]["verdict"] == "failed"
     assert {p["rank"] for p in verdict["phases"]} == {0}  # the baseline's phases only
     assert "multi-GPU run skipped" in " ".join(verdict["notes"])
-    assert [c["id"] for c in verdict["causes"]] == ["gpu-init"]
+    # a CPU rank stood in for the GPU: no CUDA initialisation to blame (on the GPUs the same
+    # evidence names gpu-init: tests/probe/test_probe_plan.py)
+    assert verdict["causes"] == []

@@ -306,3 +306,32 @@ def test_a_run_its_own_deadline_ended_during_the_import_blames_no_import(
     assert prog.find_causes({"main": cut}) == []
     own = {"verdict": "hung", "stalled": {"phase": "import_torch", "ranks": [0]}}
     assert [c["id"] for c in prog.find_causes({"main": own})] == ["torch-import"]
+
+
+@pytest.mark.parametrize(
+    ("nccl", "arch", "vendor", "ngpu", "planned"),
+    [
+        ("2.21.5", "x86_64", "GenuineIntel", 4, False),  # Intel: PXB since 2.9.6
+        ("2.8.4", "x86_64", "GenuineIntel", 4, True),  # PHB before 2.9.6 (not Broadwell)
+        ("2.21.5", "x86_64", "AuthenticAMD", 4, True),  # SYS on AMD until 2.23.4
+        ("2.27.5", "x86_64", "AuthenticAMD", 4, False),  # PXB for all from 2.23.4 ...
+        ("2.27.5", "x86_64", "AuthenticAMD", 2, True),  # ... but SYS on AMD with two GPUs
+        ("2.27.5", "aarch64", None, 4, False),  # ARM: PXB
+        (None, "x86_64", "GenuineIntel", 4, True),  # NCCL unknown: cannot tell, run it
+    ],
+)
+def test_p2p_level_pxb_is_not_planned_where_it_is_nccls_default(
+    prog: types.ModuleType,
+    nccl: str | None,
+    arch: str,
+    vendor: str | None,
+    ngpu: int,
+    planned: bool,
+) -> None:
+    """NCCL_P2P_LEVEL=PXB changes nothing where NCCL's own default (ncclTopoCheckP2p in
+    src/graph/paths.cc, read at v2.9.6-1, v2.23.4-1) is PXB: a healthy run under it was noise
+    read as "P2P through the root complex hangs" (expert review, 2026-12-06)."""
+    facts = {"topology_worst": "SYS", "infiniband": [], "nccl": nccl,
+             "cpu": {"arch": arch, "vendor": vendor}}  # fmt: skip
+    plan = prog.plan_experiments(ns(), facts, ngpu, ngpu)
+    assert ("p2p-level-pxb" in plan) is planned, plan

@@ -1383,6 +1383,7 @@ def cheap_facts(gpu: bool, timeout: float, until: Optional[float] = None) -> Dic
             facts["driver"] = f.readline().strip()
     except (IOError, OSError):
         pass
+    facts["cpu"] = {"arch": os.uname()[4], "vendor": cpu_vendor()}
     if gpu and timeout > 0:
         raw = run_cmd(["nvidia-smi", "topo", "-m"], timeout, until=until)
         if raw:
@@ -1390,6 +1391,42 @@ def cheap_facts(gpu: bool, timeout: float, until: Optional[float] = None) -> Dic
             facts["topology_worst"] = topo_worst(raw)
     facts["kernel_log"] = kernel_log_counts(timeout, until) if timeout > 0 else None
     return facts
+
+
+def cpu_vendor() -> Optional[str]:
+    """/proc/cpuinfo's vendor_id (GenuineIntel, AuthenticAMD, ...), as NCCL's topology reads it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "vendor_id":
+                    return value.strip()[:40] or None
+    except (IOError, OSError):
+        pass
+    return None
+
+
+# NCCL's default P2P level (src/graph/paths.cc ncclTopoCheckP2p): PXB on ARM from 2.7.3 and on
+# Intel (and Zhaoxin) from 2.9.6 (before: PXB on Broadwell, PHB on other Intel), SYS elsewhere;
+# from 2.23.4 PXB everywhere but x86 AMD with two GPUs or fewer (SYS).
+def pxb_is_default(facts: Dict[str, Any], ngpu: int) -> bool:
+    """True where NCCL_P2P_LEVEL=PXB is what this NCCL does anyway: the experiment would be a
+    rerun of the main run (expert review, 2026-12-06)."""
+    key = version_key(facts.get("nccl"))
+    cpu = facts.get("cpu") or {}
+    arch, vendor = str(cpu.get("arch") or ""), str(cpu.get("vendor") or "")
+    if not key or not arch:
+        return False
+    if arch.startswith(("aarch64", "arm")):
+        return key >= (2, 7, 3)
+    if key >= (2, 23, 4):
+        return not (vendor == "AuthenticAMD" and 0 < ngpu <= 2)
+    return key >= (2, 9, 6) and vendor in ("GenuineIntel", "CentaurHauls", "Shanghai")
+
+
+def version_key(text: Any) -> Optional[Tuple[int, ...]]:
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", str(text or ""))
+    return tuple(int(x) for x in m.groups()) if m else None
 
 
 def parse_kernel_log(text: str) -> Dict[str, int]:
@@ -2408,6 +2445,7 @@ def knob_applies(
     env: Dict[str, str],
     facts: Dict[str, Any],
     peers: Optional[Dict[str, Dict[str, bool]]] = None,
+    ngpu: int = 0,
 ) -> bool:
     """False when the facts, or the main run's peer-access matrix, say the knob would change
     nothing here."""
@@ -2418,6 +2456,8 @@ def knob_applies(
     worst = facts.get("topology_worst")
     if exp_id == "p2p-level-pxb" and worst and (worst.startswith("NV") or worst in ("PIX", "PXB")):
         return False  # every pair is within PXB already
+    if exp_id == "p2p-level-pxb" and pxb_is_default(facts, ngpu):
+        return False  # NCCL's own default here
     if exp_id == "nvls-off" and worst and not worst.startswith("NV"):
         return False  # NVLink SHARP needs NVLink/NVSwitch
     if exp_id == "gdr-off":
@@ -2460,7 +2500,7 @@ def plan_experiments(
     for exp_id, env in () if backend == "gloo" else KNOBS:  # gloo reads no NCCL setting
         if exp_id == "p2p-off" and ns.no_p2p_rerun:
             continue
-        if knob_applies(exp_id, env, facts, peers):
+        if knob_applies(exp_id, env, facts, peers, ngpu):
             plan.append(exp_id)
     n = min(world, ngpu) if ngpu else world  # on --cpu, ranks stand in for GPUs
     if n >= 3:

@@ -653,9 +653,12 @@ def test_a_transport_stall_turns_ib_off_only_where_there_is_ib() -> None:
     )
     f = copy.deepcopy(facts("bionic-hwe-8xa100"))
     c = Constraints(strategy="nccl-profile", plan_date=TODAY)
-    (step,) = decide(f, v, c).steps
+    plan = decide(f, v, c)
+    (step,) = plan.steps
     assert step.vars["gpufix_nccl_profile_names"] == ["ib-off", "socket-ifname"]
     assert step.vars["gpufix_nccl_profile_socket_ifname"] == "enp226s0"
+    # nccl.conf reaches NCCL only: gloo groups need the interface in the job (expert review)
+    assert any("GLOO_SOCKET_IFNAME=enp226s0 in the job" in r for r in plan.risks), plan.risks
     f["network"]["infiniband"] = []
     (step,) = decide(f, v, c).steps
     assert step.vars["gpufix_nccl_profile_names"] == ["socket-ifname"]

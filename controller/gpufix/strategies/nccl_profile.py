@@ -105,6 +105,13 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
             "socket-ifname lo: NCCL's sockets stay on this host, so a job across hosts started "
             "here cannot connect; apply it only where jobs run on one host"
         )
+    if "socket-ifname" in names and vars_.get("gpufix_nccl_profile_socket_ifname"):
+        # the probe's interface experiment set both; nccl.conf reaches NCCL only
+        notes.append(
+            "/etc/nccl.conf sets NCCL_SOCKET_IFNAME only: PyTorch's gloo groups (CPU "
+            "collectives, a gloo barrier) read GLOO_SOCKET_IFNAME from the job's environment: "
+            f"set GLOO_SOCKET_IFNAME={vars_['gpufix_nccl_profile_socket_ifname']} in the job too"
+        )
     what = f"write /etc/nccl.conf from profiles {', '.join(names)}"
     if missing:
         what += " (the interface is not in the facts: the role refuses until it is named)"

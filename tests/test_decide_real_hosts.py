@@ -674,3 +674,17 @@ def test_a_release_past_standard_support_says_the_drivers_may_need_esm() -> None
     assert any("left Ubuntu's standard support after 2023-05" in r for r in bionic.risks)
     jammy = decide(facts("jammy-470-torch23"), constraints=c)
     assert not any("standard support" in r for r in jammy.risks)
+
+
+def test_an_nccl_profile_from_container_facts_says_it_lives_in_the_container() -> None:
+    """The interim or profile is written where the facts came from: inside a container it is
+    lost when the container is recreated, which the outcome did not say (expert review)."""
+    c = Constraints(plan_date=TODAY, strategy="nccl-profile")
+    from test_decide_evidence import verdict
+
+    v = verdict(
+        "hung", "pg_init", causes=[{"id": "nccl-transport", "evidence": "x", "source": "y"}]
+    )
+    plan = decide(facts("container-shm64m"), v, c)
+    assert plan.strategy == "nccl-profile"
+    assert "lost when the container is recreated" in plan.outcome

@@ -116,6 +116,11 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
     if missing:
         what += " (the interface is not in the facts: the role refuses until it is named)"
     outcome = "NCCL reads /etc/nccl.conf at the next job start, no reboot"
+    if ctx.host.from_container:
+        outcome += (
+            "; the facts come from inside a container, so the file is written there and is lost "
+            "when the container is recreated: bake it into the image or mount it from the host"
+        )
     if ctx.host.docker and not ctx.host.from_container:
         # A container has its own /etc: the host's file reaches a job there only when mounted.
         outcome += (

@@ -443,11 +443,14 @@ def test_a_copy_that_cannot_be_written_loses_no_verdict(
     monkeypatch.setattr(prog, "Signals", lambda: None)
     monkeypatch.setattr(prog, "write_atomic", full)
     out, prom = tmp_path / "probe.json", tmp_path / "probe.prom"
+    out.write_text('{"verdict": "healthy"}')  # the last run's copies
+    prom.write_text('gpufix_probe_verdict{verdict="healthy"} 1.0\n')
     assert prog.main(["--cpu", "--json-out", str(out), "--prom-out", str(prom)]) == 0
     got = capsys.readouterr()
     assert json.loads(got.out)["verdict"] == "healthy"
     lines = got.err.splitlines()
     assert len(lines) == 2 and all("not written: No space left on device" in x for x in lines)
+    assert not out.exists() and not prom.exists()  # no older copy left to say an old verdict
     assert "--json-out" in lines[0] and "--prom-out" in lines[1]
 
     src = tmp_path / "made.json"

@@ -51,6 +51,10 @@ def test_reading_the_runs_creates_no_state_directory(
     code, _, err = cli("rollback", "latest", "host01")
     assert code == 3 and "no apply runs recorded yet" in err
     assert not state.exists()
+    state.mkdir()  # a state directory with no runs/ yet: still nothing made
+    code, out, _ = cli("status")
+    assert code == 0 and out.startswith("no apply runs recorded yet")
+    assert list(state.iterdir()) == []
 
 
 def test_an_ansible_cfg_in_the_working_directory_runs_nothing(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def test_p2p_off_healing_a_4090_on_an_early_driver_is_the_no_p2p_fix() -> None:
     assert plan.strategy == "nccl-profile", plan.path
     assert plan.extra["decision"]["row"] == "p2p-off-gpu-without-p2p"
     found = {f.id: f for f in plan.findings}
-    assert "550.40.07" in found["gpu-no-p2p"].message
+    assert "not believed below 550.40.07" in found["gpu-no-p2p"].message
     assert not plan.reboot_required
 
 

@@ -70,3 +70,14 @@ def test_a_probe_its_own_deadline_cut_short_is_no_evidence() -> None:
     slow = decide(_facts(), _import_stall(None))  # the import's own deadline: evidence
     assert "probe-cut-short" not in {f.id for f in slow.findings}
     assert slow.extra["decision"]["row"] == "import-stall"
+
+
+def test_gpufix_probes_own_stand_in_is_no_evidence_either() -> None:
+    """`gpufix probe` / `plan --probe` make their own stand-in when the program printed nothing
+    (gpufix.probe.remote); it was read as a failed collective (re-read review, 2026-12-06)."""
+    from gpufix.probe.remote import _parse
+
+    made = _parse("host01", "Traceback (most recent call last): ...", "non-zero return code")
+    plan = decide(_facts(), made)
+    assert plan.path == decide(_facts(), None).path
+    assert "probe-printed-none" in {f.id for f in plan.findings}

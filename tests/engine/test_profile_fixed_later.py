@@ -46,4 +46,6 @@ def test_nvls_off_on_an_nccl_with_nvls_fixes_says_a_newer_one_lets_it_off(
     assert bool(line) is named, plan.risks
     if named:
         assert "nvls-dual-nic" in line[0] and "lets nvls-off come off" in line[0]
+        # nvls-init-error is a Hopper/Blackwell problem: not on this A100 board
+        assert "nvls-init-error" not in line[0]
         assert "`gpufix plan hgx1 --strategy cuda-downgrade`" in line[0]

@@ -335,3 +335,12 @@ def test_p2p_level_pxb_is_not_planned_where_it_is_nccls_default(
              "cpu": {"arch": arch, "vendor": vendor}}  # fmt: skip
     plan = prog.plan_experiments(ns(), facts, ngpu, ngpu)
     assert ("p2p-level-pxb" in plan) is planned, plan
+
+
+def test_nccl_counts_the_runs_gpus_not_the_hosts(prog: types.ModuleType) -> None:
+    """NCCL's GPU count is the communicator's on this host: two ranks on a four-GPU AMD host
+    get SYS by default from 2.23.4, so PXB changes something there (re-read review)."""
+    facts = {"topology_worst": "SYS", "infiniband": [], "nccl": "2.27.5",
+             "cpu": {"arch": "x86_64", "vendor": "AuthenticAMD"}}  # fmt: skip
+    assert "p2p-level-pxb" in prog.plan_experiments(ns(), facts, 2, 4)
+    assert "p2p-level-pxb" not in prog.plan_experiments(ns(), facts, 4, 4)

@@ -404,8 +404,8 @@ class FileJournal(Journal):
 def list_runs() -> list[str]:
     """Run ids, oldest first (ids start with a UTC timestamp). Reading creates nothing: no state
     directory yet means no runs (one that exists is checked as runs_dir() checks it)."""
-    if not state_exists():
-        return []
+    if not state_exists() or not (state_path() / "runs").is_dir():
+        return []  # nothing recorded, and nothing made to say so
     return sorted(p.name for p in runs_dir().iterdir() if p.is_dir() and RUN_ID.fullmatch(p.name))
 
 

@@ -217,10 +217,10 @@ def no_p2p(h: Host, kb: KnowledgeBase) -> bool:
 
 
 def ok_reading_untrusted(h: Host, kb: KnowledgeBase) -> bool:
-    """The driver reads P2P OK, but every GPU is a model listed without P2P whose drivers before
-    a version report it anyway (gpu_p2p.yaml ok_reading_before_driver: RTX 40 before 550.40.07,
-    as accelerate's check_cuda_p2p_ib_support judges): NCCL then tries P2P and hangs, and no
-    ACS change can make it work."""
+    """The driver reads P2P OK, but every GPU is a model listed without P2P on drivers below a
+    version (gpu_p2p.yaml ok_reading_before_driver: RTX 40 before 550.40.07, as accelerate's
+    check_cuda_p2p_ib_support judges): such a reading is not believed; NCCL would try P2P, and
+    no ACS change can make it work."""
     if h.p2p_read is not True or not h.gpu_names or h.driver is None:
         return False
     trusted_from = [kb.p2p_ok_reading_trusted_from(n) for n in h.gpu_names]
@@ -284,8 +284,8 @@ def check_p2p_path(i: Inputs) -> Iterator[Finding]:
                 f"{', '.join(models_without_p2p(h, i.kb)) or 'these GPUs'}: no PCIe peer-to-peer; "
                 "NCCL_P2P_DISABLE=1 is the fix here, not a workaround"
                 + (
-                    f" (driver {h.driver} reads P2P OK, as drivers before {trusted_from} do on "
-                    "these GPUs although it does not work; NCCL then tries it)"
+                    f" (driver {h.driver} reads P2P OK, which is not believed below "
+                    f"{trusted_from}: P2P does not work on these GPUs there; NCCL would try it)"
                     if untrusted
                     else ""
                 ),

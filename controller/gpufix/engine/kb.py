@@ -172,8 +172,8 @@ class GpuP2p:
     checked: str
     source: str
     note: str | None = None
-    # drivers older than this report P2P as supported on this model (topo -p2p r OK) though it
-    # does not work: such a reading is not trusted
+    # an OK P2P reading (topo -p2p r) from a driver older than this is not believed: P2P does not
+    # work on this model below it (accelerate's check_cuda_p2p_ib_support)
     ok_reading_before_driver: str | None = None
 
 

@@ -25,6 +25,19 @@ def evaluate(ctx: Ctx) -> Candidate:
         return Candidate(
             "container-fallback", False, "driver unknown: cannot pick an image it can run"
         )
+    ref = ctx.c.container_image
+    name = ref.split("@", 1)[0] if ref else None
+    known = next((i for i in kb.container_images if i.ref == name), None) if name else None
+    if ref is not None and known is None:
+        # The operator's own image: nothing in the knowledge base to check it against. Not named
+        # in the texts: a plan file's image is checked where it is pinned (the step).
+        return _pinned(
+            ref,
+            "the image pinned with --image (not in gpufix's knowledge base: its torch, CUDA and "
+            "NCCL are not checked against this host)",
+            f"the image pinned with --image, unchecked: not in gpufix's knowledge base (driver "
+            f"{h.driver})",
+        )
     fits = [
         img
         for img in kb.container_images
@@ -45,39 +58,37 @@ def evaluate(ctx: Ctx) -> Candidate:
                 f"no known image that runs on driver {h.driver} moves torch {way} from {torch}, "
                 "as the evidence asks",
             )
-    img = max(fits, key=lambda i: versions.key(i.cuda))
-    ref = ctx.c.container_image
-    what = f"{img.ref} (torch {img.torch}, CUDA {img.cuda})"
-    if ref is not None:
-        # The operator's image is what runs: describe that one, never the table's pick.
-        name = ref.split("@", 1)[0]
-        known = next((i for i in kb.container_images if i.ref == name), None)
-        if known is not None and known not in fits:
+    if known is not None and ref is not None:
+        if known not in fits:
             return Candidate(
                 "container-fallback",
                 False,
-                f"{name} (torch {known.torch}, CUDA {known.cuda}, driver >= {known.min_driver}) "
-                f"does not run on driver {h.driver} or moves torch the other way: "
-                + ", ".join(i.ref for i in fits)
-                + " would",
+                f"the image pinned with --image (torch {known.torch}, CUDA {known.cuda}, driver "
+                f">= {known.min_driver}) does not run on driver {h.driver} or moves torch the "
+                "other way: " + ", ".join(i.ref for i in fits) + " would",
             )
-        # Not named here: the plan file's image is checked where it is pinned (the step).
-        what = (
+        return _pinned(
+            ref,
             f"the image pinned with --image (torch {known.torch}, CUDA {known.cuda}, as recorded "
-            "for its tag)"
-            if known is not None
-            else "the image pinned with --image (not in gpufix's knowledge base: its torch, CUDA "
-            "and NCCL are not checked against this host)"
+            "for its tag)",
+            f"the image pinned with --image runs on driver {h.driver}",
         )
-    if ref is None and img.digest:
-        ref = f"{img.ref}@{img.digest}"
-    if ref is None:
+    img = max(fits, key=lambda i: versions.key(i.cuda))
+    if not img.digest:
         return Candidate(
             "container-fallback",
             False,
             f"{img.ref} fits driver {h.driver} but its digest is not recorded: "
             "pass --image REF@sha256:DIGEST to pin one",
         )
+    return _pinned(
+        f"{img.ref}@{img.digest}",
+        f"{img.ref} (torch {img.torch}, CUDA {img.cuda})",
+        f"{img.ref} runs on driver {h.driver}",
+    )
+
+
+def _pinned(ref: str, what: str, why: str) -> Candidate:
     step = Step(
         PLAYBOOK,
         f"install Docker (or keep the host's docker.io) and the NVIDIA container toolkit, pin {ref}, "
@@ -91,9 +102,7 @@ def evaluate(ctx: Ctx) -> Candidate:
         f"training runs in {what} with --ipc=host; the host "
         "kernel and driver are unchanged, and accelerate still reads the host kernel"
     )
-    return Candidate(
-        "container-fallback", True, f"{img.ref} runs on driver {h.driver}", [step], outcome
-    )
+    return Candidate("container-fallback", True, why, [step], outcome)
 
 
 def _direction(ctx: Ctx) -> tuple[str | None, str | None]:

@@ -8,7 +8,7 @@ from typing import Any
 from gpufix import versions
 from gpufix.engine.context import Candidate, Ctx
 from gpufix.engine.diagnose import no_p2p
-from gpufix.engine.nccl_installed import nccl_version_of
+from gpufix.engine.nccl_installed import issues_of, nccl_version_of
 from gpufix.engine.plan import Step
 from gpufix.inputs import one_line
 from gpufix.strategies.base import Strategy
@@ -172,18 +172,20 @@ def _fixed_later(ctx: Ctx, names: Sequence[str]) -> str | None:
     have = nccl_version_of(ctx.host, ctx.kb)
     if not have:
         return None
-    hit = [
-        i
-        for i in ctx.kb.nccl_issues
-        if i.matches(have) is True
-        and (i.workaround in names or any(f"experiment:{n}" in i.shows for n in names))
-    ]
+    multi = ctx.signals is not None and ctx.signals.scope == "multi-node"
+
+    def covers(i: Any) -> list[str]:
+        return [n for n in names if i.workaround == n or f"experiment:{n}" in i.shows]
+
+    # this host's architectures and setup only (issues_of), as every NCCL-issue reading does
+    hit = [i for i in issues_of(ctx.host, ctx.kb, have, multi) if covers(i)]
     if not hit:
         return None
     last = max((i.fixed_in for i in hit), key=versions.key)
+    off = [n for n in names if any(n in covers(i) for i in hit)]
     return (
         f"NCCL {have} has {', '.join(i.id for i in hit)} (fixed by NCCL {last}): a torch whose "
-        f"NCCL has the fix lets {', '.join(names)} come off and its cost go "
+        f"NCCL has the fix lets {', '.join(off)} come off and its cost go "
         "(`gpufix plan HOST --strategy cuda-downgrade` names one that fits)"
     )
 

@@ -1986,7 +1986,11 @@ def run_parent() -> Tuple[Optional[str], List[str]]:
         first = [tempfile.gettempdir()]
     except (IOError, OSError):
         first = []
-    for d in [*first, "/var/tmp", "/tmp", os.getcwd()]:
+    try:
+        cwd = [os.getcwd()]
+    except (IOError, OSError):  # removed from under us: not a place for the run's files
+        cwd = []
+    for d in [*first, "/var/tmp", "/tmp", *cwd]:
         d = os.path.abspath(d)
         if d in seen:
             continue
@@ -2500,7 +2504,7 @@ def plan_experiments(
     for exp_id, env in () if backend == "gloo" else KNOBS:  # gloo reads no NCCL setting
         if exp_id == "p2p-off" and ns.no_p2p_rerun:
             continue
-        if knob_applies(exp_id, env, facts, peers, ngpu):
+        if knob_applies(exp_id, env, facts, peers, min(world, ngpu) if ngpu else world):
             plan.append(exp_id)
     n = min(world, ngpu) if ngpu else world  # on --cpu, ranks stand in for GPUs
     if n >= 3:
@@ -2804,8 +2808,13 @@ def write_copy(opt: str, path: str, text: str) -> bool:
         return True
     except (IOError, OSError) as exc:
         why = exc.strerror or type(exc).__name__
-        sys.stderr.write("gpufix_probe: %s %s: not written: %s\n" % (opt, path, why))
-        return False
+    try:  # an older copy would go on saying the last run's verdict (a full disk can unlink)
+        os.unlink(path)
+        gone = "; the previous copy was removed"
+    except (IOError, OSError):
+        gone = "; a previous copy, if any, is still there" if os.path.lexists(path) else ""
+    sys.stderr.write("gpufix_probe: %s %s: not written: %s%s\n" % (opt, path, why, gone))
+    return False
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -77,7 +77,10 @@ def test_gpufix_probes_own_stand_in_is_no_evidence_either() -> None:
     (gpufix.probe.remote); it was read as a failed collective (re-read review, 2026-12-06)."""
     from gpufix.probe.remote import _parse
 
-    made = _parse("host01", "Traceback (most recent call last): ...", "non-zero return code")
-    plan = decide(_facts(), made)
-    assert plan.path == decide(_facts(), None).path
-    assert "probe-printed-none" in {f.id for f in plan.findings}
+    for made in (
+        _parse("host01", "Traceback (most recent call last): ...", "non-zero return code"),
+        _parse("host01", "", "unreachable: ssh: connect to host host01 port 22: timed out"),
+    ):
+        plan = decide(_facts(), made)
+        assert plan.path == decide(_facts(), None).path
+        assert "probe-printed-none" in {f.id for f in plan.findings}

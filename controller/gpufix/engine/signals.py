@@ -40,7 +40,9 @@ PROBE_KILLED = "the probe program itself hung"
 # the program's own failure, no evidence about the GPUs (run.yml, "Make a verdict ...").
 MADE_BY_ROLE = "verdict made by roles/probe: the program printed none"
 PRINTED_NONE = "the probe printed no verdict"
-MADE_BY_GPUFIX = "verdict made by gpufix: the program printed none"  # probe/remote.py's
+# gpufix.probe.remote's stand-in when no verdict came back at all (unreachable, no result, none
+# printed): never evidence about the GPUs
+MADE_BY_GPUFIX = "verdict made by gpufix: no verdict came back"
 # A rank that died rather than waited (signals, as Python's and PyTorch's errors name them).
 # Not SIGABRT (signal 6): PyTorch's watchdog ends a timed-out collective by aborting the process.
 _DIED = re.compile(r"(?i)signal (?!6\b)\d+|SIGSEGV|SIGKILL|SIGBUS|segmentation fault")
@@ -169,8 +171,11 @@ def printed_none(verdict: dict[str, Any] | None) -> str | None:
         return None
     notes = verdict.get("notes")
     error = str(verdict.get("error") or "")
-    made = isinstance(notes, list) and any(n in (MADE_BY_ROLE, MADE_BY_GPUFIX) for n in notes)
-    return error if made and error.startswith(PRINTED_NONE) else None
+    if not isinstance(notes, list):
+        return None
+    if MADE_BY_GPUFIX in notes:  # gpufix's own: unreachable, no result, nothing printed
+        return error or PRINTED_NONE
+    return error if MADE_BY_ROLE in notes and error.startswith(PRINTED_NONE) else None
 
 
 def cut_short(verdict: dict[str, Any] | None) -> str | None:

@@ -29,17 +29,15 @@ def _parse(host: str, stdout: str, error: str) -> dict[str, Any]:
                 return doc
         except json.JSONDecodeError:
             pass
-    # Marked as roles/probe marks its own stand-in: the program's failure, no evidence about
-    # the GPUs (engine/signals.printed_none).
+    # No verdict came back (unreachable, no result, nothing printed): marked so that the engine
+    # reads it as no evidence about the GPUs (engine/signals.printed_none).
     return {
         "format": "gpufix-probe",
         "version": 1,
         "host": host,
         "verdict": "failed",
-        "error": f"the probe printed no verdict: {error}"
-        if error
-        else "the probe printed no verdict",
-        "notes": ["verdict made by gpufix: the program printed none"],
+        "error": error or "the probe printed no verdict",
+        "notes": ["verdict made by gpufix: no verdict came back"],
     }
 
 

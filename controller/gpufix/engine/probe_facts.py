@@ -113,13 +113,13 @@ def with_probe_facts(h: Host, verdict: dict[str, Any] | None) -> Host:
         if "torch" in changes and "nccl" not in m:
             changes["nccl"] = None  # the facts' NCCL wheel went with the torch it replaced
         env = replace(base, **changes) if changes else env
-    xid, aer = h.xid, h.aer
-    for key, have in (("xid", xid), ("aer", aer)):
+    counts = {"xid": h.xid, "aer": h.aer}
+    for key, have in list(counts.items()):
         seen = kernel_log_count(verdict, key)
         if seen is not None and (have is None or seen > have):
             # The probe read the kernel log later, where the run failed: a higher count since
             # boot is the newer reading (expert review, 2026-12-06: Xid/AER went unread).
-            xid, aer = (seen, aer) if key == "xid" else (xid, seen)
+            counts[key] = seen
             taken.append(f"kernel_log.{key}")
     driver, kernel = h.driver, h.kernel
     if driver is None and "driver" in m:
@@ -131,7 +131,13 @@ def with_probe_facts(h: Host, verdict: dict[str, Any] | None) -> Host:
     if not taken:
         return h
     return replace(
-        h, env=env, driver=driver, kernel=kernel, xid=xid, aer=aer, probe_measured=tuple(taken)
+        h,
+        env=env,
+        driver=driver,
+        kernel=kernel,
+        xid=counts["xid"],
+        aer=counts["aer"],
+        probe_measured=tuple(taken),
     )
 
 

@@ -165,8 +165,9 @@ def _decided(v: dict[str, Any], experiments: list[dict[str, Any]]) -> str | None
 
 
 def printed_none(verdict: dict[str, Any] | None) -> str | None:
-    """The error of roles/probe's stand-in verdict for a probe program that printed none (not
-    one it killed past its deadline: that one hung); None for any other verdict."""
+    """The error of a stand-in verdict where no verdict came back: roles/probe's for a program
+    that printed none (not one it killed past its deadline: that one hung), or gpufix.probe.remote's
+    (unreachable, no result, nothing printed); None for any other verdict."""
     if not isinstance(verdict, dict):
         return None
     notes = verdict.get("notes")

@@ -106,7 +106,7 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
             "here cannot connect; apply it only where jobs run on one host"
         )
     if "socket-ifname" in names and vars_.get("gpufix_nccl_profile_socket_ifname"):
-        # the probe's interface experiment set both; nccl.conf reaches NCCL only
+        # nccl.conf reaches NCCL only (the probe's interface experiment sets both variables)
         notes.append(
             "/etc/nccl.conf sets NCCL_SOCKET_IFNAME only: PyTorch's gloo groups (CPU "
             "collectives, a gloo barrier) read GLOO_SOCKET_IFNAME from the job's environment: "

@@ -571,9 +571,7 @@ class Worker(object):
         self.store = self.dist.PrefixStore(store_prefix(self.ns.store_key), server)
         # Connected: from here this rank waits for the others, as in a collective.
         self.called("rendezvous")
-        if self.store.add("arrived", 1) == self.world:
-            self.store.set("all", "1")
-        self.store.wait(["all"])
+        meet(self.store, self.world, self.rank == 0)
         return {"store": "%s:%d" % (addr, port)}
 
     def phase_pg_init(self) -> Dict[str, Any]:
@@ -681,6 +679,19 @@ def store_port_free(port: int) -> None:
         ) from None
     finally:
         s.close()
+
+
+def meet(store: Any, world: int, serving: bool) -> None:
+    """Every rank arrives, then leaves; the rank that serves the store leaves last. Its process
+    holds the store: had it moved on and failed in the next phase, a rank still reading "all"
+    would read a closed connection and be blamed for the rendezvous (a CI run, two hosts)."""
+    if store.add("arrived", 1) == world:
+        store.set("all", "1")
+    store.wait(["all"])
+    if store.add("left", 1) == world:
+        store.set("out", "1")
+    if serving:
+        store.wait(["out"])
 
 
 def tcp_store(dist: Any, addr: str, port: int, world: int, master: bool, timeout: Any) -> Any:

@@ -119,6 +119,37 @@ def test_a_host_that_failed_while_waiting_is_not_blamed() -> None:
     assert (out.verdict, out.hosts) == ("failed", ["h2"])
 
 
+def test_a_host_that_lost_its_peer_is_not_blamed_beside_the_host_that_failed() -> None:
+    """Two hosts in pg_init, both past the call: h1's gloo could not find its interface and its
+    rank 0, which served the store, exited; h2's rank read the closed store (torch's words, from
+    a CI run). The host whose error it was is named, not both."""
+    gloo = "rank 0 in pg_init: RuntimeError: [enforce fail at device.cc:84] ifa != nullptr"
+    lost = "rank 1 in pg_init: DistNetworkError: Failed to recv, got 0 bytes. Connection was"
+    out = merge.combine(
+        [
+            part("h1", "failed", "pg_init", ranks=[0], called=[0], error=gloo),
+            part("h2", "failed", "pg_init", ranks=[1], called=[1], error=lost),
+        ]
+    )
+    assert (out.verdict, out.phase, out.hosts, out.ranks) == ("failed", "pg_init", ["h1"], [0])
+    # every host lost a peer (the cause was elsewhere, or unseen): all of them, as before
+    reset = "rank 1 in barrier: RuntimeError: Connection reset by peer"
+    out = merge.combine(
+        [
+            part(
+                "h1",
+                "failed",
+                "barrier",
+                ranks=[0],
+                called=[0],
+                error="NCCL error: remote process exited",
+            ),
+            part("h2", "failed", "barrier", ranks=[1], called=[1], error=reset),
+        ]
+    )
+    assert out.hosts == ["h1", "h2"]
+
+
 @pytest.mark.parametrize(
     ("odd", "why"),
     [

@@ -8,6 +8,7 @@ not are the ones to blame. When every rank reached it, the hang is between them 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,20 @@ def _where(v: Mapping[str, Any]) -> Mapping[str, Any]:
     return v.get("stalled") or v.get("failed_in") or {}
 
 
+# A rank that lost its peer or the store (the other side's process ended) reports the loss,
+# not its cause: torch's TCPStore ("Failed to recv, got 0 bytes", "Connection reset by peer"),
+# gloo ("Connection closed by peer"), NCCL's ncclRemoteError ("remote process exited").
+_PEER_LOST = re.compile(
+    r"connection (?:reset|closed) by peer|failed to recv, got 0 bytes|broken pipe"
+    r"|remote process exited",
+    re.I,
+)
+
+
+def _lost_peer(v: Mapping[str, Any]) -> bool:
+    return bool(_PEER_LOST.search(str(v.get("error") or "")))
+
+
 def _stopped_own_way(v: Mapping[str, Any]) -> bool:
     """A host whose ranks failed, or stalled, before the collective call: not just waiting. A
     rank that failed after it had made the call (the store's host went away: "connection
@@ -92,6 +107,8 @@ def combine(parts: Sequence[Part]) -> MergedOutcome:
     # else all of them (every rank made the call: the hang is between them)
     own = [p for p in at if _stopped_own_way(p.verdict or {})]
     failed_there = [p for p in at if (p.verdict or {}).get("verdict") == "failed"]
+    # of those, a host whose own error it was, before one that lost its peer to that error
+    failed_there = [p for p in failed_there if not _lost_peer(p.verdict or {})] or failed_there
     # every host in a collective phase only waits, and a host claims a later one: it cannot
     # have got past a collective the others never left, so it never joined (a review: a
     # host could shift the blame onto those waiting for it)

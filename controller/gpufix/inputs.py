@@ -21,6 +21,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
+from gpufix import schema_check
 from gpufix.errors import InvalidInput
 
 MiB = 1024 * 1024
@@ -221,7 +222,7 @@ def schema(name: str) -> dict[str, Any]:
 
 @cache
 def _validator(name: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(schema(name))
+    return schema_check.validator(schema(name))
 
 
 def schema_errors(doc: Any, name: str) -> list[str]:

@@ -15,7 +15,7 @@ from importlib import resources
 from types import ModuleType
 from typing import Any
 
-import jsonschema
+from gpufix import schema_check
 
 PHASES = (
     "import_torch",
@@ -60,7 +60,7 @@ def probe_schema() -> dict[str, Any]:
 
 
 def schema_errors(doc: dict[str, Any]) -> list[str]:
-    validator = jsonschema.Draft202012Validator(probe_schema())
+    validator = schema_check.validator(probe_schema())
     return [
         f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)
     ]

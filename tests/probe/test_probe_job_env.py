@@ -196,6 +196,7 @@ SAMPLES = [
     "NCCL_ALGO",
     "NCCL_" + "A" * 61 + "=1",
     "NCCL_X=" + "1" * 201,
+    "NCCL_ALGO=Ring\n",  # Python's `$` matches before a final newline: each copy must not
 ]
 
 
@@ -205,13 +206,15 @@ def test_every_copy_of_the_rule_agrees(prog: types.ModuleType) -> None:
     import re
 
     import yaml
+    from gpufix import schema_check
     from gpufix.apply.varspec import PATTERNS
     from gpufix.probe.local import schema
 
     role = yaml.safe_load((ROOT / "roles/probe/vars/main.yml").read_text())
     props = schema()["properties"]["job_env"]
-    name_re = re.compile(props["propertyNames"]["pattern"])
-    value_re = re.compile(props["additionalProperties"]["pattern"])
+    # as gpufix reads a verdict: ECMA-262 end anchors (gpufix.schema_check)
+    name_re = schema_check.validator({"type": "string", **props["propertyNames"]})
+    value_re = schema_check.validator(props["additionalProperties"])
     for item in SAMPLES:
         name, _, value = item.partition("=")
         try:
@@ -226,9 +229,9 @@ def test_every_copy_of_the_rule_agrees(prog: types.ModuleType) -> None:
             cli = False
         answers = {
             "cli": cli,
-            "varspec": bool(re.match(PATTERNS["job_env"], item)),
+            "varspec": bool(re.fullmatch(PATTERNS["job_env"], item)),  # as rolevars checks
             "role": bool(re.match(role["_gpufix_probe_job_env_re"], item)),
-            "schema": "=" in item and bool(name_re.match(name) and value_re.match(value)),
+            "schema": "=" in item and name_re.is_valid(name) and value_re.is_valid(value),
         }
         assert answers == dict.fromkeys(answers, want), item
     # the experiment that takes one setting off names it in its id (job-env-without-VAR)

@@ -66,7 +66,7 @@ _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 def name_host(text: str, host: str) -> str:
     """`gpufix probe HOST` / `gpufix facts HOST` in TEXT with the planned host's name when it is
     a plain word (one to copy into a shell as it is); else HOST stays."""
-    if not _PLAIN_NAME.match(host):
+    if not _PLAIN_NAME.fullmatch(host):
         return text
     return re.sub(
         r"\bgpufix (probe|facts|plan) HOST\b", lambda m: f"gpufix {m.group(1)} {host}", text

@@ -15,6 +15,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
+from gpufix import schema_check
 from gpufix.errors import InvalidInput
 
 FORMAT = "gpufix-facts"
@@ -48,7 +49,7 @@ def schema() -> dict[str, Any]:
 
 
 def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(schema())
+    return schema_check.validator(schema())
 
 
 def _one_line(text: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from gpufix import paths
+from gpufix import paths, schema_check
 from gpufix.errors import GpufixError, InvalidInput
 
 # Callers outside this folder (preflight) import summarize from here.
@@ -51,7 +51,7 @@ def schema() -> dict[str, Any]:
 
 def validate(verdict: object) -> dict[str, Any]:
     """Check a verdict against probe.schema.json; return it, or raise a one-line GpufixError."""
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = schema_check.validator(schema())
     error = jsonschema.exceptions.best_match(validator.iter_errors(verdict))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top)"

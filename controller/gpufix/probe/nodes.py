@@ -39,7 +39,7 @@ def _ipv4(iface: Mapping[str, Any]) -> list[str]:
 def usable(iface: Mapping[str, Any]) -> bool:
     name = str(iface.get("name", ""))
     up = iface.get("up") is not False  # unknown counts as up
-    return up and bool(_IFNAME.match(name)) and not _NOT_BETWEEN_HOSTS.match(name)
+    return up and bool(_IFNAME.fullmatch(name)) and not _NOT_BETWEEN_HOSTS.match(name)
 
 
 def master_addr(
@@ -52,7 +52,7 @@ def master_addr(
     """
     given = host_vars.get("gpufix_probe_master_addr")
     if given:
-        if not _HOST.match(str(given)):
+        if not _HOST.fullmatch(str(given)):
             raise InvalidInput(f"{first}: gpufix_probe_master_addr {given!r} is not an address")
         return str(given)
     for iface in _interfaces(facts or {}):

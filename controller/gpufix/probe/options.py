@@ -60,9 +60,9 @@ class ProbeOptions:
 
     def check(self) -> ProbeOptions:
         """Itself, or a one-line InvalidInput for a value the program would refuse."""
-        if self.ifname is not None and not _IFNAME.match(self.ifname):
+        if self.ifname is not None and not _IFNAME.fullmatch(self.ifname):
             raise InvalidInput(f"--ifname {self.ifname!r} is not an interface name")
-        if self.master_addr is not None and not _HOST.match(self.master_addr):
+        if self.master_addr is not None and not _HOST.fullmatch(self.master_addr):
             raise InvalidInput(f"--master-addr {self.master_addr!r} is not an address")
         if self.python is not None and not PYTHON.fullmatch(self.python):
             raise InvalidInput(
@@ -72,7 +72,7 @@ class ProbeOptions:
         if self.master_addr and not self.multi_node:
             raise InvalidInput("--master-addr is for --multi-node")
         s = self.soak
-        if s and not (_SIZE.match(s.min_bytes) and _SIZE.match(s.max_bytes)):
+        if s and not (_SIZE.fullmatch(s.min_bytes) and _SIZE.fullmatch(s.max_bytes)):
             raise InvalidInput("--soak-min-bytes/--soak-max-bytes take sizes like 8, 64K, 128M")
         if s and not 0 < size_bytes(s.min_bytes) <= size_bytes(s.max_bytes) <= SOAK_MAX:
             raise InvalidInput("soak sizes need 0 < --soak-min-bytes <= --soak-max-bytes <= 16G")
@@ -87,7 +87,7 @@ class ProbeOptions:
             raise InvalidInput(f"--job-env: at most {JOB_ENV_MAX} settings")
         names = [item.partition("=")[0] for item in self.job_env]
         for item, name in zip(self.job_env, names, strict=True):
-            if not _JOB_ENV.match(item):
+            if not _JOB_ENV.fullmatch(item):
                 raise InvalidInput(
                     f"--job-env {item[:80]!r}: want VAR=VALUE, VAR one of NCCL_*, TORCH_NCCL_*, "
                     "TORCH_DISTRIBUTED_*, GLOO_*, CUDA_*, UCX_*, FI_*, VALUE without blanks, "

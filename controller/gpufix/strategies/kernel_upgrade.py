@@ -44,7 +44,7 @@ def evaluate(ctx: Ctx) -> Candidate:
         )
     if running is None:
         return Candidate("kernel-upgrade", False, "running kernel unknown")
-    variant = _RELEASE.match(h.kernel or "")
+    variant = _RELEASE.fullmatch(h.kernel or "")
     if variant and variant.group(1) not in _HWE_FLAVOURS:
         return Candidate(
             "kernel-upgrade",

@@ -1707,7 +1707,7 @@ def check_args(ns: argparse.Namespace) -> None:
 def check_experiment_args(ns: argparse.Namespace) -> None:
     if not 0 <= ns.experiment_budget <= 86400:
         raise ArgError("--experiment-budget must be between 0 and 86400 seconds")
-    if ns.ifname is not None and not IFNAME_RE.match(ns.ifname):
+    if ns.ifname is not None and not IFNAME_RE.fullmatch(ns.ifname):
         raise ArgError("--ifname %r is not an interface name" % ns.ifname)
     for var in ns.nccl_default:
         if var not in NCCL_DEFAULTS:
@@ -1759,11 +1759,11 @@ def check_multinode_args(ns: argparse.Namespace) -> None:
         raise ArgError("--nnodes must be 1..4096 and --node-rank 0..nnodes-1")
     if not 1 <= ns.master_port <= 65535:
         raise ArgError("--master-port must be 1..65535")
-    if ns.nnodes > 1 and not (ns.master_addr and HOST_RE.match(ns.master_addr)):
+    if ns.nnodes > 1 and not (ns.master_addr and HOST_RE.fullmatch(ns.master_addr)):
         raise ArgError("--nnodes > 1 needs --master-addr (the first host's address)")
-    if ns.store_key and not STORE_KEY_RE.match(ns.store_key):
+    if ns.store_key and not STORE_KEY_RE.fullmatch(ns.store_key):
         raise ArgError("--store-key must be %s" % KEY_WORDS)
-    if ns.run_id and not STORE_KEY_RE.match(ns.run_id):
+    if ns.run_id and not STORE_KEY_RE.fullmatch(ns.run_id):
         raise ArgError("--run-id must be %s" % KEY_WORDS)
     if ns.gpus and not re.match(r"^\d+(,\d+)*$", ns.gpus):
         raise ArgError("--gpus must be a comma-separated list of GPU indices")
@@ -2393,11 +2393,11 @@ def parse_job_env(items: List[str]) -> Dict[str, str]:
     out: Dict[str, str] = {}
     for item in items:
         name, eq, value = item.partition("=")
-        if not eq or not JOB_ENV_NAME_RE.match(name):
+        if not eq or not JOB_ENV_NAME_RE.fullmatch(name):
             raise ArgError("--job-env %r: want VAR=VALUE with VAR one of %s" % (item, JOB_ENV_HELP))
         if name in JOB_ENV_OWNED:
             raise ArgError("--job-env %s: the probe sets it (its NCCL log)" % name)
-        if not JOB_ENV_VALUE_RE.match(value):
+        if not JOB_ENV_VALUE_RE.fullmatch(value):
             raise ArgError("--job-env %s: the value has characters no setting needs" % name)
         if name in out:
             raise ArgError("--job-env %s given twice" % name)
@@ -2444,13 +2444,13 @@ def experiment_env(exp_id: str) -> Tuple[Dict[str, str], Optional[List[int]]]:
             return dict(env), None
     if exp_id == "job-env-off":
         return {}, None  # what it leaves out is the verdict's job_env
-    if exp_id.startswith(WITHOUT) and JOB_ENV_NAME_RE.match(exp_id[len(WITHOUT) :]):
+    if exp_id.startswith(WITHOUT) and JOB_ENV_NAME_RE.fullmatch(exp_id[len(WITHOUT) :]):
         return {}, None  # the job's settings but this one
-    m = PAIR_RE.match(exp_id)
+    m = PAIR_RE.fullmatch(exp_id)
     if m and int(m.group(1)) < int(m.group(2)):
         return {}, [int(m.group(1)), int(m.group(2))]
     name = exp_id[len("ifname-") :] if exp_id.startswith("ifname-") else ""
-    if IFNAME_RE.match(name):
+    if IFNAME_RE.fullmatch(name):
         return {"NCCL_SOCKET_IFNAME": name, "GLOO_SOCKET_IFNAME": name}, None
     raise ValueError("unknown experiment %r" % exp_id)
 

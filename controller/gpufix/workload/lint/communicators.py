@@ -56,7 +56,7 @@ def parse_table(text: str) -> Communicators:
             raise ValueError(f"communicators.yaml row {i}: keys are call or keyword, source, note")
         what, source = row.get("call") or row.get("keyword"), row.get("source")
         ok = _PATTERN if "call" in row else _KEYWORD
-        if not isinstance(what, str) or not ok.match(what):
+        if not isinstance(what, str) or not ok.fullmatch(what):
             raise ValueError(f"communicators.yaml row {i}: bad call or keyword {what!r}")
         if not isinstance(source, str) or not source.startswith("https://"):
             raise ValueError(f"communicators.yaml row {i} ({what}): source must be an https URL")

@@ -57,7 +57,7 @@ def parse_table(text: str) -> LibraryTable:
         if not isinstance(row, dict) or set(row) - {"module", "kind", "source", "note"}:
             raise ValueError(f"libraries.yaml row {i}: keys are module, kind, source, note")
         module, kind, source = row.get("module"), row.get("kind"), row.get("source")
-        if not isinstance(module, str) or not _MODULE.match(module):
+        if not isinstance(module, str) or not _MODULE.fullmatch(module):
             raise ValueError(f"libraries.yaml row {i}: bad module {module!r}")
         if kind not in KINDS:
             raise ValueError(f"libraries.yaml row {i}: kind must be one of {', '.join(KINDS)}")

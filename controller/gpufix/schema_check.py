@@ -1,6 +1,6 @@
-"""JSON Schema validation in which a pattern's closing `$` is the end of the string, as in
-ECMA-262, the schemas' regex dialect. Python's `re.search` lets `$` match before a final newline,
-so `"host01\\n"` passed `^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,252}$`."""
+"""JSON Schema validation in which a pattern's closing `$` is the end of the string and `\\d` an
+ASCII digit, as in ECMA-262, the schemas' regex dialect. Python's `re.search` lets `$` match
+before a final newline, so `"host01\\n"` passed `^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,252}$`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from jsonschema.exceptions import ValidationError
 def _compiled(pattern: str) -> re.Pattern[str]:
     if pattern.endswith("$") and not pattern.endswith("\\$"):
         pattern = pattern[:-1] + r"\Z"
-    return re.compile(pattern)
+    return re.compile(pattern, re.ASCII)  # ECMA-262's `\d`, `\w`, `\s` are ASCII
 
 
 def _pattern(

@@ -77,3 +77,10 @@ def test_only_a_closing_dollar_is_an_end_anchor() -> None:
     assert v.is_valid("a") and not v.is_valid("a\n")
     v = schema_check.validator({"type": "string", "pattern": "^[0-9]+"})  # no end anchor
     assert v.is_valid("12\n")
+
+
+def test_a_digit_is_an_ascii_digit() -> None:
+    """ECMA-262's `\\d` is [0-9]; Python's takes any Unicode digit ("\u0661" is ARABIC-INDIC
+    DIGIT ONE, and int() reads it as 1)."""
+    v = schema_check.validator({"type": "string", "pattern": r"^\d+-\d+$"})
+    assert v.is_valid("0-1") and not v.is_valid("\u0660-\u0661")

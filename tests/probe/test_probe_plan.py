@@ -150,7 +150,12 @@ def test_the_role_passes_every_experiment_the_program_knows(prog: types.ModuleTy
     assert not role_re.match("mnnvl-on")
     # a final newline is no part of an id (Python's `$` would let it through)
     assert not role_re.match("p2p-off\n") and not role_re.match("ifname-eth1\n")
-    for exp_id in ("gpus-0-1\n", "ifname-eth1\n", "job-env-without-NCCL_ALGO\n"):
+    for exp_id in (
+        "gpus-0-1\n",
+        "ifname-eth1\n",
+        "job-env-without-NCCL_ALGO\n",
+        "gpus-\u0660-\u0661",
+    ):
         with pytest.raises(ValueError, match="unknown experiment"):
             prog.experiment_env(exp_id)
 

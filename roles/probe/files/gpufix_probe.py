@@ -2372,7 +2372,7 @@ NCCL_DEFAULTS = {
     "NCCL_IB_DISABLE": "0",
     "NCCL_PXN_DISABLE": "0",
 }
-PAIR_RE = re.compile(r"^gpus-(\d{1,3})-(\d{1,3})$")
+PAIR_RE = re.compile(r"^gpus-([0-9]{1,3})-([0-9]{1,3})$")  # ASCII: `\d` takes any digit
 # --job-env: the settings a training job runs with, so the probe sees what the job sees (an
 # account's shell exports, a launcher's environment). Names of the libraries a start-up reads;
 # values without blanks, quotes or template characters (data, never code). The probe owns its

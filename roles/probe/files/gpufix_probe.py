@@ -962,15 +962,13 @@ class Supervisor(object):
             time.sleep(POLL_S)
 
     def check_failed(self, res: RunResult, now: float) -> bool:
-        for st in res.ranks:
-            if st.proc.poll() is not None:
-                st.read()  # it may have written its last events just before exiting
+        # One look at each process: a rank that wrote its error and exited between two looks
+        # was counted as exiting without a word, and its message was lost (a review).
+        ended = [st for st in res.ranks if st.proc.poll() is not None]
+        for st in ended:
+            st.read()  # it may have written its last events just before exiting
         errs = [st for st in res.ranks if st.error is not None]
-        exited = [
-            st
-            for st in res.ranks
-            if st.proc.poll() is not None and st.error is None and not st.done
-        ]
+        exited = [st for st in ended if st.error is None and not st.done]
         if not errs and not exited:
             return False
         res.status = "failed"

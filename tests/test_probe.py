@@ -27,6 +27,10 @@ torch = pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
 pytestmark = pytest.mark.slow
 
 PHASE_DEADLINE = 4.0
+# What a verdict may take past the deadline that named it: the stalled rank ignores SIGTERM, so
+# the program's kill grace (0.5 s), the SIGKILL, its reaping and the verdict, on a loaded 2-core
+# machine (a review of the tests' races: 1.0 s left 0.45 s for the last three).
+PAST_DEADLINE_S = 3.0
 # import torch takes 2 s on an idle machine and over 10 s on a loaded one: its own deadline.
 SLOW_IMPORT = ["--import-deadline", "60"]
 FAST = [
@@ -151,7 +155,7 @@ def test_injected_fault_is_named(
         entered = next(
             p["start"] for p in verdict["phases"] if p["phase"] == phase and p["rank"] == rank
         )
-        assert verdict["duration_s"] <= entered + PHASE_DEADLINE + 1.5
+        assert verdict["duration_s"] <= entered + PHASE_DEADLINE + PAST_DEADLINE_S
     elif verdict_kind == "failed":
         # the injected crash comes as the rank enters the phase: before its collective call
         assert verdict["failed_in"] == {"phase": phase, "ranks": [rank], "called": []}
@@ -189,8 +193,8 @@ def test_whole_probe_deadline_wins_over_phase_deadline(tmp_path: Path) -> None:
         "called": [0],
         "by": "probe deadline",
     }
-    assert verdict["duration_s"] <= 30 + 1.0
-    assert elapsed <= 30 + 2.0
+    assert verdict["duration_s"] <= 30 + PAST_DEADLINE_S
+    assert elapsed <= 30 + PAST_DEADLINE_S + 1.0
 
 
 def test_parent_terminated_takes_its_workers_down(tmp_path: Path) -> None:

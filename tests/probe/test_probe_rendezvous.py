@@ -9,6 +9,7 @@ is not a blocked port: both hosts must come out healthy.
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -83,15 +84,18 @@ def test_a_run_that_has_not_ended_is_neither_joined_nor_called_a_firewall(tmp_pa
     while the new first host failed with a blocked rendezvous."""
     port = free_port()
 
-    def start(node: int, key: str, deadline: int, name: str) -> subprocess.Popen[str]:
+    # Deadlines for a loaded 2-core machine (a review of the tests' races): torch's import may
+    # take over 10 s, and the earlier run holds its store (phase + import deadline) until it is
+    # stopped, not for a window the new runs' imports could outlast.
+    def start(node: int, key: str, phase: int, deadline: int, name: str) -> subprocess.Popen[str]:
         work = tmp_path / name
         work.mkdir()
         argv = [
             sys.executable, str(program_path()), "--cpu", "--no-single-gpu",
             "--world-size", "1", "--nnodes", "2", "--node-rank", str(node),
             "--master-addr", "127.0.0.1", "--master-port", str(port), "--store-key", key,
-            "--phase-deadline", "4", "--import-deadline", "8", "--deadline", str(deadline),
-            "--no-experiments",
+            "--phase-deadline", str(phase), "--import-deadline", "30",
+            "--deadline", str(deadline), "--no-experiments",
         ]  # fmt: skip
         return subprocess.Popen(
             argv,
@@ -101,21 +105,25 @@ def test_a_run_that_has_not_ended_is_neither_joined_nor_called_a_firewall(tmp_pa
             text=True,
         )
 
-    old = start(0, "old", 40, "old")
-    for _ in range(300):  # its store is up once the port listens
+    old = start(0, "old", 120, 300, "old")
+    for _ in range(600):  # its store is up once the port listens
         if listening(port) or old.poll() is not None:
             break
         time.sleep(0.1)
     assert listening(port), "the earlier run never served its store"
-    new = [start(0, "new", 25, "new0"), start(1, "new", 25, "new1")]
+    new = [start(0, "new", 4, 60, "new0"), start(1, "new", 4, 60, "new1")]
     verdicts = []
-    for p in [old, *new]:
+    for p in new:
         out, err = p.communicate(timeout=120)
         assert out.startswith("{"), err[-2000:]
         verdicts.append(json.loads(out))
+    assert old.poll() is None, "the earlier run ended before the new ones: its store is gone"
+    old.send_signal(signal.SIGTERM)
+    out, err = old.communicate(timeout=60)
+    assert out.startswith("{"), err[-2000:]
     assert leftovers(str(tmp_path)) == [], "worker processes left behind"
 
-    old_v, first, second = verdicts
+    old_v, (first, second) = json.loads(out), verdicts
     assert old_v["verdict"] != "healthy" and second["verdict"] != "healthy"
     assert (first["verdict"], first["failed_in"]["phase"]) == ("failed", "rendezvous")
     assert [c["id"] for c in first["causes"]] == ["store-port-busy"]

@@ -103,7 +103,9 @@ def test_the_budget_bounds_the_experiments(tmp_path: Path) -> None:
     # Every planned experiment is recorded; those past the budget say so.
     assert [e["id"] for e in v["experiments"]][:2] == ["p2p-off", "shm-off"]
     assert all(e["error"] == f"experiment budget of {budget:.0f} s spent" for e in rest)
-    assert sum(e["elapsed_s"] for e in ran) <= budget + 1.5
+    # past the budget only by the kill of the last one: its stalled rank ignores SIGTERM (0.5 s
+    # grace), then SIGKILL and the reaping, on a loaded 2-core machine
+    assert sum(e["elapsed_s"] for e in ran) <= budget + 4.0
     assert v["decided_by"] is None
     assert v["causes"] == []  # nccl-transport on NCCL; gloo has no NCCL transport to blame
 

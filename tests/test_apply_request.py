@@ -77,6 +77,9 @@ def test_first_difference_names_the_field() -> None:
         ({"container_image": "ubuntu:latest"}, "not a valid value"),
         ({"venv_path": "/opt/{{ x }}"}, "not a valid value"),
         ({"multi_gpu_required": 1}, "wrong type"),
+        ({"torch": "2.5.1; rm -rf /"}, "not a valid value"),
+        ({"torch": "2.5.1\n"}, "not a valid value"),
+        ({"torch": 2.5}, "wrong type"),
     ],
 )
 def test_constraints_are_data(given: dict, why: str) -> None:
@@ -192,3 +195,14 @@ def test_pcie_acs_takes_bridges_in_any_pci_domain(bdf: str) -> None:
 def test_pcie_acs_refuses_what_is_no_pci_address(bdf: str) -> None:
     with pytest.raises(InvalidInput):
         rolevars.check_vars("pcie_acs.yml", {"gpufix_pcie_acs_bridges": [bdf]}, "t", plan_step=True)
+
+
+def test_a_plan_with_the_users_torch_release_survives_its_rederivation(tmp_path: Path) -> None:
+    facts = json.loads(Path("tests/fixtures/hosts/jammy-470-torch23.json").read_text())["facts"]
+    c = Constraints(strategy="cuda-downgrade", torch="2.5.1")
+    plan = plan_host(facts, None, c, host="h1", python_envs=[], kb=KB, rules=RULES)
+    assert plan.steps[0].vars["gpufix_ml_stack_torch_version"] == "2.5.1"
+    save_plans([plan], tmp_path / "p.json")
+    (back,) = load_plans(tmp_path / "p.json")
+    assert back.inputs["constraints"]["torch"] == "2.5.1"
+    request.check_plans([back], KB, RULES, "plan file")

@@ -144,6 +144,21 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
         ),
         (("plan", "host01", "--strategy", "reinstall"), "reinstall"),
         (("plan", "host01", "--image", "nvcr.io/nvidia/pytorch:24.04-py3"), "not pinned by digest"),
+        # --torch: a release, for cuda-downgrade only, that fits (2026-12-06)
+        (("plan", "host01", "--torch", "2.x"), "--torch '2.x': give a torch release"),
+        (("plan", "host01", "--torch", ""), "--torch: an empty value"),
+        (
+            ("plan", "host01", "--torch", "2.5.1", "--strategy", "pcie-acs"),
+            "not --strategy pcie-acs",
+        ),
+        (
+            ("plan", "host04", "--torch", "9.9.9", "--strategy", "cuda-downgrade"),
+            "torch 9.9.9 (--torch)",
+        ),
+        (
+            ("apply", "host04", "--torch", "2.5.1"),
+            "--torch re-plans with --strategy cuda-downgrade",
+        ),
         # "" (an unset shell variable) is refused, not read as "not given" (review, 2026-12-03)
         (("plan", "host01", "--facts", ""), "--facts: an empty value"),
         (("plan", "host01", "--probe-verdict", ""), "--probe-verdict: an empty value"),

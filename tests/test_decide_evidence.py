@@ -389,6 +389,37 @@ def test_no_knob_helps_and_this_nccl_has_a_fixed_hang_moves_the_stack_up() -> No
     target = plan.extra["stack"]
     assert target["nccl"] is None or _v(target["nccl"]) >= _v(issue["fixed_in"])
     assert _v(plan.steps[0].vars["gpufix_ml_stack_torch_version"]) > _v("2.3.0")
+    # the oldest release that fits and carries the fix is named beside the newest: fewer
+    # changes to the training code (2026-12-06)
+    low = target["smallest_fix"]
+    assert _v("2.3.0") < _v(low["torch"]) < _v(target["torch"])
+    assert _v(low["nccl"]) >= _v(issue["fixed_in"])
+    older = [r for r in KB.torch_releases if _v("2.3.0") < _v(r.version) < _v(low["torch"])]
+    for r in older:  # none of them carries it
+        row = KB.torch_nccl_version(r.version)
+        assert row is None or _v(row.nccl) < _v(issue["fixed_in"]), r.version
+    why = next(o for o in plan.to_dict()["options"] if o["strategy"] == "cuda-downgrade")["reason"]
+    assert f"torch {low['torch']}+{low['tag']}, NCCL {low['nccl']}, is the smallest move" in why
+
+
+def test_the_users_torch_release_is_installed_only_where_it_carries_the_fix() -> None:
+    """--torch (2026-12-06): the smallest move the plan names can be chosen; a release whose
+    NCCL predates the fix the evidence asks for is refused, as one that does not fit."""
+    f = facts("jammy-470-torch23")
+    f["driver"].update(kernel_module="580.95.05", userspace="580.95.05")
+    exps = [experiment("p2p-off", "hung"), experiment("cumem-off", "hung")]
+    v = verdict(experiments=exps, decided_by=None)
+    low = decide(f, v).extra["stack"]["smallest_fix"]
+    plan = decide(f, v, Constraints(torch=low["torch"]))
+    assert plan.strategy == "cuda-downgrade"
+    assert plan.steps[0].vars["gpufix_ml_stack_torch_version"] == low["torch"]
+    assert plan.extra["stack"]["smallest_fix"] is None  # it is the smallest
+    option = next(o for o in plan.to_dict()["options"] if o["strategy"] == "cuda-downgrade")
+    assert "the release --torch names" in option["reason"]
+    before = decide(f, v, Constraints(torch="2.5.1"))  # NCCL 2.21.5: before the fix
+    option = next(o for o in before.to_dict()["options"] if o["strategy"] == "cuda-downgrade")
+    assert not option["feasible"] and "or its NCCL is older than" in option["reason"]
+    assert before.strategy != "cuda-downgrade"
 
 
 def test_stack_moves_down_when_the_evidence_asks() -> None:

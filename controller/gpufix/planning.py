@@ -36,6 +36,7 @@ IMAGE_STRATEGIES = ("container-fallback", "container-fix")
 _CONSTRAINT_PATTERNS = {
     "container_image": re.compile(PATTERNS["image_digest"]),
     "venv_path": re.compile(PATTERNS["abspath"]),
+    "torch": re.compile(r"^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$"),  # a release, as PyPI's
 }
 # An inventory host name, as the plan schema's "host": TARGET names the planned host only then.
 HOST = re.compile(PATTERNS["inventory_host"])
@@ -287,6 +288,13 @@ def make_plans(
     image = constraints.container_image
     if image and not _CONSTRAINT_PATTERNS["container_image"].fullmatch(image):
         raise InvalidInput(f"--image {image[:200]!r}: give REF@sha256:<64 hex digits>")
+    release = constraints.torch
+    if release is not None and not _CONSTRAINT_PATTERNS["torch"].fullmatch(release):
+        raise InvalidInput(f"--torch {release[:40]!r}: give a torch release such as 2.7.1")
+    if release and constraints.strategy not in (None, "cuda-downgrade"):
+        raise InvalidInput(
+            f"--torch is the release cuda-downgrade installs, not --strategy {constraints.strategy}"
+        )
     if image and not constraints.containers_allowed:
         raise InvalidInput("--image names a container image, --no-containers rules them out")
     if image and constraints.strategy not in (None, *IMAGE_STRATEGIES):

@@ -53,7 +53,9 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> Any:
     return t
 
 
-def _replan(target: str, strategy: str, opts: applymod.Options) -> list[Plan]:
+def _replan(
+    target: str, strategy: str, opts: applymod.Options, torch: str | None = None
+) -> list[Plan]:
     from gpufix.engine.context import Constraints
     from gpufix.planning import make_plans
 
@@ -61,7 +63,7 @@ def _replan(target: str, strategy: str, opts: applymod.Options) -> list[Plan]:
     got = make_plans(
         target,
         opts.inventory,
-        Constraints(strategy=strategy, reboot_allowed=True),
+        Constraints(strategy=strategy, reboot_allowed=True, torch=torch),
         progress=progress,
         forks=opts.forks,
         facts_timeout=opts.facts_timeout,
@@ -165,6 +167,13 @@ def _probe_vars(
     callback=not_empty,
     help="The container image the saved plan runs, named again: required when it names one.",
 )
+@click.option(
+    "--torch",
+    "torch_release",
+    metavar="VERSION",
+    callback=not_empty,
+    help="With --strategy cuda-downgrade: the torch release to install (as gpufix plan --torch).",
+)
 @click.option("--interim", is_flag=True, help="Run the plan's interim (no-reboot) steps.")
 @click.option("--check", is_flag=True, help="Show per host what would change; change nothing.")
 @click.option(
@@ -221,6 +230,7 @@ def apply_cmd(
     inventory: str | None,
     strategy: str | None,
     image: str | None,
+    torch_release: str | None,
     interim: bool,
     check: bool,
     allow_reboot: bool,
@@ -253,6 +263,10 @@ def apply_cmd(
         raise InvalidInput("--interim applies a saved plan's interim steps: give a PLANFILE")
     if strategy and image:
         raise InvalidInput("--image names a saved plan's image: give a PLANFILE")
+    if torch_release and not strategy:
+        raise InvalidInput(
+            "--torch re-plans with --strategy cuda-downgrade: a saved plan has its own"
+        )
     if strategy and (target.endswith(".json") or os.sep in target) and os.path.isfile(target):
         raise InvalidInput(
             f"{target} is a plan file and --strategy plans anew: give a HOST|GROUP with "
@@ -279,7 +293,7 @@ def apply_cmd(
         facts_timeout=facts_timeout,
     )
     if strategy:
-        plans = _replan(target, strategy, opts)
+        plans = _replan(target, strategy, opts, torch_release)
         _refusals_first(plans, opts)
         _confirm(plans, yes or check, as_json, required=True)  # a dry run asks nothing
         res = applymod.apply(plans, opts, report=progress, fresh_facts=True)

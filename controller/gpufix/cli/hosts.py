@@ -158,6 +158,13 @@ def _only_with(flag: str, names: tuple[str, ...]) -> None:
     help="Image for container-fallback, pinned by digest.",
 )
 @click.option(
+    "--torch",
+    "torch_release",
+    metavar="VERSION",
+    callback=not_empty,
+    help="The torch release cuda-downgrade installs (it must fit, and carry a fix the plan asks for).",
+)
+@click.option(
     "--python-env",
     "python_envs",
     multiple=True,
@@ -184,6 +191,7 @@ def plan(
     single_gpu_ok: bool,
     no_containers: bool,
     image: str | None,
+    torch_release: str | None,
     python_envs: tuple[str, ...],
     output: str | None,
     verbose: bool,
@@ -223,6 +231,7 @@ def plan(
         strategy=strategy,
         containers_allowed=not no_containers,
         container_image=image,
+        torch=torch_release,
     )
     got = make_plans(
         target,

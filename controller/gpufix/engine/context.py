@@ -25,6 +25,7 @@ class Constraints:
     strategy: str | None = None  # forced by the user
     containers_allowed: bool = True
     container_image: str | None = None  # REF@sha256:DIGEST chosen by the user
+    torch: str | None = None  # the torch release cuda-downgrade installs, chosen by the user
     venv_path: str = "/opt/gpufix/venv"
     # The day support windows are judged on (data, not the clock: the caller passes today).
     # None: the day the knowledge base was last checked (KnowledgeBase.checked()).

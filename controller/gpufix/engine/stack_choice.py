@@ -39,6 +39,9 @@ class Want:
     # The installed build does not run here (a GPU architecture it dropped, a CUDA the driver
     # cannot run): the smallest move is the same release in a build that does.
     same_release: bool = False
+    # The user's release (--torch): only it is considered, and only where it fits and, when a
+    # fixed NCCL is asked for, carries the fix.
+    release: str | None = None
 
 
 def setup_issues(
@@ -185,6 +188,8 @@ def _fits(h: Host, b: Basis, want: Want, kb: KnowledgeBase) -> list[_Fit]:
     for t in sorted(kb.torch_releases, key=lambda r: versions.key(r.version), reverse=True):
         if not _moves(t, b, want):
             continue
+        if want.release and versions.parse(t.version) != versions.parse(want.release):
+            continue
         pys = [p for p in b.pythons if _in_range(p, t.python_min, t.python_max)]
         if b.pythons and not pys:
             continue
@@ -235,8 +240,8 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
         "accelerate", kb.accelerate_releases, py, t.version, env.accelerate if env else None
     )
     build = kb.torch_build(t.version, cu)
-    nccl = kb.torch_nccl_version(t.version, cu)
     return {
+        "smallest_fix": _smallest_fix(clear or fits, pick, want, kb),
         "python": py,
         "torch": t.version,
         "cuda": cu,
@@ -246,9 +251,7 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
         "transformers": tr,
         "accelerate": ac,
         "lib_notes": [n for n in (tr_note, ac_note) if n],
-        "nccl": nccl.nccl
-        if nccl and versions.parse(nccl.torch) == versions.parse(t.version)
-        else None,
+        "nccl": _bundled(kb, t.version, cu),
         "direction": direction(b.current, t.version),
         "assumed": b.assumed,
         # Newer releases that fit but whose NCCL has a problem on this setup, and the problems
@@ -268,6 +271,27 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
         ],
         "unread_setup": sorted(want.unread - want.setup),
     }
+
+
+def _bundled(kb: KnowledgeBase, torch: str, cuda: str) -> str | None:
+    row = kb.torch_nccl_version(torch, cuda)
+    return row.nccl if row and versions.parse(row.torch) == versions.parse(torch) else None
+
+
+def _smallest_fix(
+    fits: list[_Fit], pick: _Fit, want: Want, kb: KnowledgeBase
+) -> dict[str, Any] | None:
+    """Moving up to a fixed NCCL: the oldest release that fits and carries the fix, when it is
+    not the one chosen. Named beside the choice: fewer changes to the training code, fewer of
+    the later fixes."""
+    if not want.nccl_min or want.direction != "up":
+        return None
+    low = min(fits, key=lambda f: versions.key(f.release.version))
+    if low is pick:
+        return None
+    tag = versions.cuda_tag(versions.major_minor(low.cuda) or (0, 0))
+    row = kb.torch_nccl_version(low.release.version, low.cuda)  # what _has_nccl judged by
+    return {"torch": low.release.version, "tag": tag, "nccl": row.nccl if row else None}
 
 
 def direction(current: str | None, target: str) -> str | None:

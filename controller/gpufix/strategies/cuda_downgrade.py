@@ -22,13 +22,16 @@ def want(ctx: Ctx) -> stack_choice.Want:
     d = ctx.decision
     if d is None or d.fix != "cuda-downgrade":
         broken = ctx.stack.arch_problem is not None or ctx.stack.driver_ok is False
-        return stack_choice.Want(setup=where, unread=unread, same_release=broken)
+        return stack_choice.Want(
+            setup=where, unread=unread, same_release=broken, release=ctx.c.torch
+        )
     return stack_choice.Want(
         d.row.direction,
         d.issue.fixed_in if d.issue else None,
         assume=True,
         setup=where,
         unread=unread,
+        release=ctx.c.torch,
     )
 
 
@@ -83,13 +86,22 @@ def _why(ctx: Ctx, best: dict[str, Any]) -> str:
     moved = {"up": "up to", "down": "down to"}.get(best["direction"] or "", "to")
     d = ctx.decision
     here = (h.env.torch or "").split("+")[0] if h.env else ""
-    if d is not None and d.fix == "cuda-downgrade":
+    if ctx.c.torch:
+        reason = f"the release --torch names{'; ' + d.row.why if d and d.fix == 'cuda-downgrade' else ''}"
+    elif d is not None and d.fix == "cuda-downgrade":
         reason = d.row.why
     elif here and here == best["torch"]:
         # the installed release, another CUDA build of it (same_release): not "the newest"
         reason = f"the installed torch release, its {best['tag']} build"
     else:
         reason = "the newest stack that fits"
+    low = best.get("smallest_fix")
+    if low:
+        reason += (
+            f" (torch {low['torch']}+{low['tag']}"
+            + (f", NCCL {low['nccl']}," if low["nccl"] else "")
+            + " is the smallest move that carries the fix: fewer changes to the training code)"
+        )
     fits = f"fits glibc {h.glibc or 'unknown'}, driver {h.driver or 'unknown'}"
     if h.compute_caps:
         fits += f" and compute capability {'/'.join(sorted(set(h.compute_caps)))}"
@@ -118,6 +130,17 @@ def evaluate(ctx: Ctx) -> Candidate:
     if h.gpu_count == 0:
         return Candidate("cuda-downgrade", False, "no GPU")
     best = best_stack(ctx)
+    if best is None and ctx.c.torch:
+        w = want(ctx)
+        return Candidate(
+            "cuda-downgrade",
+            False,
+            f"torch {ctx.c.torch} (--torch) is not in the knowledge base or does not fit glibc "
+            f"{h.glibc or 'unknown'}, Python {'/'.join(h.pythons) or 'unknown'} and driver "
+            f"{h.driver or 'unknown'}"
+            + (f", or does not move {w.direction}" if w.direction else "")
+            + (f", or its NCCL is older than {w.nccl_min}, the fix" if w.nccl_min else ""),
+        )
     if best is None:
         return Candidate(
             "cuda-downgrade",
@@ -137,7 +160,8 @@ def evaluate(ctx: Ctx) -> Candidate:
         return Candidate(
             "cuda-downgrade",
             False,
-            f"the installed torch {current} is already the newest stack that fits",
+            f"the installed torch {current} is already "
+            + ("the release --torch names" if ctx.c.torch else "the newest stack that fits"),
         )
     why = _why(ctx, best)
     passed, setup_risks = _setup_notes(best)

@@ -22,7 +22,14 @@ from gpufix.probe.remote import show
 pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = ["--cpu", "--world-size", "2", "--no-experiments", "--phase-deadline", "3"]
+FAST = [
+    "--cpu",
+    "--world-size",
+    "2",
+    "--no-experiments",
+    "--phase-deadline",
+    "6",
+]  # room for pg_init under load
 SLOW_IMPORT = ["--import-deadline", "60"]  # import torch takes over 10 s on a loaded machine
 
 
@@ -43,7 +50,7 @@ def test_hung_verdict_says_who_stalled_where(tmp_path: Path) -> None:
 
     assert v["verdict"] == "hung"
     assert v["error"] == (
-        "ranks [1] made no progress in barrier for 3.0 s (phase deadline); "
+        "ranks [1] made no progress in barrier for 6.0 s (phase deadline); "
         "ranks [0] were waiting for them"
     )
 

@@ -149,15 +149,17 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
         (("plan", "host01", "--torch", ""), "--torch: an empty value"),
         (
             ("plan", "host01", "--torch", "2.5.1", "--strategy", "pcie-acs"),
-            "not --strategy pcie-acs",
+            "cuda-downgrade, not pcie-acs",
         ),
+        (("plan", "host01", "--torch", "2.5.1"), "give --strategy cuda-downgrade"),
         (
             ("plan", "host04", "--torch", "9.9.9", "--strategy", "cuda-downgrade"),
-            "torch 9.9.9 (--torch)",
+            "torch 9.9.9 (--torch) is not a release the knowledge base records",
         ),
+        (("apply", "host04", "--torch", "2.5.1"), "no plan file 'host04'"),
         (
-            ("apply", "host04", "--torch", "2.5.1"),
-            "--torch re-plans with --strategy cuda-downgrade",
+            ("apply", "--strategy", "pcie-acs", "host04", "--torch", "2.5.1"),
+            "cuda-downgrade, not pcie-acs",
         ),
         # "" (an unset shell variable) is refused, not read as "not given" (review, 2026-12-03)
         (("plan", "host01", "--facts", ""), "--facts: an empty value"),

@@ -67,10 +67,19 @@ def check_python_envs(python_envs: list[str] | None) -> None:
             )
 
 
+# Constraints added after plan files were first written: left out while unset, so that a plan
+# file made before them re-derives to the same plan (a review: every older file was "edited").
+_LATER_CONSTRAINTS = ("torch",)
+
+
 def constraints_to_dict(c: Constraints) -> dict[str, Any]:
     """JSON-native: the plan date as YYYY-MM-DD."""
     d = asdict(c)
-    return {k: (v.isoformat() if isinstance(v, date) else v) for k, v in d.items()}
+    return {
+        k: (v.isoformat() if isinstance(v, date) else v)
+        for k, v in d.items()
+        if not (k in _LATER_CONSTRAINTS and v is None)
+    }
 
 
 def constraints_from_dict(d: Mapping[str, Any], where: str = "plan") -> Constraints:
@@ -291,9 +300,10 @@ def make_plans(
     release = constraints.torch
     if release is not None and not _CONSTRAINT_PATTERNS["torch"].fullmatch(release):
         raise InvalidInput(f"--torch {release[:40]!r}: give a torch release such as 2.7.1")
-    if release and constraints.strategy not in (None, "cuda-downgrade"):
+    if release and constraints.strategy != "cuda-downgrade":
         raise InvalidInput(
-            f"--torch is the release cuda-downgrade installs, not --strategy {constraints.strategy}"
+            "--torch names the release cuda-downgrade installs: give --strategy cuda-downgrade"
+            + (f", not {constraints.strategy}" if constraints.strategy else "")
         )
     if image and not constraints.containers_allowed:
         raise InvalidInput("--image names a container image, --no-containers rules them out")

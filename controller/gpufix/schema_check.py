@@ -17,7 +17,7 @@ from jsonschema.exceptions import ValidationError
 def _compiled(pattern: str) -> re.Pattern[str]:
     if pattern.endswith("$") and not pattern.endswith("\\$"):
         pattern = pattern[:-1] + r"\Z"
-    return re.compile(pattern, re.ASCII)  # ECMA-262's `\d`, `\w`, `\s` are ASCII
+    return re.compile(pattern, re.ASCII)  # ECMA-262's `\d` and `\w` are ASCII
 
 
 def _pattern(

@@ -354,3 +354,25 @@ def test_nccl_counts_the_runs_gpus_not_the_hosts(prog: types.ModuleType) -> None
              "cpu": {"arch": "x86_64", "vendor": "AuthenticAMD"}}  # fmt: skip
     assert "p2p-level-pxb" in prog.plan_experiments(ns(), facts, 2, 4)
     assert "p2p-level-pxb" not in prog.plan_experiments(ns(), facts, 4, 4)
+
+
+def test_every_copy_of_the_size_rule_agrees(prog: types.ModuleType) -> None:
+    """Soak sizes: the CLI, the role and the program give one answer per sample (a review: the
+    role refused `64k`, which the CLI and the program take)."""
+    import re
+    from pathlib import Path
+
+    import yaml
+    from gpufix.probe.options import _SIZE
+
+    root = Path(__file__).resolve().parents[2]
+    role = yaml.safe_load((root / "roles/probe/vars/main.yml").read_text())
+    role_re = re.compile(role["_gpufix_probe_size_re"])
+    for size in ("8", "64K", "64k", "128M", "1G", "1g", "1T", "", "K", "8\n", " 8", "\u0668"):
+        try:
+            prog.parse_size(size)
+            want = True
+        except ValueError:
+            want = False
+        answers = {"cli": bool(_SIZE.fullmatch(size)), "role": bool(role_re.match(size))}
+        assert answers == dict.fromkeys(answers, want), repr(size)

@@ -205,3 +205,22 @@ def check_image(plans: list[Plan], image: str | None, where: str) -> None:
         )
     if image is not None and not named:
         raise InvalidInput(f"--image: {where} runs no container image")
+
+
+def check_torch(plans: list[Plan], torch: str | None, where: str) -> None:
+    """A plan whose torch release the operator chose (`plan --torch`) is applied only when they
+    name it again (`apply --torch`), as an image: the knowledge base holds old releases too (one
+    with a known CVE fits a host as well), and root installs it (docs/security.md)."""
+    named = sorted(
+        {str(v) for p in plans if (v := (p.inputs.get("constraints") or {}).get("torch"))}
+    )
+    if len(named) > 1:
+        raise InvalidInput(f"{where} names {len(named)} torch releases; `gpufix plan` names one")
+    if named and torch != named[0]:
+        raise InvalidInput(
+            f"{where} installs torch {named[0]}, a release chosen with --torch: apply it only "
+            "with --torch naming the release you chose (a plan file cannot choose what root "
+            "installs)"
+        )
+    if torch is not None and not named:
+        raise InvalidInput(f"--torch: {where} names no torch release")

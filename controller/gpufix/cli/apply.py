@@ -172,7 +172,8 @@ def _probe_vars(
     "torch_release",
     metavar="VERSION",
     callback=not_empty,
-    help="With --strategy cuda-downgrade: the torch release to install (as gpufix plan --torch).",
+    help="The torch release: with --strategy cuda-downgrade, the one to install (as gpufix plan "
+    "--torch); with a PLANFILE made with --torch, the same release named again.",
 )
 @click.option("--interim", is_flag=True, help="Run the plan's interim (no-reboot) steps.")
 @click.option("--check", is_flag=True, help="Show per host what would change; change nothing.")
@@ -263,10 +264,6 @@ def apply_cmd(
         raise InvalidInput("--interim applies a saved plan's interim steps: give a PLANFILE")
     if strategy and image:
         raise InvalidInput("--image names a saved plan's image: give a PLANFILE")
-    if torch_release and not strategy:
-        raise InvalidInput(
-            "--torch re-plans with --strategy cuda-downgrade: a saved plan has its own"
-        )
     if strategy and (target.endswith(".json") or os.sep in target) and os.path.isfile(target):
         raise InvalidInput(
             f"{target} is a plan file and --strategy plans anew: give a HOST|GROUP with "
@@ -298,14 +295,22 @@ def apply_cmd(
         _confirm(plans, yes or check, as_json, required=True)  # a dry run asks nothing
         res = applymod.apply(plans, opts, report=progress, fresh_facts=True)
     else:
-        res = _apply_file(Path(target), opts, image, yes=yes or check, as_json=as_json)
+        res = _apply_file(
+            Path(target), opts, image, torch_release, yes=yes or check, as_json=as_json
+        )
     _print_result(res, as_json)
     code = res.exit_code
     sys.exit(changes_exit(True, detailed_exitcode) if code == EXIT_CHANGES else code)
 
 
 def _apply_file(
-    path: Path, opts: applymod.Options, image: str | None, *, yes: bool, as_json: bool
+    path: Path,
+    opts: applymod.Options,
+    image: str | None,
+    torch: str | None,
+    *,
+    yes: bool,
+    as_json: bool,
 ) -> Any:
     from gpufix.apply import request
     from gpufix.engine.kb import load as load_kb
@@ -321,6 +326,7 @@ def _apply_file(
     # the engine is the only author of steps: refuse an edited file before showing or asking
     request.check_plans(plans, load_kb(), load_rules(), f"plan file {path}")
     request.check_image(plans, image, f"plan file {path}")
+    request.check_torch(plans, torch, f"plan file {path}")
     if opts.interim and not any(p.interim for p in plans):
         raise InvalidInput(f"plan file {path} has no interim steps (plan with a probe verdict)")
     _refusals_first(plans, opts)

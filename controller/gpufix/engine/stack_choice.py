@@ -290,8 +290,13 @@ def _smallest_fix(
     if low is pick:
         return None
     tag = versions.cuda_tag(versions.major_minor(low.cuda) or (0, 0))
-    row = kb.torch_nccl_version(low.release.version, low.cuda)  # what _has_nccl judged by
-    return {"torch": low.release.version, "tag": tag, "nccl": row.nccl if row else None}
+    # the NCCL shown as for the chosen stack: that release's own row only (a review: 2.7.1 showed
+    # 2.7.0's, which a plan pinning 2.7.1 did not)
+    return {
+        "torch": low.release.version,
+        "tag": tag,
+        "nccl": _bundled(kb, low.release.version, low.cuda),
+    }
 
 
 def direction(current: str | None, target: str) -> str | None:

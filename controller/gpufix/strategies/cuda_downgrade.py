@@ -132,10 +132,17 @@ def evaluate(ctx: Ctx) -> Candidate:
     best = best_stack(ctx)
     if best is None and ctx.c.torch:
         w = want(ctx)
+        pinned = versions.parse(ctx.c.torch)
+        if not any(versions.parse(t.version) == pinned for t in ctx.kb.torch_releases):
+            return Candidate(
+                "cuda-downgrade",
+                False,
+                f"torch {ctx.c.torch} (--torch) is not a release the knowledge base records",
+            )
         return Candidate(
             "cuda-downgrade",
             False,
-            f"torch {ctx.c.torch} (--torch) is not in the knowledge base or does not fit glibc "
+            f"torch {ctx.c.torch} (--torch) does not fit glibc "
             f"{h.glibc or 'unknown'}, Python {'/'.join(h.pythons) or 'unknown'} and driver "
             f"{h.driver or 'unknown'}"
             + (f", or does not move {w.direction}" if w.direction else "")

@@ -1748,7 +1748,7 @@ def check_soak_args(ns: argparse.Namespace) -> None:
         raise ArgError("--soak-factor must be 1..1024 and --soak-iters 1..100000")
     if ns.soak_factor <= 1 and lo < hi:
         raise ArgError("--soak-factor 1 never reaches --soak-max-bytes: use a factor above 1")
-    if ns.worker and ns.soak_sizes and not re.match(r"^\d+(,\d+)*$", ns.soak_sizes):
+    if ns.worker and ns.soak_sizes and not re.fullmatch(r"[0-9]+(,[0-9]+)*", ns.soak_sizes):
         raise ArgError("--soak-sizes must be a comma-separated list of byte counts")
 
 
@@ -1763,7 +1763,7 @@ def check_multinode_args(ns: argparse.Namespace) -> None:
         raise ArgError("--store-key must be %s" % KEY_WORDS)
     if ns.run_id and not STORE_KEY_RE.fullmatch(ns.run_id):
         raise ArgError("--run-id must be %s" % KEY_WORDS)
-    if ns.gpus and not re.match(r"^\d+(,\d+)*$", ns.gpus):
+    if ns.gpus and not re.fullmatch(r"[0-9]+(,[0-9]+)*", ns.gpus):
         raise ArgError("--gpus must be a comma-separated list of GPU indices")
 
 
@@ -2729,7 +2729,7 @@ def pair_suspects(experiments: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]
 
 def parse_size(text: str) -> int:
     """Bytes from "8", "64K", "128M", "1G" (binary multiples, as nccl-tests reads -b/-e)."""
-    m = re.match(r"^(\d+)([KMG]?)$", text.strip().upper())
+    m = re.fullmatch(r"([0-9]+)([KMG]?)", text.upper())  # whole, ASCII digits
     if not m:
         raise ValueError("bad size %r (want e.g. 8, 64K, 128M, 1G)" % text)
     return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]

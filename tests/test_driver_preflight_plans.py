@@ -83,3 +83,15 @@ def test_preflight_refuses_archive_fabric_manager_580_without_the_server_driver(
         tmp_path, {**vars_, "gpufix_driver_flavour": "server"}, host_kernel("a100-fm-mismatch.json")
     )
     assert ok.returncode == 0, ok.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_preflight_matches_whole_values(tmp_path: Path) -> None:
+    """A final newline passed `match('^...$')` (Python's `$`); the role's patterns end in `\\Z`
+    now (2026-12-06), as its spec's do."""
+    vars_ = {"gpufix_driver_branch": "580", "gpufix_driver_flavour": "server"}
+    kernel = host_kernel("a100-fm-mismatch.json")
+    for bad, release in (({"gpufix_driver_branch": "580\n"}, kernel), ({}, kernel + "\n")):
+        r = preflight(tmp_path, {**vars_, **bad}, release)
+        assert r.returncode != 0, (bad, release)
+        assert "Assert the branch and version agree" in r.stdout

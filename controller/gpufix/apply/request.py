@@ -184,43 +184,41 @@ def _moved_since(
     return made if _actions(now) != _actions(plan) else None
 
 
+def _named_again(
+    plans: list[Plan], given: str | None, where: str, key: str, texts: dict[str, str]
+) -> None:
+    """The operator's choice that no host fact checks (constraint `key`) runs only when they
+    name it again: `texts` has the thing's name ("what"), the refusal ("refused", with {where}
+    and {chosen}) and the option's complaint when the file chose nothing ("absent")."""
+    named = sorted({str(v) for p in plans if (v := (p.inputs.get("constraints") or {}).get(key))})
+    if len(named) > 1:
+        raise InvalidInput(f"{where} names {len(named)} {texts['what']}s; `gpufix plan` names one")
+    if named and given != named[0]:
+        raise InvalidInput(texts["refused"].format(where=where, chosen=named[0]))
+    if given is not None and not named:
+        raise InvalidInput(texts["absent"].format(where=where))
+
+
 def check_image(plans: list[Plan], image: str | None, where: str) -> None:
     """A plan that runs a container image (chosen with `plan --image`) is applied only when the
     operator names the same image again (`apply --image`): the image is the one input no fact
     of the host checks, and root pulls and runs it (docs/security.md)."""
-    named = sorted(
-        {
-            str(ref)
-            for p in plans
-            if (ref := (p.inputs.get("constraints") or {}).get("container_image"))
-        }
-    )
-    if len(named) > 1:
-        raise InvalidInput(f"{where} names {len(named)} container images; `gpufix plan` names one")
-    if named and image != named[0]:
-        raise InvalidInput(
-            f"{where} runs the container image {named[0]}, which no fact of the host checks: "
-            "apply it only with --image naming the image you chose (a plan file cannot choose "
-            "what root pulls)"
-        )
-    if image is not None and not named:
-        raise InvalidInput(f"--image: {where} runs no container image")
+    _named_again(plans, image, where, "container_image", {
+        "what": "container image",
+        "refused": "{where} runs the container image {chosen}, which no fact of the host checks: "
+        "apply it only with --image naming the image you chose (a plan file cannot choose what "
+        "root pulls)",
+        "absent": "--image: {where} runs no container image",
+    })  # fmt: skip
 
 
 def check_torch(plans: list[Plan], torch: str | None, where: str) -> None:
     """A plan whose torch release the operator chose (`plan --torch`) is applied only when they
     name it again (`apply --torch`), as an image: the knowledge base holds old releases too (one
     with a known CVE fits a host as well), and root installs it (docs/security.md)."""
-    named = sorted(
-        {str(v) for p in plans if (v := (p.inputs.get("constraints") or {}).get("torch"))}
-    )
-    if len(named) > 1:
-        raise InvalidInput(f"{where} names {len(named)} torch releases; `gpufix plan` names one")
-    if named and torch != named[0]:
-        raise InvalidInput(
-            f"{where} installs torch {named[0]}, a release chosen with --torch: apply it only "
-            "with --torch naming the release you chose (a plan file cannot choose what root "
-            "installs)"
-        )
-    if torch is not None and not named:
-        raise InvalidInput(f"--torch: {where} names no torch release")
+    _named_again(plans, torch, where, "torch", {
+        "what": "torch release",
+        "refused": "{where} installs torch {chosen}, a release chosen with --torch: apply it only "
+        "with --torch naming the release you chose (a plan file cannot choose what root installs)",
+        "absent": "--torch: {where} names no torch release",
+    })  # fmt: skip

@@ -162,7 +162,8 @@ def _only_with(flag: str, names: tuple[str, ...]) -> None:
     "torch_release",
     metavar="VERSION",
     callback=not_empty,
-    help="The torch release cuda-downgrade installs (it must fit, and carry a fix the plan asks for).",
+    help="With --strategy cuda-downgrade: the torch release to install (it must fit, and carry "
+    "a fix the plan asks for).",
 )
 @click.option(
     "--python-env",

@@ -275,6 +275,29 @@ def bind_verdict(
     )
 
 
+def _check_constraints(constraints: Constraints) -> None:
+    """The options that name things no fact checks (--image, --torch): well-formed and used
+    with the strategy that takes them, or a one-line InvalidInput."""
+    image = constraints.container_image
+    if image and not _CONSTRAINT_PATTERNS["container_image"].fullmatch(image):
+        raise InvalidInput(f"--image {image[:200]!r}: give REF@sha256:<64 hex digits>")
+    release = constraints.torch
+    if release is not None and not _CONSTRAINT_PATTERNS["torch"].fullmatch(release):
+        raise InvalidInput(f"--torch {release[:40]!r}: give a torch release such as 2.7.1")
+    if release and constraints.strategy != "cuda-downgrade":
+        raise InvalidInput(
+            "--torch names the release cuda-downgrade installs: give --strategy cuda-downgrade"
+            + (f", not {constraints.strategy}" if constraints.strategy else "")
+        )
+    if image and not constraints.containers_allowed:
+        raise InvalidInput("--image names a container image, --no-containers rules them out")
+    if image and constraints.strategy not in (None, *IMAGE_STRATEGIES):
+        raise InvalidInput(
+            f"--image is used by {' and '.join(IMAGE_STRATEGIES)}, not --strategy "
+            f"{constraints.strategy}"
+        )
+
+
 def make_plans(
     target: str,
     inventory: Path,
@@ -294,24 +317,7 @@ def make_plans(
     from gpufix.facts.snapshot import load_snapshot
 
     check_python_envs(python_envs)
-    image = constraints.container_image
-    if image and not _CONSTRAINT_PATTERNS["container_image"].fullmatch(image):
-        raise InvalidInput(f"--image {image[:200]!r}: give REF@sha256:<64 hex digits>")
-    release = constraints.torch
-    if release is not None and not _CONSTRAINT_PATTERNS["torch"].fullmatch(release):
-        raise InvalidInput(f"--torch {release[:40]!r}: give a torch release such as 2.7.1")
-    if release and constraints.strategy != "cuda-downgrade":
-        raise InvalidInput(
-            "--torch names the release cuda-downgrade installs: give --strategy cuda-downgrade"
-            + (f", not {constraints.strategy}" if constraints.strategy else "")
-        )
-    if image and not constraints.containers_allowed:
-        raise InvalidInput("--image names a container image, --no-containers rules them out")
-    if image and constraints.strategy not in (None, *IMAGE_STRATEGIES):
-        raise InvalidInput(
-            f"--image is used by {' and '.join(IMAGE_STRATEGIES)}, not --strategy "
-            f"{constraints.strategy}"
-        )
+    _check_constraints(constraints)
     kb, rules = load_kb(), load_rules()
     if constraints.plan_date is None:  # support windows are judged on the day the plan is made
         constraints = replace(constraints, plan_date=date.today())

@@ -495,3 +495,21 @@ def test_gpufix_alone_prints_the_help_not_an_error() -> None:
     r = gpufix()
     assert r.returncode == 0 and r.stderr == ""
     assert r.stdout.startswith("Usage: gpufix") and "plan" in r.stdout
+
+
+def test_a_plan_file_with_a_chosen_torch_release_runs_only_when_it_is_named_again(
+    tmp_path: Path,
+) -> None:
+    """plan --torch records the release; apply PLANFILE refuses it unless --torch names it again,
+    before any host is read (the recorded host's own refusal comes only after that check)."""
+    plan = tmp_path / "p.json"
+    r = gpufix(
+        "plan", "host04", "--strategy", "cuda-downgrade", "--torch", "2.5.1", "-o", str(plan)
+    )
+    assert r.returncode == 0, r.stderr
+    for extra in ((), ("--torch", "2.4.1")):
+        r = gpufix("apply", str(plan), "--check", *extra)
+        assert r.returncode == 3
+        assert "installs torch 2.5.1, a release chosen with --torch" in one_line_error(r)
+    r = gpufix("apply", str(plan), "--check", "--torch", "2.5.1")
+    assert r.returncode == 3 and "is a recorded snapshot" in one_line_error(r)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import runner
+from gpufix.engine.signals import MADE_BY_GPUFIX
 from gpufix.errors import InvalidInput
 from gpufix.inventory import resolve
 from gpufix.probe import stop
@@ -37,7 +38,7 @@ def _parse(host: str, stdout: str, error: str) -> dict[str, Any]:
         "host": host,
         "verdict": "failed",
         "error": error or "the probe printed no verdict",
-        "notes": ["verdict made by gpufix: no verdict came back"],
+        "notes": [MADE_BY_GPUFIX],
     }
 
 

@@ -45,6 +45,11 @@ def test_fallback_kernel_still_installed_and_manual(host):
     assert "linux-image-4.15.0-213-generic" in manual
     # its prebuilt NVIDIA module too (refuse.yml marked it automatic): the fallback keeps a driver
     assert "linux-modules-nvidia-535-4.15.0-213-generic" in manual
+    # recorded, so that finalize marks them automatic again (finalize.yml)
+    marked = host.file("/var/lib/gpufix/kernel-marked-manual").content_string.splitlines()
+    assert {"linux-image-4.15.0-213-generic", "linux-modules-nvidia-535-4.15.0-213-generic"} <= set(
+        marked
+    )
 
 
 def test_role_installed_canonicals_module_for_the_new_kernel_without_moving_the_driver(host):

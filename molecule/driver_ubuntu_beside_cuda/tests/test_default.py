@@ -1,5 +1,6 @@
 """driver role, source ubuntu, beside NVIDIA's CUDA repository: the Ubuntu archive's exact builds
-are installed, held and pinned, though NVIDIA's build of the same version has a higher revision."""
+are installed, held and pinned, though NVIDIA's build of the same version has a higher revision,
+and Canonical's prebuilt module is chosen (apt was asked with the pin in place)."""
 
 import pytest
 
@@ -7,12 +8,10 @@ UBUNTU = "535.288.01-0ubuntu0.22.04.1"
 NVIDIA = "535.288.01-0ubuntu1"
 NVIDIA_1 = "535.288.01-1"
 STACK = [
-    "nvidia-headless-535",
     "nvidia-headless-no-dkms-535",
     "nvidia-utils-535",
     "libnvidia-compute-535",
     "nvidia-compute-utils-535",
-    "nvidia-dkms-535",
     "nvidia-kernel-common-535",
     "nvidia-kernel-source-535",
     "nvidia-fabricmanager-535",
@@ -58,3 +57,9 @@ def test_cuda_repository_left_in_place(host):
     assert host.file("/etc/apt/sources.list.d/cuda-ubuntu2204-x86_64.list").exists
     res = host.run("apt-get update")
     assert res.rc == 0, res.stderr
+
+
+def test_canonicals_prebuilt_module_not_dkms(host):
+    assert host.package("linux-modules-nvidia-535-5.15.0-151-generic").is_installed
+    assert host.package("linux-modules-nvidia-535-generic").is_installed
+    assert not host.package("nvidia-dkms-535").is_installed

@@ -63,6 +63,19 @@ def test_a_malformed_inventory_names_its_cause_in_one_line(cli: CliRun, tmp_path
     assert "cannot parse inventory" in err and "line 4" in err and "WARNING" not in err
 
 
+@pytest.mark.parametrize("name", ["ungrouped", "all"])
+def test_a_host_named_like_a_builtin_group_is_a_malformed_inventory(
+    name: str, cli: CliRun, tmp_path: Path
+) -> None:
+    """Ansible refuses it after parsing, with a plain Exception (user trial, 2026-12-06: it
+    surfaced as an internal error, exit 1)."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text(f"all:\n  hosts:\n    {name}:\n      gpufix_snapshot: s.json\n")
+    code, _, err = cli("plan", name, "-i", str(inv))
+    assert code == 3 and err.count("\n") == 1, err
+    assert "cannot parse inventory" in err and "internal error" not in err, err
+
+
 def test_a_plan_made_inside_a_container_does_not_change_the_container(
     cli: CliRun, dead_inventory: Path, tmp_path: Path
 ) -> None:

@@ -187,6 +187,9 @@ def test_pyproject_include_exclude_severity_and_contexts(tmp_path: Path) -> None
         ("project = 1\n", "[project] must be a table"),
         ("[tool.gpufix.lint]\nseverity = 'GPF002=off'\n", "[tool.gpufix.lint.severity] must be"),
         ("[tool.gpufix.lint.severity]\nGPF999 = 'off'\n", "[tool.gpufix.lint.severity]: unknown"),
+        # a user trial (2026-12-06): a class range backwards was an internal error, exit 1
+        ("[tool.gpufix.lint]\nexclude = ['[z-a]']\n", "exclude: bad glob '[z-a]'"),
+        ("[tool.gpufix.lint]\ninclude = ['a[9-0].py']\n", "include: bad glob 'a[9-0].py'"),
     ],
 )
 def test_bad_configuration_is_one_line_and_exit_3(tmp_path: Path, toml: str, message: str) -> None:

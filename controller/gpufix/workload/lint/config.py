@@ -25,6 +25,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from gpufix import inputs
 from gpufix.errors import InvalidInput
 
+from . import globs
 from .rules import LEVELS, RULES_BY_ID
 
 CONTEXTS = ("tests", "examples", "library")
@@ -102,7 +103,7 @@ def _strings(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     value = table.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InvalidInput(f"{where}: {key} must be a list of glob strings")
-    return tuple(value)
+    return globs.check(tuple(value), f"{where} {key}")
 
 
 def _rooted(patterns: tuple[str, ...], root: Path) -> tuple[str, ...]:

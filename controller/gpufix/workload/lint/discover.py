@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from gpufix.errors import InvalidInput
 
 from .config import LintConfig
+from .globs import glob_regex
 
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
 # Installed or vendored code: not the user's to change.
@@ -91,40 +92,12 @@ def matches(rel: str, pattern: str) -> bool:
     if not anchored:
         if not _GLOB & set(pattern):
             return pattern in parts
-        rx = _glob_regex(pattern)
+        rx = glob_regex(pattern)
         return any(rx.fullmatch(part) for part in parts)
     if not _GLOB & set(pattern):
         return rel == pattern or rel.startswith(pattern + "/")
-    rx = _glob_regex(pattern)
+    rx = glob_regex(pattern)
     return any(rx.fullmatch("/".join(parts[:n])) for n in range(len(parts), 0, -1))
-
-
-@functools.lru_cache(maxsize=256)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) > 0:
-            body = pattern[i + 1 : end]
-            neg = body.startswith(("!", "^"))
-            body = body[1:] if neg else body
-            out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out))
 
 
 def relative(path: str, config: LintConfig) -> str:

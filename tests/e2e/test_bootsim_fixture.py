@@ -30,8 +30,9 @@ install -m 0755 /fx/uname /usr/local/bin/gpufix-bootsim-uname
 mkdir -p /boot /var/lib/gpufix-bootsim
 touch /boot/vmlinuz-4.15.0-213-generic /boot/vmlinuz-5.4.0-150-generic
 echo GRUB_DEFAULT=saved >/var/lib/gpufix-bootsim/grub.cfg
-old="Advanced options>Ubuntu, with Linux 4.15.0-213-generic"
-new="Advanced options>Ubuntu, with Linux 5.4.0-150-generic"
+old="Advanced options for Ubuntu>Ubuntu, with Linux 4.15.0-213-generic"
+new="Advanced options for Ubuntu>Ubuntu, with Linux 5.4.0-150-generic"
+printf '%s\n' "$old" "$new" >/var/lib/gpufix-bootsim/entries  # the menu's entries (update-grub)
 for i in $(seq 25); do
   rm -rf /run/gpufix-bootsim
   gpufix-bootsim-env set saved_entry "$old"

@@ -169,6 +169,22 @@ def test_a_plan_dated_after_today_is_refused_or_judged_as_of_today() -> None:
         request.check_plans([plan], KB, RULES, "plan file", today=date(2025, 12, 28))
 
 
+@pytest.mark.parametrize("text", ["not a date", "\uff12\uff10\uff12\uff16-12-06", "20261206", "2026-12-6"])
+def test_a_plan_date_that_is_not_a_date_is_named_as_such(text: str) -> None:
+    """A user trial (2026-12-06): such a date was reported as "after today", a string compared
+    with today's; a full-width or compact ISO date is not YYYY-MM-DD either."""
+    from dataclasses import replace
+    from datetime import date
+
+    facts = json.loads(Path("tests/fixtures/hosts/bionic-single-gpu.json").read_text())["facts"]
+    plan = plan_host(facts, None, Constraints(strategy="driver-pin", plan_date=date(2026, 12, 1)),
+                     host="h1", python_envs=[], kb=KB, rules=RULES)  # fmt: skip
+    inputs = {**plan.inputs, "constraints": {**plan.inputs["constraints"], "plan_date": text}}
+    with pytest.raises(InvalidInput, match=r"plan_date: not YYYY-MM-DD") as e:
+        request.check_plans([replace(plan, inputs=inputs)], KB, RULES, "plan file")
+    assert "after today" not in str(e.value)
+
+
 def test_a_plan_whose_interim_moved_since_it_was_made_is_stale(monkeypatch) -> None:
     """Same strategy, steps and reboot, another interim today: `apply --interim` would run a
     mitigation the engine no longer picks, so the date check must look at the interim too."""

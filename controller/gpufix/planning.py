@@ -82,6 +82,17 @@ def constraints_to_dict(c: Constraints) -> dict[str, Any]:
     }
 
 
+def plan_date(text: str, where: str = "plan") -> date:
+    """A plan's date, YYYY-MM-DD in ASCII digits only (date.fromisoformat also takes 20261206
+    and other ISO forms)."""
+    try:
+        if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+            raise ValueError(text)
+        return date.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(f"{where}: inputs/constraints/plan_date: not YYYY-MM-DD") from None
+
+
 def constraints_from_dict(d: Mapping[str, Any], where: str = "plan") -> Constraints:
     """Constraints from a plan's inputs: unknown names and wrong types are refused."""
     known = {f.name: f for f in fields(Constraints)}
@@ -91,10 +102,7 @@ def constraints_from_dict(d: Mapping[str, Any], where: str = "plan") -> Constrai
     defaults = asdict(Constraints())
     given = dict(d)
     if isinstance(given.get("plan_date"), str):  # the day the plan was made: judged as of then
-        try:
-            given["plan_date"] = date.fromisoformat(given["plan_date"])
-        except ValueError:
-            raise InvalidInput(f"{where}: inputs/constraints/plan_date: not YYYY-MM-DD") from None
+        given["plan_date"] = plan_date(given["plan_date"], where)
     for k, v in given.items():
         if k == "plan_date":
             if v is not None and not isinstance(v, date):

@@ -20,7 +20,7 @@ from gpufix.engine.rules import Rules
 from gpufix.errors import InvalidInput
 from gpufix.facts.snapshot import FORMAT as FACTS_FORMAT
 from gpufix.facts.snapshot import VERSION as FACTS_VERSION
-from gpufix.planning import constraints_from_dict, plan_host
+from gpufix.planning import constraints_from_dict, plan_date, plan_host
 
 REPLAN = "re-plan with `gpufix plan ... -o PLANFILE`"
 
@@ -134,7 +134,7 @@ def check_plans(
                 f"base than this gpufix's, or its kb_digest was edited): {REPLAN}"
             )
         made = (p.inputs.get("constraints") or {}).get("plan_date")
-        if isinstance(made, str) and made > (today + timedelta(days=1)).isoformat():
+        if isinstance(made, str) and plan_date(made, here) > today + timedelta(days=1):
             # a day of slack for a planner in a time zone ahead; such a plan is still judged
             # as of today below
             raise InvalidInput(

@@ -146,6 +146,11 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
         (("plan", "host01", "--image", "nvcr.io/nvidia/pytorch:24.04-py3"), "not pinned by digest"),
         # --torch: a release, for cuda-downgrade only, that fits (2026-12-06)
         (("plan", "host01", "--torch", "2.x"), "--torch '2.x': give a torch release"),
+        # a user trial (2026-12-06): recorded as 02.5.1, installed as 2.5.1, then refused by apply
+        (("plan", "host04", "--torch", "02.5.1", "--strategy", "cuda-downgrade"),
+         "--torch '02.5.1': give a torch release"),
+        (("plan", "host04", "--torch", "2.5.01", "--strategy", "cuda-downgrade"),
+         "--torch '2.5.01': give a torch release"),
         (("plan", "host01", "--torch", ""), "--torch: an empty value"),
         (
             ("plan", "host01", "--torch", "2.5.1", "--strategy", "pcie-acs"),
@@ -460,6 +465,10 @@ def test_usage_errors_of_lint_and_preflight_name_the_tool() -> None:
     assert r.returncode == 3 and r.stderr.startswith("gpufix preflight: error: No such option")
     r = gpufix("preflight", "--facts", "")
     assert r.returncode == 3 and "--facts: an empty value" in r.stderr
+    assert r.stderr.startswith("gpufix preflight: error:")  # a user trial, 2026-12-06
+    # the probe would run here and stand in the snapshot host's report (exit-codes.md: conflict)
+    r = gpufix("preflight", "--facts", "tests/fixtures/hosts/bionic-single-gpu.json", "--probe")
+    assert r.returncode == 3 and "--facts and --probe" in r.stderr and r.stdout == ""
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,9 @@ IMAGE_STRATEGIES = ("container-fallback", "container-fix")
 _CONSTRAINT_PATTERNS = {
     "container_image": re.compile(PATTERNS["image_digest"]),
     "venv_path": re.compile(PATTERNS["abspath"]),
-    "torch": re.compile(r"^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$"),  # a release, as PyPI's
+    # a release as PyPI names it: 2.5.1, never 02.5.1 (PEP 440 would read it as 2.5.1, and the
+    # plan would record one spelling and install another)
+    "torch": re.compile(r"^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})$"),
 }
 # An inventory host name, as the plan schema's "host": TARGET names the planned host only then.
 HOST = re.compile(PATTERNS["inventory_host"])

@@ -100,7 +100,7 @@ def run(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_ERROR)
     except GpufixError as exc:
         # one line, and what a host or a file put in it shown escaped, never sent to the terminal
-        click.echo(f"gpufix: error: {one_line(str(exc), ERROR_LIMIT)}", err=True)
+        click.echo(f"{who}: error: {one_line(str(exc), ERROR_LIMIT)}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from gpufix import versions
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.kb import load as load_kb
-from gpufix.errors import EXIT_OK, GpufixError
+from gpufix.errors import EXIT_OK, GpufixError, InvalidInput
 from gpufix.facts.local import gather_local
 from gpufix.facts.snapshot import (
     Snapshot,
@@ -611,6 +611,12 @@ def main_preflight(
     err = err if err is not None else sys.stderr
     try:
         snapshot = None
+        if facts_file is not None and probe:
+            # the probe runs on this machine: its result would stand in the snapshot's report
+            raise InvalidInput(
+                "--facts and --probe: the probe runs on this machine, not the snapshot's host; "
+                "give one of them"
+            )
         if facts_file is not None:
             snapshot = load_snapshot(facts_file)
         report = run(snapshot, probe=probe, source=facts_file)

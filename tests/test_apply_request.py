@@ -169,7 +169,9 @@ def test_a_plan_dated_after_today_is_refused_or_judged_as_of_today() -> None:
         request.check_plans([plan], KB, RULES, "plan file", today=date(2025, 12, 28))
 
 
-@pytest.mark.parametrize("text", ["not a date", "\uff12\uff10\uff12\uff16-12-06", "20261206", "2026-12-6"])
+@pytest.mark.parametrize(
+    "text", ["not a date", "\uff12\uff10\uff12\uff16-12-06", "20261206", "2026-12-6"]
+)
 def test_a_plan_date_that_is_not_a_date_is_named_as_such(text: str) -> None:
     """A user trial (2026-12-06): such a date was reported as "after today", a string compared
     with today's; a full-width or compact ISO date is not YYYY-MM-DD either."""

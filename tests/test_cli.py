@@ -147,10 +147,14 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
         # --torch: a release, for cuda-downgrade only, that fits (2026-12-06)
         (("plan", "host01", "--torch", "2.x"), "--torch '2.x': give a torch release"),
         # a user trial (2026-12-06): recorded as 02.5.1, installed as 2.5.1, then refused by apply
-        (("plan", "host04", "--torch", "02.5.1", "--strategy", "cuda-downgrade"),
-         "--torch '02.5.1': give a torch release"),
-        (("plan", "host04", "--torch", "2.5.01", "--strategy", "cuda-downgrade"),
-         "--torch '2.5.01': give a torch release"),
+        (
+            ("plan", "host04", "--torch", "02.5.1", "--strategy", "cuda-downgrade"),
+            "--torch '02.5.1': give a torch release",
+        ),
+        (
+            ("plan", "host04", "--torch", "2.5.01", "--strategy", "cuda-downgrade"),
+            "--torch '2.5.01': give a torch release",
+        ),
         (("plan", "host01", "--torch", ""), "--torch: an empty value"),
         (
             ("plan", "host01", "--torch", "2.5.1", "--strategy", "pcie-acs"),
@@ -173,6 +177,17 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
         (("plan", "host01", "-o", ""), "--output: an empty value"),
         (("facts", "host01", "-o", ""), "--output: an empty value"),
         (("apply", "plan.json", "-i", ""), "--inventory: an empty value"),
+        # a user trial (2026-12-06): "" was read as the current directory
+        (("apply", ""), "TARGET: an empty value"),
+        # the same snapshot under two spellings was compared with itself, exit 0
+        (
+            (
+                "diff",
+                "tests/fixtures/hosts/bionic-ga-2x3090.json",
+                "./tests/fixtures/hosts/bionic-ga-2x3090.json",
+            ),
+            "name one host: diff needs two",
+        ),
         (("facts", "nosuchhost"), "nosuchhost"),
         (("diff", "host01", "nosuchhost"), "nosuchhost"),
         (("plan",), "Missing argument"),

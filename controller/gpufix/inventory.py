@@ -86,7 +86,7 @@ def _manager(inventory: Path) -> Any:
         if yaml_error:
             why = f"YAML syntax error at {yaml_error.group(2)}: {yaml_error.group(1)}"
         raise InvalidInput(f"cannot parse inventory {inventory}: {one_line(why)}") from None
-    except Exception as exc:  # noqa: BLE001 - Ansible's reconcile step raises plain Exception
+    except Exception as exc:
         # After parsing, Ansible checks the groups it built and raises a plain Exception ("can't
         # add group to itself" for a host named ungrouped or all): still the inventory's fault.
         raise InvalidInput(f"cannot parse inventory {inventory}: {one_line(str(exc))}") from None

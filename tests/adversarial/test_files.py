@@ -175,6 +175,17 @@ def test_each_cap_of_the_input_layer_names_itself(
     assert code == 3 and needle in err and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize("command", ["plan", "facts"])
+def test_the_wrote_line_shows_control_characters_escaped(
+    command: str, cli: CliRun, tmp_path: Path
+) -> None:
+    """A user trial (2026-12-06): `-o` with an escape sequence in its name was echoed raw."""
+    name = tmp_path / "w\x1b]0;TITLE\x07.json"
+    code, _, err = cli(command, "host01", "-o", str(name))  # a recorded host: no SSH
+    assert code == 0, err
+    assert "\x1b" not in err and "\x07" not in err and "w\\x1b]0;TITLE\\x07.json" in err, err
+
+
 def test_plan_o_is_atomic(cli: CliRun, tmp_path: Path) -> None:
     """A write that fails half way (the file size limit, EFBIG) leaves the previous plan whole
     and no temp file behind."""

@@ -154,7 +154,7 @@ def _probe_vars(
 
 
 @click.command("apply")
-@click.argument("target")
+@click.argument("target", callback=not_empty)
 @inventory_option
 @click.option(
     "--strategy",
@@ -508,7 +508,7 @@ def rollback_cmd(
 
 
 @click.command("uninstall")
-@click.argument("target")
+@click.argument("target", callback=not_empty)
 @inventory_option
 @click.option("--check", is_flag=True, help="Say what would be removed; remove nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (required when stdin is not a TTY).")

@@ -23,7 +23,8 @@ def not_empty(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     if any(v is not None and not str(v).strip() for v in values):
         from gpufix.errors import InvalidInput
 
-        raise InvalidInput(f"{param.opts[-1]}: an empty value (an unset variable?)")
+        name = param.opts[-1] if isinstance(param, click.Option) else param.human_readable_name
+        raise InvalidInput(f"{name}: an empty value (an unset variable?)")
     return value
 
 

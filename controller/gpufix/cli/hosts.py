@@ -95,7 +95,7 @@ def facts(
     )
     if output:
         save_snapshot(snap, Path(output))
-        click.echo(f"wrote {output}", err=True)
+        click.echo(f"wrote {one_line(output, 4000)}", err=True)
         if not as_json:
             return
     emit_json(snap.to_doc())
@@ -250,7 +250,7 @@ def plan(
     plans, failures = got.plans, got.failures
     if output and plans:  # no host planned: the failures below say why, no file is written
         save_plans(plans, Path(output))
-        click.echo(f"wrote {output}", err=True)
+        click.echo(f"wrote {one_line(output, 4000)}", err=True)
     for f in failures:
         click.echo(f"gpufix: {one_line(f.host)}: {one_line(f.error, 2000)}", err=True)
     if as_json:
@@ -343,9 +343,14 @@ def _named_facts(
     from gpufix.facts.snapshot import load_snapshot
 
     out: dict[str, Mapping[str, Any]] = {}
+    files: set[tuple[int, int]] = set()  # one snapshot under two spellings (./x.json, a link)
     for ref in refs:
         if ref.endswith(".json") or os.sep in ref:
-            out.setdefault(ref, load_snapshot(Path(ref)).facts)
+            facts = load_snapshot(Path(ref)).facts
+            st = os.stat(ref)
+            if (st.st_dev, st.st_ino) not in files:
+                files.add((st.st_dev, st.st_ino))
+                out.setdefault(ref, facts)
             continue
         got = gather(
             ref, inventory_path(inventory), progress=progress, forks=forks, timeout=timeout

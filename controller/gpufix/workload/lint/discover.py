@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from collections.abc import Iterator, Sequence
 
 from gpufix.errors import InvalidInput

@@ -169,6 +169,10 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def parse_json(text: str, what: str, origin: str = "") -> Any:
     """json.loads with bounded numbers and nesting; every failure one InvalidInput line."""
     where = f"{what} {origin}".strip() if origin else what
+    # Each comma outside a string separates two values: a document with more commas than the
+    # value cap is refused before json.loads builds it (a 60 MB `[0,0,...]` took 2.4 GB).
+    if text.count(",") > MAX_NODES:
+        raise InvalidInput(f"{where} has too many values (limit {MAX_NODES})")
     try:
         doc = json.loads(
             text,

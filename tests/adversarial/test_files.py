@@ -175,6 +175,26 @@ def test_each_cap_of_the_input_layer_names_itself(
     assert code == 3 and needle in err and err.count("\n") == 1, err
 
 
+def test_too_many_values_are_refused_before_the_document_is_built(
+    cli: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user trial (2026-12-06): the value cap ran after json.loads had built the whole tree
+    (a 60 MB plan file of zeros: 2.4 GB, 11 s)."""
+    import json as json_module
+
+    from gpufix import inputs
+
+    path = tmp_path / "plan.json"
+    path.write_text("[" + "0," * (inputs.MAX_NODES + 1) + "0]")
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("json.loads was called")
+
+    monkeypatch.setattr(json_module, "loads", refuse)
+    code, _, err = cli("apply", str(path), "--check")
+    assert code == 3 and "too many values" in err and err.count("\n") == 1, err
+
+
 @pytest.mark.parametrize("command", ["plan", "facts"])
 def test_the_wrote_line_shows_control_characters_escaped(
     command: str, cli: CliRun, tmp_path: Path

@@ -266,3 +266,18 @@ def test_kernel_hwe_flavours_match_the_strategy() -> None:
 
     role = _load(ROLES / "kernel" / "vars" / "main.yml")["_gpufix_kernel_hwe_flavours"]
     assert tuple(role) == kernel_upgrade._HWE_FLAVOURS
+
+
+def test_plays_of_roles_with_handlers_force_them() -> None:
+    """A review (2026-12-06): a handler (update-grub, update-initramfs) notified by a file the
+    role wrote never ran when a later task failed, and a re-run finds the file unchanged and
+    notifies nothing; so every play that applies such a role runs its handlers on failure."""
+    with_handlers = {p.parent.parent.name for p in ROLES.glob("*/handlers/main.yml")}
+    checked = 0
+    for book in sorted((ROLES.parent / "playbooks").glob("*.yml")):
+        for play in yaml.safe_load(book.read_text()) or []:
+            roles = {r["role"] if isinstance(r, dict) else r for r in play.get("roles") or []}
+            if roles & with_handlers:
+                checked += 1
+                assert play.get("force_handlers") is True, f"{book.name}: {play.get('name')}"
+    assert checked >= 3

@@ -515,6 +515,17 @@ def test_multi_node_interface_layer_without_interfaces_is_incomplete() -> None:
     assert with_facts.steps[0].vars["gpufix_nccl_profile_socket_ifname"] == "enp5s0"
 
 
+def test_an_interface_profile_on_a_docker_host_says_where_it_holds() -> None:
+    """A review (2026-12-06): a host interface name means nothing on Docker's bridge network;
+    gpufix-run leaves NCCL_SOCKET_IFNAME out there, and the plan says so."""
+    v = verdict("hung", "pg_init", scope="multi-node", failed_layer="interface", hosts=["a", "b"])
+    plan = decide(facts("focal-4x4090"), v)
+    assert plan.strategy == "nccl-profile" and profiles(plan) == ["socket-ifname"]
+    assert "on the host's network (--network host)" in plan.outcome, plan.outcome
+    other = decide(facts("focal-4x4090"), decided("p2p-off"))
+    assert other.strategy == "nccl-profile" and "--network host" not in other.outcome
+
+
 @pytest.mark.parametrize(
     ("v", "row"),
     [

@@ -128,6 +128,12 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
             "(docker run -v /etc/nccl.conf:/etc/nccl.conf:ro, as gpufix-run does) "
             "or its settings are passed as -e NCCL_...=..."
         )
+        if "socket-ifname" in names:
+            # a host interface name means nothing in a container's own network namespace
+            outcome += (
+                "; NCCL_SOCKET_IFNAME names a host interface, so it holds only for a container "
+                "on the host's network (--network host): gpufix-run leaves it out elsewhere"
+            )
     # NCCL reads its config files only for variables not in the environment (param.cc,
     # setEnvFile: setenv(var, value, 0)).
     shadowed = _set_by_job(ctx, names)

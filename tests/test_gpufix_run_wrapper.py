@@ -7,15 +7,14 @@ mounted profile with NCCL_SOCKET_IFNAME=ens5 made NCCL's bootstrap find no inter
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from role_check import run_playbook
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLE = ROOT / "roles" / "container_runtime"
@@ -36,7 +35,6 @@ def _render(tmp: Path, multi_node: bool, conf: Path) -> Path:
         "gpufix_container_runtime_image": IMAGE,
         "gpufix_container_runtime_multi_node": multi_node,
         "gpufix_container_runtime_nccl_conf": str(conf),
-        "ansible_python_interpreter": sys.executable,
     }
     out = tmp / "gpufix-run"
     book = tmp / "render.yml"
@@ -59,24 +57,7 @@ def _render(tmp: Path, multi_node: bool, conf: Path) -> Path:
             ]
         )
     )
-    (tmp / "vars.json").write_text(json.dumps(ev))
-    bindir = Path(sys.executable).parent
-    res = subprocess.run(
-        [
-            str(bindir / "ansible-playbook"),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            str(book),
-            "-e",
-            f"@{tmp / 'vars.json'}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
-    )
+    res = run_playbook(tmp, book, ev, check=False)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     return out
 

@@ -1,5 +1,6 @@
 """ml_stack refuses a venv made by another Python before any change (roles/ml_stack/tasks/
-preflight.yml), run with real ansible-playbook on this machine against venvs in a temp dir.
+preflight.yml), run with real ansible-playbook on this machine (check mode: what it refuses
+it refuses before any change) against venvs in a temp dir.
 
 A review (2026-12-06): the install's `creates:` kept a venv whatever interpreter made it, so a
 plan that chose another Python ran pip in the old one ("No matching distribution"), and a venv
@@ -7,50 +8,26 @@ whose python3 went away in a release upgrade failed on every run."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from role_check import run_tasks
 
-ROOT = Path(__file__).resolve().parents[1]
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def _preflight(tmp: Path, venv: Path) -> subprocess.CompletedProcess[str]:
-    book = tmp / "preflight.yml"
-    task = {"ansible.builtin.include_role": {"name": "ml_stack", "tasks_from": "preflight"}}
-    book.write_text(yaml.safe_dump([{"hosts": "localhost", "tasks": [task]}]))
-    ev = {
-        "ansible_python_interpreter": sys.executable,
-        "gpufix_ml_stack_venv": str(venv),
-        "gpufix_ml_stack_python": sys.executable,
-        "gpufix_ml_stack_check_wheels": False,
-        "gpufix_ml_stack_check_driver": False,
-    }
-    (tmp / "vars.json").write_text(json.dumps(ev))
-    bindir = Path(sys.executable).parent
-    return subprocess.run(
-        [
-            str(bindir / "ansible-playbook"),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            str(book),
-            "-e",
-            f"@{tmp / 'vars.json'}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={
-            **os.environ,
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+    return run_tasks(
+        tmp,
+        "ml_stack",
+        "preflight",
+        {
+            "gpufix_ml_stack_venv": str(venv),
+            "gpufix_ml_stack_python": sys.executable,
+            "gpufix_ml_stack_check_wheels": False,
+            "gpufix_ml_stack_check_driver": False,
         },
     )
 

@@ -216,6 +216,28 @@ def test_an_include_that_matches_nothing_is_exit_3_over_the_whole_project(tmp_pa
     assert main_lint([str(tmp_path)], out=io.StringIO(), err=io.StringIO()) == 1
 
 
+def test_an_exclude_that_leaves_nothing_is_exit_3(tmp_path: Path) -> None:
+    """A user trial (2026-12-06): `exclude = ["**"]` (or `*.py`) checked 0 files and exited 0;
+    a directory without Python files too (mypy refuses both)."""
+    _write(tmp_path, {"train.py": LATE, "src/a.py": LATE})
+    for pattern in ("**", "*.py"):
+        (tmp_path / "pyproject.toml").write_text(f'[tool.gpufix.lint]\nexclude = ["{pattern}"]\n')
+        out, err = io.StringIO(), io.StringIO()
+        assert main_lint([str(tmp_path)], out=out, err=err) == 3
+        assert "include/exclude leave none of the 2 .py file(s) under" in err.getvalue()
+        assert err.getvalue().count("\n") == 1 and out.getvalue() == ""
+        # a file named on the command line is still read, as before
+        assert main_lint([str(tmp_path / "train.py")], out=out, err=io.StringIO()) == 1
+    (tmp_path / "empty").mkdir()
+    err = io.StringIO()
+    assert main_lint([str(tmp_path / "empty")], out=io.StringIO(), err=err) == 3
+    assert "no .py file under" in err.getvalue() and err.getvalue().count("\n") == 1
+    # tests alone are found (then off by default): not "nothing to lint"
+    (tmp_path / "pyproject.toml").unlink()
+    _write(tmp_path, {"only_tests/tests/test_a.py": "x = 1\n"})
+    assert main_lint([str(tmp_path / "only_tests")], out=io.StringIO(), err=io.StringIO()) == 0
+
+
 def test_target_version_parsing() -> None:
     assert parse_target("py311") == (3, 11) == parse_target("3.11") == parse_target("py3.11")
     assert lower_bound(">=3.8,<4") == (3, 8)
@@ -295,7 +317,7 @@ def test_setuptools_build_copies_are_not_read_twice(tmp_path: Path) -> None:
     [
         ("src/*.py", ["src/a/x.py", "src/legacy/b.py", "train.py"]),  # `*`: one directory
         ("src/**/*.py", ["train.py"]),
-        ("*.py", []),  # no `/`: a name at any level, as in gitignore
+        ("*/a.py", ["src/a/x.py", "src/legacy/b.py", "train.py"]),
         ("legacy", ["src/a.py", "src/a/x.py", "train.py"]),
         ("/legacy", ["src/a.py", "src/a/x.py", "src/legacy/b.py", "train.py"]),
     ],

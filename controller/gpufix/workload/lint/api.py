@@ -123,6 +123,8 @@ def lint_paths(
             # generated file) is reported and passed over, not the end of the run
             skipped.append(f"{path}: {str(exc).removeprefix('gpufix: error: ')}")
     _check_include(paths, config, seen)
+    if not seen:
+        _nothing_found(paths, config)
     result = lint_files(files, config, whole=all(_whole_project(p) for p in paths))
     return replace(result, skipped=tuple(skipped)) if skipped else result
 
@@ -141,6 +143,23 @@ def _check_include(paths: Sequence[str], config: LintConfig, found: list[str]) -
             raise InvalidInput(
                 f"{where}: include pattern {pattern!r} matches no .py file under {root}"
             )
+
+
+def _nothing_found(paths: Sequence[str], config: LintConfig) -> None:
+    """Directories that gave no file to check: a wrong directory, or an exclude that covers
+    everything (`exclude = ["**"]`): a green CI that checks nothing. mypy also refuses this."""
+    dirs = [p for p in paths if os.path.isdir(p)]
+    if not dirs:
+        return
+    bare = replace(config, include=(), exclude=())
+    total = sum(1 for _ in iter_python_files(dirs, bare))
+    if total == 0:
+        raise InvalidInput(f"no .py file under {', '.join(dirs)}: nothing to lint")
+    where = f"{config.source} [tool.gpufix.lint]" if config.source else "include/exclude"
+    raise InvalidInput(
+        f"{where}: include/exclude leave none of the {total} .py file(s) under "
+        f"{', '.join(dirs)} to check"
+    )
 
 
 def _whole_project(path: str) -> bool:

@@ -289,3 +289,17 @@ def test_a_lock_file_of_a_dead_process_is_taken_over() -> None:
 def test_locks_refuse_names_that_leave_the_directory(bad: str) -> None:
     with pytest.raises(InvalidInput):
         HostLocks([bad])
+
+
+def test_state_dir_variable_set_but_empty_is_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As XDG's base-directory variables read: empty is unset (docs/apply.md, Journal)."""
+    from gpufix import paths
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GPUFIX_STATE_DIR", "")
+    assert paths.state_path() == tmp_path / "home" / ".local" / "state" / "gpufix"
+    monkeypatch.setenv("GPUFIX_STATE_DIR", "state")
+    with pytest.raises(InvalidInput, match="is not an absolute path"):
+        paths.state_path()

@@ -143,7 +143,7 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
             "not feasible for 4 of 11 hosts: host02 (already on 5.4.0-150-generic",
         ),
         (("plan", "host01", "--strategy", "reinstall"), "reinstall"),
-        (("plan", "host01", "--image", "nvcr.io/nvidia/pytorch:24.04-py3"), "not pinned by digest"),
+        (("plan", "host01", "--image", "nvcr.io/nvidia/pytorch:24.04-py3"), "give REF@sha256:<64"),
         # --torch: a release, for cuda-downgrade only, that fits (2026-12-06)
         (("plan", "host01", "--torch", "2.x"), "--torch '2.x': give a torch release"),
         # a user trial (2026-12-06): recorded as 02.5.1, installed as 2.5.1, then refused by apply

@@ -224,8 +224,6 @@ def plan(
         from gpufix.probe.options import ProbeOptions
 
         ProbeOptions(job_env=job_env).check()  # before facts are gathered
-    if image and "@sha256:" not in image:
-        raise InvalidInput(f"--image {image!r} is not pinned by digest (REF@sha256:DIGEST)")
     constraints = Constraints(
         reboot_allowed=allow_reboot,
         multi_gpu_required=not single_gpu_ok,

@@ -73,3 +73,29 @@ def test_an_edited_facts_host_is_refused(tmp_path: Path, edit: str) -> None:
     out.write_text(json.dumps(doc))
     with pytest.raises(InvalidInput):
         check_plans(load_plans(out), load_kb(), load_rules(), "plan.json")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("inventory_host", "gpu-node-7\n"),
+        ("inventory_host", "gpu node 7"),
+        ("inventory_host", ""),
+        ("host", "gpu-node-7\x1b]0;owned\x07"),
+        ("host", "h" * 300),
+    ],
+)
+def test_a_verdicts_host_names_are_data_with_a_shape(tmp_path: Path, field: str, value: str) -> None:
+    """A user trial (2026-12-06): any string passed as the verdict's host names. They are data
+    (compared, printed escaped), never code: one printable word of bounded length."""
+    verdict = json.loads((ROOT / "docs" / "device" / "h200-probe-healthy.json").read_text())
+    verdict.update(facts={}, **{field: value})
+    v = tmp_path / "v.json"
+    v.write_text(json.dumps(verdict))
+    r = subprocess.run(
+        [sys.executable, "-m", "gpufix", "plan", "gpu-node-7", "--facts", str(SNAP),
+         "--probe-verdict", str(v)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and "\x1b" not in r.stderr and field in r.stderr, r.stderr

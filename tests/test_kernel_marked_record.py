@@ -56,7 +56,10 @@ def test_an_edited_record_marks_no_other_installed_package(tmp_path: Path) -> No
     r = run_playbook(
         tmp_path,
         book,
-        {"gpufix_kernel_marked_manual_file": str(record), "_gpufix_kernel_running": "6.1.0-99-amd64"},
+        {
+            "gpufix_kernel_marked_manual_file": str(record),
+            "_gpufix_kernel_running": "6.1.0-99-amd64",
+        },
         check=True,  # check mode: apt-mark is not run, the record is not removed
     )
     assert r.returncode == 0, r.stdout[-3000:]

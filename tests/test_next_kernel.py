@@ -126,3 +126,59 @@ def test_grub_text_is_never_templated(tmp_path: Path) -> None:
     out = run(tmp_path, play, {**vars_, "ansible_become": False})
     assert out.returncode != 0 and "not rebooting: GRUB boots entry" in out.stdout
     assert not marker.exists()
+
+
+UUID = "0a1b2c3d-4e5f-6789-abcd-ef0123456789"
+GA, HWE = "4.15.0-213-generic", "5.4.0-150-generic"
+
+
+def _entry(kernel: str, indent: str = "\t") -> str:
+    return (
+        f"{indent}menuentry 'Ubuntu, with Linux {kernel}' --class ubuntu --class gnu-linux "
+        f"--class gnu --class os $menuentry_id_option 'gnulinux-{kernel}-advanced-{UUID}' {{\n"
+        f"{indent}}}\n"
+    )
+
+
+# 10_linux's menu as Ubuntu writes it: a first entry, then the submenu of every kernel
+SUBMENU = (
+    HEADER.format(default="${saved_entry}")
+    + f"menuentry 'Ubuntu' --class ubuntu $menuentry_id_option 'gnulinux-simple-{UUID}' {{\n}}\n"
+    + f"submenu 'Advanced options for Ubuntu' $menuentry_id_option 'gnulinux-advanced-{UUID}' {{\n"
+    + _entry(HWE)
+    + _entry(GA)
+    + "}\n"
+)
+FLAT = HEADER.format(default="${saved_entry}") + _entry(HWE, "") + _entry(GA, "")  # no submenu
+
+
+@pytest.mark.parametrize(
+    ("cfg", "grubenv", "kernel", "why"),
+    [
+        (SUBMENU, f"saved_entry={OLD}\n", GA, "saved_entry"),
+        (
+            SUBMENU,
+            f"saved_entry=gnulinux-advanced-{UUID}>gnulinux-{GA}-advanced-{UUID}\n",
+            GA,
+            "saved",
+        ),
+        (SUBMENU, f"next_entry={OLD}\n", GA, "one-shot"),
+        (FLAT, f"saved_entry=Ubuntu, with Linux {GA}\n", GA, "saved_entry"),
+        # GRUB_DISABLE_SUBMENU=y: the path is in no menu, GRUB boots its first entry
+        (FLAT, f"saved_entry={OLD}\n", HWE, "first entry"),
+        (FLAT, f"next_entry={OLD}\n", HWE, "first entry"),
+        # the saved kernel was removed since
+        (SUBMENU.replace(_entry(GA), ""), f"saved_entry={OLD}\n", HWE, "first entry"),
+    ],
+)
+def test_an_entry_the_menu_does_not_hold_boots_the_first(
+    tmp_path: Path, cfg: str, grubenv: str, kernel: str, why: str
+) -> None:
+    """A review (2026-12-05): a saved or one-shot entry was trusted without the menu, and the
+    module check before a reboot (pcie_acs, playbooks/reboot.yml) looked at a kernel GRUB would
+    not boot: GRUB boots an entry its menu does not hold as its first one, the newest kernel."""
+    vars_ = host(tmp_path, grubenv, None)
+    Path(vars_["gpufix_kernel_grub_cfg"]).write_text(cfg)
+    found = next_kernel(tmp_path, vars_)
+    assert found["kernel"] == kernel and found["why"].startswith(why), found
+    assert found["problem"] == ""

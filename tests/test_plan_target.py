@@ -85,7 +85,9 @@ def test_an_edited_facts_host_is_refused(tmp_path: Path, edit: str) -> None:
         ("host", "h" * 300),
     ],
 )
-def test_a_verdicts_host_names_are_data_with_a_shape(tmp_path: Path, field: str, value: str) -> None:
+def test_a_verdicts_host_names_are_data_with_a_shape(
+    tmp_path: Path, field: str, value: str
+) -> None:
     """A user trial (2026-12-06): any string passed as the verdict's host names. They are data
     (compared, printed escaped), never code: one printable word of bounded length."""
     verdict = json.loads((ROOT / "docs" / "device" / "h200-probe-healthy.json").read_text())

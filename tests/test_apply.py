@@ -219,6 +219,41 @@ def test_rollback_vars_reverse_the_journal() -> None:
     assert v["gpufix_rollback_kernel"] == "4.15.0-213-generic" and v["gpufix_rollback_reboot"]
 
 
+def test_rollback_removes_the_venv_the_run_created_and_names_the_one_it_moved() -> None:
+    """A review (2026-12-06): `gpufix rollback` left a cuda-downgrade's venv whatever it was.
+    One the run created goes; one it moved stays, and the journal says what it left."""
+    stack = {"torch": "1.12.1+cu113", "transformers": "4.30.2", "accelerate": "0.20.3"}
+    moved = {**stack, "torch": "2.1.2+cu118"}
+    venv = "/opt/gpufix/venv"
+
+    def rec(before: dict | None, after: dict | None) -> dict:
+        state = {"packages": {"bash": "1"}, "files": {}, "kernel": {"running": "5.4.0-150-generic"}}
+        return {
+            "strategy": "cuda-downgrade",
+            "steps": [{"playbook": "cuda_downgrade.yml", "state": "done"}],
+            "before": {**state, **({"ml_venv": before} if before is not None else {})},
+            "after": {**state, **({"ml_venv": after} if after is not None else {})},
+        }
+
+    created = rec({"path": venv, "exists": False}, {"path": venv, "exists": True, "stack": moved})
+    assert rollback.rollback_vars(created)["gpufix_rollback_ml_venv_remove"] is True
+    assert rollback.venv_kept(created) == ""
+    was_there = rec(
+        {"path": venv, "exists": True, "stack": stack},
+        {"path": venv, "exists": True, "stack": moved},
+    )
+    assert rollback.rollback_vars(was_there)["gpufix_rollback_ml_venv_remove"] is False
+    kept = rollback.venv_kept(was_there)
+    assert "torch 1.12.1+cu113 -> 2.1.2+cu118" in kept and "transformers" not in kept
+    assert kept.startswith("/opt/gpufix/venv stays as the run left it")
+    # a journal from before the venv was recorded, or a state not read: nothing removed
+    for unknown in (rec(None, {"path": venv, "exists": True}), rec({"exists": False}, None)):
+        assert rollback.rollback_vars(unknown)["gpufix_rollback_ml_venv_remove"] is False
+    rolevars.check_vars("rollback.yml", rollback.rollback_vars(created), "test")
+    with pytest.raises(InvalidInput):
+        rolevars.check_vars("rollback.yml", {"gpufix_rollback_ml_venv_remove": "yes"}, "test")
+
+
 def test_validate_refuses_snapshot_hosts_and_foreign_playbooks(tmp_path: Path) -> None:
     inv = tmp_path / "inv.yml"
     inv.write_text("all:\n  hosts:\n    h1:\n      gpufix_snapshot: h1.json\n    h2: {}\n")

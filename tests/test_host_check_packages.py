@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpufix import runner
+from gpufix import runner, schema_check
 from gpufix.apply import hostcheck
 from gpufix.apply.rolevars import check_vars
 from gpufix.errors import InvalidInput
@@ -64,7 +64,7 @@ def test_the_packages_a_change_can_add_are_recorded(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
     out = subprocess.run(
         [sys.executable, "-c", _script(), "0", "[]", "echo 5.4.0-150-generic", "30",
-         str(hostcheck.SAVE_LIMIT)],
+         str(hostcheck.SAVE_LIMIT), str(tmp_path / "venv")],
         capture_output=True, text=True, env=env, timeout=60, check=True,
     )  # fmt: skip
     report = json.loads(out.stdout)
@@ -84,6 +84,7 @@ def _run_script(
     smi: str | None,
     smi_timeout: str = "30",
     save_limit: int = hostcheck.SAVE_LIMIT,
+    venv: Path | None = None,
 ) -> dict:
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
@@ -95,7 +96,7 @@ def _run_script(
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
     out = subprocess.run(
         [sys.executable, "-c", _script(), "0", json.dumps(files), "echo 5.4.0-150-generic", smi_timeout,
-         str(save_limit)],
+         str(save_limit), str(venv or tmp_path / "no-venv")],
         capture_output=True, text=True, env=env, timeout=60, check=True,
     )  # fmt: skip
     report: dict = json.loads(out.stdout)
@@ -147,6 +148,31 @@ def test_the_save_limit_is_the_controllers(tmp_path: Path, monkeypatch: pytest.M
     files = _run_script(tmp_path, [str(at), str(over)], smi=None, save_limit=10)["files"]
     assert files[str(at)]["content_b64"] == "MDEyMzQ1Njc4OQ=="
     assert files[str(over)] == {"exists": True, "mode": "644", "size": 11, **ROOTS}
+
+
+def test_gpufix_venv_is_recorded_for_rollback(tmp_path: Path) -> None:
+    """Whether gpufix's own venv (roles/ml_stack) was there before a change, and its stack, read
+    from the dist-info names (the venv's Python is never run): rollback removes a venv the change
+    created and says what it left of one the change moved (gpufix.apply.rollback)."""
+    venv = tmp_path / "opt" / "gpufix" / "venv"
+    assert _run_script(tmp_path, [], smi=None, venv=venv)["ml_venv"] == {
+        "path": str(venv), "exists": False
+    }  # fmt: skip
+    site = venv / "lib" / "python3.6" / "site-packages"
+    for name in ("torch-1.12.1+cu113", "transformers-4.30.2", "accelerate-0.20.3", "numpy-1.19.5"):
+        (site / f"{name}.dist-info").mkdir(parents=True)
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").symlink_to("/usr/bin/python3.6")  # dangling here: still there
+    got = _run_script(tmp_path, [], smi=None, venv=venv)["ml_venv"]
+    assert got == {
+        "path": str(venv),
+        "exists": True,
+        "stack": {"torch": "1.12.1+cu113", "transformers": "4.30.2", "accelerate": "0.20.3"},
+    }
+    full = json.loads((ROOT / "controller/gpufix/schemas/journal-host.schema.json").read_text())
+    hoststate = schema_check.validator({**full["$defs"]["hoststate"], "$defs": full["$defs"]})
+    assert not list(hoststate.iter_errors({"ml_venv": got}))
+    assert list(hoststate.iter_errors({"ml_venv": {**got, "stack": {"torch": 1}}}))
 
 
 @pytest.mark.parametrize("value", [0, 300001, -1, "262144", "{{ 7 * 7 }}", True, 1.5])

@@ -14,6 +14,7 @@ from gpufix.apply import hostcheck
 from gpufix.apply.journal import Journal, now
 from gpufix.apply.varspec import SAVED_FILE_KEYS
 from gpufix.errors import GpufixError, InvalidInput
+from gpufix.inputs import one_line
 
 
 def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
@@ -39,6 +40,7 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
             # the owner's and group's names are for people; rollback puts back the numbers
             files[path] = {k: saved[k] for k in SAVED_FILE_KEYS if k in saved}
     kernel_before = (before.get("kernel") or {}).get("running") if _kernel_may_move(rec) else None
+    venv_before, venv_after = before.get("ml_venv") or {}, after.get("ml_venv") or {}
     return {
         "gpufix_rollback_install": install,
         "gpufix_rollback_remove": remove,
@@ -50,7 +52,28 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
         # a restored kernel command line takes effect only at the next boot
         "gpufix_rollback_reboot_after": bool(rec.get("rebooted"))
         and bool(strategy and strategy.reboot_after_restore),
+        # gpufix's own venv, created by this run: only a record that says both
+        "gpufix_rollback_ml_venv_remove": venv_before.get("exists") is False
+        and venv_after.get("exists") is True,
     }
+
+
+def venv_kept(rec: dict[str, Any]) -> str:
+    """What rollback leaves of a venv the run moved but did not create (pip's changes are not
+    replayed): a line for the journal and the operator, or ""."""
+    before = (rec.get("before") or {}).get("ml_venv") or {}
+    after = (rec.get("after") or {}).get("ml_venv") or {}
+    if not (before.get("exists") and after.get("exists")):
+        return ""
+    old, new = before.get("stack") or {}, after.get("stack") or {}
+    moved = [f"{n} {old.get(n, 'absent')} -> {new.get(n, 'absent')}" for n in sorted({*old, *new})
+             if old.get(n) != new.get(n)]  # fmt: skip
+    if not moved:
+        return ""
+    return one_line(
+        f"{after.get('path') or 'the ML venv'} stays as the run left it ({', '.join(moved)}): "
+        "rollback does not reinstall Python packages; put the earlier versions back with pip"
+    )
 
 
 KERNEL_PLAYBOOK = "kernel_upgrade.yml"
@@ -176,12 +199,18 @@ def rollback(
         "remove": ev["gpufix_rollback_remove"],
         "files": sorted(ev["gpufix_rollback_files"]),
         "rebooted": reboots(ev),
+        "ml_venv_removed": ev["gpufix_rollback_ml_venv_remove"],
     }
+    kept = venv_kept(rec)
+    if kept:
+        done["kept"] = kept
     if hr is not None and hr.status == "ok":
         journal.update(host, rollback={**done, "ok": True})
         # the verdict before the rollback no longer describes the host
         journal.add_verdict(host, "rolled-back", {"verdict": None})
-        journal.set_state(host, "rolled-back", "restored from the journal")
+        journal.set_state(
+            host, "rolled-back", "restored from the journal" + (f"; {kept}" if kept else "")
+        )
         return "rolled-back"
     msg = hr.message if hr else f"no result ({res.status})"
     journal.update(host, rollback={**done, "ok": False, "message": msg})

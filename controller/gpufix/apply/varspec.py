@@ -180,6 +180,7 @@ SHARED: dict[str, dict[str, dict[str, Any]]] = {
         "gpufix_rollback_kernel": {"type": "str"},
         "gpufix_rollback_reboot": {"type": "bool"},
         "gpufix_rollback_reboot_after": {"type": "bool"},
+        "gpufix_rollback_ml_venv_remove": {"type": "bool"},
         "gpufix_reboot_timeout": {"type": "int"},
     },
     "uninstall.yml": {"gpufix_uninstall_paths": {"type": "list", "elements": "str"}},

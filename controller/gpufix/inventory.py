@@ -89,6 +89,9 @@ def _manager(inventory: Path) -> Any:
     except Exception as exc:
         # After parsing, Ansible checks the groups it built and raises a plain Exception ("can't
         # add group to itself" for a host named ungrouped or all): still the inventory's fault.
+        # Only that plain class: a TypeError or RecursionError is a bug, not bad input.
+        if type(exc) is not Exception:
+            raise
         raise InvalidInput(f"cannot parse inventory {inventory}: {one_line(str(exc))}") from None
 
 

@@ -166,3 +166,29 @@ def test_an_odd_inventory_says_what_is_wrong(cli: CliRun, tmp_path: Path) -> Non
         inv.write_text(text)
         code, _, err = cli("plan", "all", "-i", str(inv))
         assert code == 3 and "lists no hosts" in err and "known groups" not in err, err
+
+
+def test_only_ansibles_plain_exception_is_read_as_a_bad_inventory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug inside the parse (a TypeError) is not reported as the user's bad inventory."""
+    from ansible.inventory import manager
+    from gpufix import inventory
+    from gpufix.errors import InvalidInput
+
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    h1: {}\n")
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(manager, "InventoryManager", broken)
+    with pytest.raises(TypeError):
+        inventory._manager(inv)
+
+    def refuses(*_args: object, **_kwargs: object) -> None:
+        raise Exception("can't add group to itself")  # the plain class Ansible raises
+
+    monkeypatch.setattr(manager, "InventoryManager", refuses)
+    with pytest.raises(InvalidInput, match="can't add group to itself"):
+        inventory._manager(inv)

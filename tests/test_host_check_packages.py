@@ -173,6 +173,11 @@ def test_gpufix_venv_is_recorded_for_rollback(tmp_path: Path) -> None:
     hoststate = schema_check.validator({**full["$defs"]["hoststate"], "$defs": full["$defs"]})
     assert not list(hoststate.iter_errors({"ml_venv": got}))
     assert list(hoststate.iter_errors({"ml_venv": {**got, "stack": {"torch": 1}}}))
+    # what the host reports is data with a shape (host-check.schema.json)
+    report = _run_script(tmp_path, [], smi=None, venv=venv)
+    assert not schema_errors(report, "host-check")
+    for bad in ({"torch": "1.0\n"}, {"numpy": "1.0"}, {"torch": "{{ 7*7 }}"}):
+        assert schema_errors({**report, "ml_venv": {**got, "stack": bad}}, "host-check"), bad
 
 
 @pytest.mark.parametrize("value", [0, 300001, -1, "262144", "{{ 7 * 7 }}", True, 1.5])

@@ -1,0 +1,106 @@
+"""roles/probe runs as root: an interpreter, venv or PYTHONPATH entry another account can write
+is refused before the interpreter is first run (tasks/trust.yml). Real ansible-playbook runs on
+this machine (connection=local, as root) against venvs made in tmp_path; the refused ones are
+never run, which a marker their `python` would write proves."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from role_check import run_playbook
+
+OTHER = 4242  # an account that is not the one the tests run as
+
+
+def _venv(tmp_path: Path, marker: Path) -> Path:
+    """A venv's layout whose python only leaves a marker behind (never a real interpreter)."""
+    root = tmp_path / "venv"
+    (root / "bin").mkdir(parents=True)
+    (root / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    (root / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    python = root / "bin" / "python"
+    python.write_text(f"#!/bin/sh\ntouch {marker}\necho 3.11\n")
+    python.chmod(0o755)
+    for p in (root, root / "bin", root / "lib"):
+        p.chmod(0o755)
+    return root
+
+
+def run_tasks(
+    tmp_path: Path, role: str, tasks_from: str, vars_: dict
+) -> subprocess.CompletedProcess[str]:
+    """The role's interpreter choice, then its preflight, in check mode."""
+    book = tmp_path / "preflight.yml"
+    book.write_text(
+        "- hosts: localhost\n"
+        "  gather_facts: false\n"
+        "  tasks:\n"
+        + "".join(
+            f"    - ansible.builtin.include_role: {{name: {role}, tasks_from: {t}}}\n"
+            for t in ("interpreter", tasks_from)
+        )
+    )
+    return run_playbook(tmp_path, book, vars_, check=True)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another account needs root")
+
+
+@needs_root
+@pytest.mark.parametrize(
+    "make_unsafe",
+    [
+        lambda root: os.chown(root, OTHER, OTHER),  # a user's ~/venv
+        lambda root: os.chown(root / "bin" / "python", OTHER, OTHER),
+        lambda root: (root / "lib").chmod(0o775),  # group-writable: the group runs as root
+        lambda root: (root / "pyvenv.cfg").chmod(0o666),
+        lambda root: os.chown(root / "pyvenv.cfg", OTHER, OTHER),
+    ],
+)
+def test_another_accounts_environment_is_refused_unrun(tmp_path: Path, make_unsafe: object) -> None:
+    marker = tmp_path / "ran"
+    root = _venv(tmp_path, marker)
+    make_unsafe(root)  # type: ignore[operator]
+    r = run_tasks(tmp_path, "probe", "preflight", {"gpufix_probe_python": str(root / "bin/python")})
+    assert r.returncode != 0
+    assert "not running the probe as root with" in r.stdout, r.stdout[-3000:]
+    assert not marker.exists()
+
+
+@needs_root
+def test_a_pythonpath_entry_anyone_can_write_is_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    root = _venv(tmp_path, marker)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp: anyone can drop a torch.py there
+    r = run_tasks(
+        tmp_path,
+        "probe",
+        "preflight",
+        {"gpufix_probe_python": str(root / "bin/python"), "gpufix_probe_pythonpath": str(shared)},
+    )
+    assert r.returncode != 0 and f"with {shared}:" in r.stdout, r.stdout[-3000:]
+    assert not marker.exists()
+
+
+@needs_root
+def test_roots_own_environment_runs_and_trust_overrides(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    root = _venv(tmp_path, marker)
+    python = str(root / "bin/python")
+    r = run_tasks(tmp_path, "probe", "preflight", {"gpufix_probe_python": python})
+    assert "not running the probe as root" not in r.stdout, r.stdout[-3000:]
+    assert marker.exists()  # checked, then run
+    marker.unlink()
+    os.chown(root, OTHER, OTHER)
+    r = run_tasks(
+        tmp_path,
+        "probe",
+        "preflight",
+        {"gpufix_probe_python": python, "gpufix_probe_trust_interpreter": True},
+    )
+    assert "not running the probe as root" not in r.stdout and marker.exists(), r.stdout[-3000:]

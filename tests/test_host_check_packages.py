@@ -85,6 +85,7 @@ def _run_script(
     smi_timeout: str = "30",
     save_limit: int = hostcheck.SAVE_LIMIT,
     venv: Path | None = None,
+    probe: dict | None = None,
 ) -> dict:
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
@@ -96,7 +97,7 @@ def _run_script(
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
     out = subprocess.run(
         [sys.executable, "-c", _script(), "0", json.dumps(files), "echo 5.4.0-150-generic", smi_timeout,
-         str(save_limit), str(venv or tmp_path / "no-venv")],
+         str(save_limit), str(venv or tmp_path / "no-venv"), json.dumps(probe or {})],
         capture_output=True, text=True, env=env, timeout=60, check=True,
     )  # fmt: skip
     report: dict = json.loads(out.stdout)
@@ -178,6 +179,68 @@ def test_gpufix_venv_is_recorded_for_rollback(tmp_path: Path) -> None:
     assert not schema_errors(report, "host-check")
     for bad in ({"torch": "1.0\n"}, {"numpy": "1.0"}, {"torch": "{{ 7*7 }}"}):
         assert schema_errors({**report, "ml_venv": {**got, "stack": bad}}, "host-check"), bad
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another account needs root")
+def test_the_probes_interpreter_is_read_before_the_change(tmp_path: Path) -> None:
+    """The probe that verifies a change runs as root: an interpreter another account can write
+    blocks the host before anything changes (roles/probe/tasks/trust.yml refuses it too, but
+    only after the change)."""
+    env = tmp_path / "home" / "alice" / "venv"
+    (env / "bin").mkdir(parents=True)
+    (env / "lib").mkdir()
+    (env / "bin" / "python").write_text("")
+    for p in (env, env / "bin", env / "lib"):
+        p.chmod(0o755)
+    probe = {"check": True, "python": str(env / "bin" / "python"), "pythonpath": ""}
+    assert _run_script(tmp_path, [], smi=None, probe=probe)["probe_untrusted"] == []
+    os.chown(env, 4242, 4242)
+    (env / "lib").chmod(0o775)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    report = _run_script(tmp_path, [], smi=None, probe={**probe, "pythonpath": str(shared)})
+    assert report["probe_untrusted"] == [
+        {"path": str(env), "why": "owned by uid 4242"},
+        {"path": str(env / "lib"), "why": "group-writable"},
+        {"path": str(shared), "why": "group-writable, world-writable"},
+    ]
+    assert not schema_errors(report, "host-check")
+    pf = hostcheck.evaluate("h1", report, strategy="nccl-profile", kernel_step=False)
+    assert [b.check for b in pf.blockers] == ["probe-interpreter"]
+    assert "owned by uid 4242" in pf.summary() and "gpufix_probe_trust_interpreter" in pf.summary()
+    # consent, or no probe to follow: nothing read, nothing blocked
+    assert "probe_untrusted" not in _run_script(
+        tmp_path, [], smi=None, probe={**probe, "trust": True}
+    )
+    assert "probe_untrusted" not in _run_script(tmp_path, [], smi=None)
+
+
+def test_apply_asks_the_host_check_for_the_probes_interpreter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict = {}
+
+    def fake_run_playbook(playbook: str, inventory: Path, **kwargs: object) -> runner.RunResult:
+        seen.update(extravars=kwargs["extravars"])
+        return runner.RunResult(ident="x", rc=0, status="successful", hosts={})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run_playbook)
+    hosts = {
+        "h1": {"strategy": "nccl-profile", "probe_python": "/opt/venvs/train/bin/python"},
+        "h2": {"strategy": "nccl-profile", "probe_python": "python3"},  # PATH's: root's own
+    }
+    probe_vars = {"gpufix_probe_pythonpath": "/opt/lib", "gpufix_probe_deadline": 60}
+    hostcheck.run_preflight(hosts, tmp_path / "inv", probe_vars=probe_vars)
+    ev = seen["extravars"]
+    assert ev["gpufix_preflight_probe_check"] is True
+    assert ev["gpufix_preflight_probe_python"] == {"h1": "/opt/venvs/train/bin/python"}
+    assert ev["gpufix_probe_pythonpath"] == "/opt/lib" and "gpufix_probe_deadline" not in ev
+    check_vars("host_check.yml", ev, "test")
+    with pytest.raises(InvalidInput):
+        check_vars("host_check.yml", {"gpufix_preflight_probe_python": {"h1": "$(id)"}}, "test")
+    hostcheck.run_preflight(hosts, tmp_path / "inv")  # no probe follows (--no-verify)
+    assert "gpufix_preflight_probe_check" not in seen["extravars"]
 
 
 @pytest.mark.parametrize("value", [0, 300001, -1, "262144", "{{ 7 * 7 }}", True, 1.5])

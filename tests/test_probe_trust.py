@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from role_check import run_playbook
+from role_check import ROOT, run_playbook
 
 OTHER = 4242  # an account that is not the one the tests run as
 
@@ -104,3 +104,37 @@ def test_roots_own_environment_runs_and_trust_overrides(tmp_path: Path) -> None:
         {"gpufix_probe_python": python, "gpufix_probe_trust_interpreter": True},
     )
     assert "not running the probe as root" not in r.stdout and marker.exists(), r.stdout[-3000:]
+
+
+@needs_root
+def test_the_host_check_reads_it_before_the_change(tmp_path: Path) -> None:
+    """playbooks/host_check.yml as apply runs it: the probe's interpreter per host, the probe
+    role's PYTHONPATH and consent as its own variables."""
+    import json
+    import re
+
+    marker = tmp_path / "ran"
+    root = _venv(tmp_path, marker)
+    os.chown(root, OTHER, OTHER)
+    book = tmp_path / "check.yml"
+    book.write_text(
+        f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'host_check.yml'}\n"
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.debug:\n"
+        "        msg: \"U={{ gpufix_preflight.probe_untrusted | default('none') | to_json }}\"\n"
+    )
+    base = {
+        "ansible_become": False,
+        "gpufix_preflight_dpkg_wait": 0,
+        "gpufix_preflight_probe_check": True,
+        "gpufix_preflight_probe_python": {"localhost": str(root / "bin" / "python")},
+    }
+    for extra, want in (
+        ({}, [{"path": str(root), "why": f"owned by uid {OTHER}"}]),
+        ({"gpufix_probe_trust_interpreter": True}, "none"),
+    ):
+        r = run_playbook(tmp_path, book, {**base, **extra}, check=True)
+        assert r.returncode == 0, r.stdout[-3000:]
+        found = re.search(r'"msg": "U=(.*)"\n', r.stdout)
+        assert found and json.loads(json.loads(f'"{found.group(1)}"')) == want, r.stdout[-2000:]
+    assert not marker.exists()

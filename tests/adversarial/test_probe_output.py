@@ -63,9 +63,13 @@ def test_a_group_gives_the_verdict_only_to_the_host_it_was_recorded_on(
 
 
 def test_a_verdict_from_no_planned_host_is_refused_for_a_group(cli: CliRun, tmp_path: Path) -> None:
-    code, out, err = _group(cli, tmp_path, {**_verdict(), "host": "gpu77\n$(reboot)"})
+    code, out, err = _group(cli, tmp_path, {**_verdict(), "host": "gpu77 $(reboot)"})
     assert code == 3 and out == "" and len(err.strip().splitlines()) == 1
     assert "none of the 4 hosts planned" in err and "gpu77" in err
+    # a host name with a line break is refused by the schema before any binding (2026-12-06)
+    code, out, err = _group(cli, tmp_path, {**_verdict(), "host": "gpu77\n$(reboot)"})
+    assert code == 3 and out == "" and len(err.strip().splitlines()) == 1
+    assert "host:" in err and "gpu77" in err
 
 
 def test_a_lone_host_takes_a_verdict_recorded_under_another_name_and_says_so(
@@ -120,10 +124,15 @@ def test_a_verdict_of_a_host_not_reached_goes_to_no_other_host() -> None:
 def test_a_hostile_inventory_host_is_only_ever_text(cli: CliRun, tmp_path: Path) -> None:
     """`inventory_host` comes from a file: it only names hosts, in one line of text; a
     non-string is a schema error (exit 3), never a host pattern or a command."""
-    hostile = "gpu77\n{{ lookup('pipe', 'id') }}$(reboot)"
+    hostile = "gpu77{{lookup('pipe','id')}}$(reboot)"  # one printable word: a name, as text
     code, out, _ = _plan(cli, tmp_path, {**_verdict(), "inventory_host": hostile})
     (plan,) = json.loads(out)["plans"]
     (risk,) = [r for r in plan["risks"] if "verdict was recorded on" in r]
     assert code == 0 and "\n" not in risk and "uid=" not in out
+    # with a line break or a space it is no host name at all: the schema refuses it (2026-12-06)
+    for bad in ("gpu77\n{{ lookup('pipe', 'id') }}$(reboot)", "gpu77 $(reboot)"):
+        code, out, err = _plan(cli, tmp_path, {**_verdict(), "inventory_host": bad})
+        assert code == 3 and out == "" and len(err.strip().splitlines()) == 1
+        assert "inventory_host" in err and "uid=" not in err
     code, out, err = _plan(cli, tmp_path, {**_verdict(), "inventory_host": ["host01"]})
     assert code == 3 and out == "" and len(err.strip().splitlines()) == 1

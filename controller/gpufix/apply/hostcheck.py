@@ -23,7 +23,7 @@ SAVE_LIMIT = 262144
 class Blocker:
     check: (
         str  # unreachable | python | gpu-processes | dpkg-lock | dpkg-broken | disk | nvidia-module
-        # | file-too-large
+        # | file-too-large | probe-interpreter
     )
     message: str
 
@@ -117,6 +117,18 @@ def evaluate(
                 )
             )
 
+    untrusted = report.get("probe_untrusted")
+    if isinstance(untrusted, list) and untrusted:
+        shown = "; ".join(f"{u.get('path', '?')} ({u.get('why', '?')})" for u in untrusted[:3])
+        blockers.append(
+            Blocker(
+                "probe-interpreter",
+                f"the probe that verifies the change would run, as root, code another account "
+                f"can write: {shown}: give --probe-python a root-owned interpreter, or set "
+                "gpufix_probe_trust_interpreter",
+            )
+        )
+
     need_boot, need_root = strategies.get(strategy).disk_need_mib
     disk = report.get("disk_mib") or {}
     for mount, need in (("/boot", need_boot), ("/", need_root)):
@@ -158,22 +170,37 @@ def run_preflight(
     progress: runner.Progress | None = None,
     keep_artifacts: Path | None = None,
     forks: int = runner.FORKS,
+    probe_vars: dict[str, Any] | None = None,
 ) -> dict[str, Preflight]:
-    """Run the preflight playbook once for all `hosts` (name -> {strategy, kernel_step, files}).
+    """Run the preflight playbook once for all `hosts` (name -> {strategy, kernel_step, files,
+    probe_python}). `probe_vars`: the options of the probe that verifies the change (None: no
+    probe follows), whose interpreter and PYTHONPATH are read for what another account can write.
 
     Hosts are run together because the checks are read-only; the watched files differ by
     strategy, so the union is read on every host (it is only read).
     """
     files = sorted({f for h in hosts.values() for f in h.get("files", [])})
+    extravars: dict[str, Any] = {
+        "gpufix_preflight_dpkg_wait": dpkg_wait,
+        "gpufix_preflight_files": files,
+        "gpufix_preflight_save_limit": SAVE_LIMIT,
+    }
+    if probe_vars is not None:
+        # the probe that verifies the change runs as root: its interpreter is read now
+        extravars["gpufix_preflight_probe_check"] = True
+        extravars["gpufix_preflight_probe_python"] = {
+            h: str(want["probe_python"])
+            for h, want in hosts.items()
+            if str(want.get("probe_python") or "").startswith("/")
+        }
+        for name in ("gpufix_probe_pythonpath", "gpufix_probe_trust_interpreter"):
+            if name in probe_vars:
+                extravars[name] = probe_vars[name]
     res = runner.run_playbook(
         "host_check.yml",
         inventory,
         limit=",".join(hosts),
-        extravars={
-            "gpufix_preflight_dpkg_wait": dpkg_wait,
-            "gpufix_preflight_files": files,
-            "gpufix_preflight_save_limit": SAVE_LIMIT,
-        },
+        extravars=extravars,
         timeout=dpkg_wait + 300,
         forks=forks,
         progress=progress,

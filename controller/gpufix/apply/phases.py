@@ -78,6 +78,9 @@ class Phases(After):
                 "strategy": self.plans[h].strategy,
                 "kernel_step": kernel_step(self.plans[h]),
                 "files": list(strategies.get(self.plans[h].strategy).watched_files),
+                "probe_python": self.opts.probe_vars.get("gpufix_probe_python")
+                or self.plans[h].verify.get("python")
+                or "",
             }
             for h in hosts
         }
@@ -88,6 +91,7 @@ class Phases(After):
             dpkg_wait=self.opts.dpkg_wait,
             progress=self.report,
             forks=self.opts.forks,
+            probe_vars=self.opts.probe_vars if self.opts.verify else None,
         )
         ok = []
         for h in hosts:

@@ -118,6 +118,7 @@ DICT_PATTERNS: dict[str, tuple[str, str]] = {
     "gpufix_ml_stack_cuda_driver_floor": ("cuda_major", "driver_version"),
     "gpufix_rollback_install": ("package", "deb_version"),
     "gpufix_rollback_files": ("abspath", "saved_file"),
+    "gpufix_preflight_probe_python": ("inventory_host", "python"),
 }
 # "" means "the role's default" for these.
 ALLOW_EMPTY = frozenset(
@@ -170,6 +171,11 @@ SHARED: dict[str, dict[str, dict[str, Any]]] = {
         "gpufix_preflight_dpkg_wait": {"type": "int"},
         "gpufix_preflight_files": {"type": "list", "elements": "str"},
         "gpufix_preflight_save_limit": {"type": "int"},
+        "gpufix_preflight_probe_check": {"type": "bool"},
+        "gpufix_preflight_probe_python": {"type": "dict"},
+        # the probe role's own, given to apply with the other probe options
+        "gpufix_probe_pythonpath": {"type": "str"},
+        "gpufix_probe_trust_interpreter": {"type": "bool"},
     },
     "rollback.yml": {
         "gpufix_rollback_install": {"type": "dict"},

@@ -400,3 +400,45 @@ def test_an_unverified_kernel_is_applied_with_a_warning_and_verified_next_time(
             assert rec["reason"] == UNVERIFIED_KERNEL and next_action(rec) == ("verify", -1)
         else:
             assert rec["reason"] == "" and next_action(rec) == ("skip", -1)
+
+
+def test_resume_probes_a_host_lost_after_its_reboot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review (2026-12-06): next_action sent it to verify, and verify passed over every
+    `unreachable` host, so a host that came back late stayed unreachable for good (and its
+    one-shot kernel never became GRUB's default)."""
+    import json
+
+    from gpufix import runner
+    from gpufix.apply.journal import Journal, next_action
+    from gpufix.engine.context import Constraints
+    from gpufix.engine.kb import load as load_kb
+    from gpufix.engine.rules import load as load_rules
+    from gpufix.planning import plan_host
+
+    facts = json.loads((Path(__file__).parent / "fixtures/hosts/bionic-ga-2x3090.json").read_text())
+    plan = plan_host(facts["facts"], None, Constraints(strategy="kernel-upgrade"), host="h1",
+                     python_envs=[], kb=load_kb(), rules=load_rules())  # fmt: skip
+    steps = [{"playbook": s.playbook, "vars": s.vars} for s in plan.steps]
+    j = Journal.start([{"host": "h1", "strategy": plan.strategy, "steps": steps}],
+                      plan_digest="x", options={})  # fmt: skip
+    for i in range(len(plan.steps)):
+        j.step_started("h1", i)
+        j.step_finished("h1", i, ok=True, changed=3)
+    j.update("h1", rebooted=True)
+    j.set_state("h1", "unreachable", "did not come back within 1200 s of the reboot")
+    act = next_action(j.host("h1"))
+    assert act == ("verify", -1)
+    ran: list[str] = []
+
+    def fake(name: str, *_a: object, **_k: object) -> runner.RunResult:
+        ran.append(name)
+        host = runner.HostResult("h1", status="unreachable", message="still down")
+        return runner.RunResult("x", 4, "failed", {"h1": host})
+
+    monkeypatch.setattr(runner, "run_playbook", fake)
+    opts = result.Options(tmp_path / "inv.yml", allow_reboot=True)
+    phases.Phases(j, {"h1": plan}, opts, lambda h, m: None, {}).batch(["h1"], {"h1": act})
+    assert ran == ["probe.yml"]  # probed again, not passed over
+    assert j.host("h1")["state"] == "unreachable"  # and still down: said so again

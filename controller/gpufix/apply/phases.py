@@ -64,6 +64,12 @@ class Phases(After):
                 continue
             if act in ("step", "reboot"):
                 ok = self.reboot(ok)
+            if act == "verify":
+                for h in ok:
+                    if self.state(h) == "unreachable":
+                        # it did not come back from its reboot in time in an earlier run; it may
+                        # have since: the probe finds out (an unreachable host stays so)
+                        self.set(h, "verifying", "resumed: probing a host lost after its reboot")
             self.verify(ok)
         done = (*FINAL_OK, "skipped", "would-change", "no-change")
         return sum(1 for h in hosts if self.state(h) not in done)

@@ -446,3 +446,34 @@ def test_ctrl_c_is_one_line(
         run(["plan", "host01"])
     assert exc.value.code == 130
     assert capsys.readouterr().err == "gpufix: interrupted\n"
+
+
+def test_a_rollback_that_waited_for_the_lock_reads_the_journal_again(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review (2026-12-06): the journal was read before the host lock and never again, so a
+    second rollback of the same host, waiting for the first one's lock, rolled it back again
+    (a second reboot) and wrote its stale copy over the first one's record."""
+    from gpufix.apply import locks, rollback
+
+    inv = _live_inventory(tmp_path)
+    steps = [{"playbook": "nccl_profile.yml", "vars": {"gpufix_nccl_profile_names": ["no-p2p"]}}]
+    j = FileJournal.start([{"host": "h1", "strategy": "nccl-profile", "steps": steps}],
+                          plan_digest="sha256:z", options={"inventory": inv})  # fmt: skip
+    j.step_started("h1", 0)
+    j.step_finished("h1", 0, ok=True, changed=1, files=["/etc/nccl.conf"])
+    j.update("h1", before={"packages": {}, "files": {}}, after={"packages": {}, "files": {}})
+    j.set_state("h1", "healthy", "probe: healthy")
+    j.finish("complete")
+    real = locks.HostLocks
+
+    class OtherRollbackFirst(real):  # type: ignore[misc,valid-type]
+        def __enter__(self) -> locks.HostLocks:
+            FileJournal.open(j.run_id).set_state("h1", "rolled-back", "the other one")
+            return super().__enter__()
+
+    monkeypatch.setattr(locks, "HostLocks", OtherRollbackFirst)
+    monkeypatch.setattr(rollback, "rollback", lambda *a, **k: pytest.fail("rolled back twice"))
+    code, _, err = run(capsys, "rollback", j.run_id, "h1", "-i", inv)
+    assert code == 3 and "already rolled back" in err, err
+    assert FileJournal.open(j.run_id).host("h1")["reason"] == "the other one"

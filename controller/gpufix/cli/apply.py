@@ -488,6 +488,10 @@ def rollback_cmd(
     # with something to roll back, on the same machine the run changed under that name
     check_same({host: check_can_roll_back(j, host)}, recorded, inv, f"rolling {host} back")
     with HostLocks([host]):
+        # read again under the lock: a rollback of the same host that ended meanwhile has
+        # changed the journal (a second one would roll back twice and overwrite its record)
+        j = FileJournal.open(j.run_id)
+        check_can_roll_back(j, host)
         state = rollback(
             j,
             host,

@@ -442,3 +442,24 @@ def test_resume_probes_a_host_lost_after_its_reboot(
     phases.Phases(j, {"h1": plan}, opts, lambda h, m: None, {}).batch(["h1"], {"h1": act})
     assert ran == ["probe.yml"]  # probed again, not passed over
     assert j.host("h1")["state"] == "unreachable"  # and still down: said so again
+
+
+def test_a_reboot_the_journal_never_heard_of_is_read_from_the_kernels() -> None:
+    """A review (2026-12-06): the kernel role rebooted inside its step, the controller died
+    during the wait, and the resumed step found nothing to reboot for: `rebooted` stayed false,
+    and the rollback neither asked for --allow-reboot nor rebooted the host off the new kernel."""
+    rec = {
+        "strategy": "kernel-upgrade",
+        "rebooted": False,
+        "steps": [{"playbook": "kernel_upgrade.yml", "state": "done"}],
+        "before": {"packages": {}, "files": {}, "kernel": {"running": "4.15.0-213-generic"}},
+        "after": {"packages": {}, "files": {}, "kernel": {"running": "5.4.0-150-generic"}},
+    }
+    v = rollback.rollback_vars(rec)
+    assert v["gpufix_rollback_reboot"] and rollback.reboots(v)
+    assert v["gpufix_rollback_kernel"] == "4.15.0-213-generic"
+    # an NCCL profile on the same kernel: no reboot, GRUB left alone
+    same = {**rec, "strategy": "nccl-profile", "steps": [{"playbook": "nccl_profile.yml"}]}
+    same["after"] = {**rec["after"], "kernel": {"running": "4.15.0-213-generic"}}
+    v = rollback.rollback_vars(same)
+    assert not rollback.reboots(v) and v["gpufix_rollback_kernel"] == ""

@@ -41,6 +41,9 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
             files[path] = {k: saved[k] for k in SAVED_FILE_KEYS if k in saved}
     kernel_before = (before.get("kernel") or {}).get("running") if _kernel_may_move(rec) else None
     venv_before, venv_after = before.get("ml_venv") or {}, after.get("ml_venv") or {}
+    # the host runs another kernel than before the run: it was rebooted, whether or not the
+    # journal heard of it (a role's own reboot inside a step whose result was lost to a crash)
+    rebooted = bool(rec.get("rebooted")) or _kernel_changed(rec)
     return {
         "gpufix_rollback_install": install,
         "gpufix_rollback_remove": remove,
@@ -48,9 +51,9 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
         "gpufix_rollback_hold": sorted(holds_before - holds_after),
         "gpufix_rollback_files": files,
         "gpufix_rollback_kernel": kernel_before or "",
-        "gpufix_rollback_reboot": bool(rec.get("rebooted")),
+        "gpufix_rollback_reboot": rebooted,
         # a restored kernel command line takes effect only at the next boot
-        "gpufix_rollback_reboot_after": bool(rec.get("rebooted"))
+        "gpufix_rollback_reboot_after": rebooted
         and bool(strategy and strategy.reboot_after_restore),
         # gpufix's own venv, created by this run: only a record that says both
         "gpufix_rollback_ml_venv_remove": venv_before.get("exists") is False
@@ -79,6 +82,13 @@ def venv_kept(rec: dict[str, Any]) -> str:
 KERNEL_PLAYBOOK = "kernel_upgrade.yml"
 
 
+def _kernel_changed(rec: dict[str, Any]) -> bool:
+    """The host checks before and after the run read two different running kernels."""
+    ran_before = ((rec.get("before") or {}).get("kernel") or {}).get("running")
+    ran_after = ((rec.get("after") or {}).get("kernel") or {}).get("running")
+    return bool(ran_before and ran_after and ran_before != ran_after)
+
+
 def _kernel_may_move(rec: dict[str, Any]) -> bool:
     """Whether the run could have changed the kernel the host boots: it rebooted, ran a kernel
     step (a one-shot GRUB entry), or changed a linux-image package. Otherwise rollback leaves
@@ -88,6 +98,8 @@ def _kernel_may_move(rec: dict[str, Any]) -> bool:
         return True
     if not rec.get("after"):
         return True  # a step failed before the after-state was read: what it did is not known
+    if _kernel_changed(rec):
+        return True  # rebooted into another kernel, recorded or not
     before = (rec.get("before") or {}).get("packages") or {}
     after = rec["after"].get("packages") or {}
     images = {n for n in (*before, *after) if str(n).startswith("linux-image-")}

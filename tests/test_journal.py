@@ -303,3 +303,32 @@ def test_state_dir_variable_set_but_empty_is_the_default(
     monkeypatch.setenv("GPUFIX_STATE_DIR", "state")
     with pytest.raises(InvalidInput, match="is not an absolute path"):
         paths.state_path()
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "refused"),
+    [(0o700, None, False), (0o1777, None, False), (0o777, None, True), (0o770, None, True),
+     (0o755, 4242, True)],
+)  # fmt: skip
+def test_a_state_directory_another_account_can_change_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int, owner: int | None, refused: bool
+) -> None:
+    """A review (2026-12-06): in a shared directory others can write, another account could put
+    its own runs/ in place of ours between gpufix's checks and its reads (a journal root's
+    rollback restores /etc files from). The sticky bit, as on /tmp, prevents that."""
+    from gpufix import paths
+    from gpufix.errors import GpufixError
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    if owner is not None:
+        if os.geteuid() != 0:
+            pytest.skip("chown to another account needs root")
+        os.chown(shared, owner, owner)
+    monkeypatch.setenv("GPUFIX_STATE_DIR", str(shared))
+    if refused:
+        with pytest.raises(GpufixError, match="can be changed by another account"):
+            paths.state_dir()
+    else:
+        assert paths.state_dir() == shared

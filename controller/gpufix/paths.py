@@ -97,6 +97,16 @@ def state_dir() -> Path:
         raise GpufixError(f"cannot create the state directory {path}: {exc.strerror}") from None
     if not path.is_dir():
         raise GpufixError(f"the state directory {path} is not a directory")
+    st = path.stat()
+    # Another account that can rename what it holds could put its own runs/ in place of ours
+    # between the checks and the reads: a journal that root's rollback would then restore from.
+    others_write = st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX
+    if st.st_uid not in (0, os.getuid()) or others_write:
+        raise GpufixError(
+            f"the state directory {path} can be changed by another account (owner uid "
+            f"{st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}): use one only you (or root) can "
+            "write, or one with the sticky bit"
+        )
     return path
 
 

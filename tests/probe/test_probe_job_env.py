@@ -197,7 +197,23 @@ SAMPLES = [
     "NCCL_" + "A" * 61 + "=1",
     "NCCL_X=" + "1" * 201,
     "NCCL_ALGO=Ring\n",  # Python's `$` matches before a final newline: each copy must not
+    "NCCL_NET_PLUGIN=none",  # a plugin by name alone: the system's library path's
+    "NCCL_NET_PLUGIN=aws-ofi",
 ]
+# Code from a path the job names, or a file written there, as root (a review, 2026-12-06): the
+# probe, the CLI, varspec and the role refuse to run with them; a recorded verdict may still say
+# a run had one (the schema describes data about a run)
+LOADS = [
+    "CUDA_INJECTION64_PATH=/home/alice/x.so",
+    "NCCL_NET_PLUGIN=/home/alice/libnccl-net.so",
+    "NCCL_TUNER_PLUGIN=/tmp/t.so",
+    "NCCL_CONF_FILE=/home/alice/nccl.conf",
+    "NCCL_TOPO_DUMP_FILE=/etc/shadow",
+    "FI_PROVIDER_PATH=/home/alice/prov",
+    "UCX_MODULE_DIR=/home/alice/ucx",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/etc/passwd",
+]
+SAMPLES += LOADS
 
 
 def test_every_copy_of_the_rule_agrees(prog: types.ModuleType) -> None:
@@ -233,6 +249,8 @@ def test_every_copy_of_the_rule_agrees(prog: types.ModuleType) -> None:
             "role": bool(re.match(role["_gpufix_probe_job_env_re"], item)),
             "schema": "=" in item and name_re.is_valid(name) and value_re.is_valid(value),
         }
+        if item in LOADS:
+            assert not want and answers.pop("schema"), item  # refused to run, fine as a record
         assert answers == dict.fromkeys(answers, want), item
     # the experiment that takes one setting off names it in its id (job-env-without-VAR)
     id_re = re.compile(schema()["$defs"]["experiment_id"]["pattern"])
@@ -322,3 +340,44 @@ def test_a_cpu_probe_of_one_host_runs_two_ranks() -> None:
     args = ProbeOptions(cpu=True, world_size=3).check().program_args()
     assert args.count("--world-size") == 1 and args[args.index("--world-size") + 1] == "3"
     assert "--world-size" not in ProbeOptions().check().program_args()
+
+
+def test_the_lists_of_settings_that_load_code_are_the_programs(prog: types.ModuleType) -> None:
+    from gpufix.probe import options
+
+    assert options.JOB_ENV_LOADS == prog.JOB_ENV_LOADS
+    assert options.JOB_ENV_PLUGINS == prog.JOB_ENV_PLUGINS
+    for name in (*prog.JOB_ENV_LOADS, *prog.JOB_ENV_PLUGINS):
+        assert prog.JOB_ENV_NAME_RE.fullmatch(name), name  # each a name the rule would take
+
+
+def test_the_verdict_copies_refuse_what_would_replace_a_device(
+    prog: types.ModuleType, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A review (2026-12-06): --json-out /dev/null replaced the device with a regular file (the
+    copy is written by rename), as root on the host."""
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "elsewhere.json")
+    for target in ("/dev/null", str(link)):
+        assert prog.main(["--cpu", "--json-out", target]) == prog.EXIT_INVALID
+        err = capsys.readouterr().err
+        assert "is not a regular file" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "elsewhere.json").exists()
+
+
+@pytest.mark.slow
+def test_a_stdout_that_cannot_take_the_verdict_loses_not_the_copies(tmp_path: Path) -> None:
+    """A review (2026-12-06): stdout full, closed or a broken pipe was a traceback, exit 1 even
+    when healthy, and no --json-out. One line on stderr now; the copy and the status stand."""
+    pytest.importorskip("torch", reason="needs torch (CPU build is enough)")
+    program = ROOT / "roles/probe/files/gpufix_probe.py"
+    out = tmp_path / "v.json"
+    args = [sys.executable, str(program), "--cpu", "--world-size", "1", "--no-experiments"]
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(
+            [*args, "--json-out", str(out)], stdout=full, stderr=subprocess.PIPE, text=True,
+            timeout=300, check=False, cwd=tmp_path,
+        )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "cannot write the verdict to stdout" in r.stderr and "Traceback" not in r.stderr
+    assert json.loads(out.read_text())["verdict"] == "healthy"

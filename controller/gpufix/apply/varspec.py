@@ -46,7 +46,12 @@ PATTERNS: dict[str, str] = {
     "nccl_key": r"^NCCL_[A-Z0-9_]{1,64}$",
     "nccl_value": r"^[A-Za-z0-9_.,:/=+-]{0,256}$",
     # a training job's setting for the probe (gpufix_probe.py JOB_ENV_NAME_RE, JOB_ENV_VALUE_RE)
-    "job_env": r"^(NCCL|TORCH_NCCL|TORCH_DISTRIBUTED|GLOO|CUDA|UCX|FI)_[A-Z0-9_]{1,60}"
+    # not a setting that loads code from, or writes, a path (JOB_ENV_LOADS, JOB_ENV_PLUGINS)
+    "job_env": r"^(?!(NCCL_CONF_FILE|NCCL_TOPO_DUMP_FILE|NCCL_GRAPH_DUMP_FILE|"
+    r"CUDA_INJECTION64_PATH|CUDA_CACHE_PATH|FI_PROVIDER_PATH|UCX_MODULE_DIR|"
+    r"TORCH_NCCL_DEBUG_INFO_TEMP_FILE)=)"
+    r"(?!(NCCL_NET_PLUGIN|NCCL_TUNER_PLUGIN|NCCL_PROFILER_PLUGIN|NCCL_ENV_PLUGIN)=[^/]*/)"
+    r"(NCCL|TORCH_NCCL|TORCH_DISTRIBUTED|GLOO|CUDA|UCX|FI)_[A-Z0-9_]{1,60}"
     r"=[A-Za-z0-9_.,:/=+^-]{0,200}$",
     "pip_pin": r"^[A-Za-z0-9._-]{1,100}==[0-9][A-Za-z0-9.+!-]{0,63}$",
     "file_mode": r"^[0-7]{3,4}$",

@@ -18,6 +18,18 @@ _JOB_ENV = re.compile(
     r"^(NCCL|TORCH_NCCL|TORCH_DISTRIBUTED|GLOO|CUDA|UCX|FI)_[A-Z0-9_]{1,60}=[A-Za-z0-9_.,:/=+^-]{0,200}$"
 )
 _JOB_ENV_OWNED = ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS")
+# JOB_ENV_LOADS and JOB_ENV_PLUGINS in gpufix_probe.py (tests/probe keep them equal): a path
+# that loads code or is written, as root
+JOB_ENV_LOADS = (
+    "NCCL_CONF_FILE", "NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE", "CUDA_INJECTION64_PATH",
+    "CUDA_CACHE_PATH", "FI_PROVIDER_PATH", "UCX_MODULE_DIR", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+)  # fmt: skip
+JOB_ENV_PLUGINS = (
+    "NCCL_NET_PLUGIN",
+    "NCCL_TUNER_PLUGIN",
+    "NCCL_PROFILER_PLUGIN",
+    "NCCL_ENV_PLUGIN",
+)
 JOB_ENV_MAX = 32
 
 
@@ -95,6 +107,12 @@ class ProbeOptions:
                 )
             if name in _JOB_ENV_OWNED:
                 raise InvalidInput(f"--job-env {name}: the probe sets it (its NCCL log)")
+            value = item.partition("=")[2]
+            if name in JOB_ENV_LOADS or (name in JOB_ENV_PLUGINS and "/" in value):
+                raise InvalidInput(
+                    f"--job-env {name}: it loads code from, or writes, a path the job names; "
+                    "the probe runs as root and takes no such setting"
+                )
             if names.count(name) > 1:
                 raise InvalidInput(f"--job-env {name} given twice")
 

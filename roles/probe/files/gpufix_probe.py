@@ -1678,6 +1678,13 @@ def check_args(ns: argparse.Namespace) -> None:
         path = getattr(ns, opt)
         if path and os.path.isdir(path):
             raise ArgError("--%s: %s is a directory, not a file" % (opt.replace("_", "-"), path))
+        # written by rename: a device (/dev/null), a FIFO or a link there would be replaced by
+        # a regular file, as root on the host
+        if path and os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+            raise ArgError(
+                "--%s: %s exists and is not a regular file (a link, device or FIFO)"
+                % (opt.replace("_", "-"), path)
+            )
     if ns.nccl_log and os.path.lexists(ns.nccl_log) and not os.path.isdir(ns.nccl_log):
         raise ArgError("--nccl-log: %s exists and is not a directory" % ns.nccl_log)
     if ns.nccl_log and not ns.worker:
@@ -2380,6 +2387,27 @@ JOB_ENV_NAME_RE = re.compile(
 )
 JOB_ENV_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/=+^-]{0,200}$")
 JOB_ENV_OWNED = ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS")
+# Settings that load code from a path or write files where they say: the probe runs as root, so
+# the job's (another account's) value would run that account's library, or overwrite any file,
+# as root (NCCL's plugin and dump variables, CUDA's injection library, libfabric's and UCX's
+# module directories, torch's debug dump). A plugin named without a path (NCCL_NET_PLUGIN=none,
+# or a name the system's library path resolves) is kept.
+JOB_ENV_LOADS = (
+    "NCCL_CONF_FILE",
+    "NCCL_TOPO_DUMP_FILE",
+    "NCCL_GRAPH_DUMP_FILE",
+    "CUDA_INJECTION64_PATH",
+    "CUDA_CACHE_PATH",
+    "FI_PROVIDER_PATH",
+    "UCX_MODULE_DIR",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+)
+JOB_ENV_PLUGINS = (
+    "NCCL_NET_PLUGIN",
+    "NCCL_TUNER_PLUGIN",
+    "NCCL_PROFILER_PLUGIN",
+    "NCCL_ENV_PLUGIN",
+)
 JOB_ENV_MAX = 32
 JOB_ENV_HELP = "NCCL_*, TORCH_NCCL_*, TORCH_DISTRIBUTED_*, GLOO_*, CUDA_*, UCX_*, FI_*"
 
@@ -2395,6 +2423,11 @@ def parse_job_env(items: List[str]) -> Dict[str, str]:
             raise ArgError("--job-env %r: want VAR=VALUE with VAR one of %s" % (item, JOB_ENV_HELP))
         if name in JOB_ENV_OWNED:
             raise ArgError("--job-env %s: the probe sets it (its NCCL log)" % name)
+        if name in JOB_ENV_LOADS or (name in JOB_ENV_PLUGINS and "/" in value):
+            raise ArgError(
+                "--job-env %s: it loads code from, or writes, a path the job names; the probe "
+                "runs as root and takes no such setting" % name
+            )
         if not JOB_ENV_VALUE_RE.fullmatch(value):
             raise ArgError("--job-env %s: the value has characters no setting needs" % name)
         if name in out:
@@ -2802,8 +2835,16 @@ def prom_from(path: str, prom_out: Optional[str]) -> int:
         if not isinstance(v, dict) or v.get("verdict") not in VERDICTS:
             raise ValueError("not a gpufix-probe verdict")
         text = prometheus(v)
-    except (IOError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+    except (
+        IOError,
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+    ) as exc:
+        why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         sys.stderr.write("gpufix_probe: --prom-from %s: %s\n" % (path, why))
         return EXIT_INVALID
     return EXIT_OK if write_copy("--prom-out", prom_out, text) else EXIT_WRITE_FAILED
@@ -2852,9 +2893,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     sigs = Signals()
     v = supervise(ns, sigs)
     text = json.dumps(v, indent=2, sort_keys=True) + "\n"
-    # stdout first (the role reads it): a full or read-only disk for the copies loses nothing
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    # stdout first (the role reads it): a full or read-only disk for the copies loses nothing,
+    # and a stdout that cannot take it (closed, full, a broken pipe) loses not the copies
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (AttributeError, IOError, OSError, ValueError) as exc:
+        sys.stderr.write("gpufix_probe: cannot write the verdict to stdout: %s\n" % exc)
+        with contextlib.suppress(Exception):
+            sys.stdout = open(os.devnull, "w")  # interpreter exit flushes stdout again
     if ns.json_out:
         write_copy("--json-out", ns.json_out, text)
     if ns.prom_out:

@@ -525,3 +525,45 @@ def test_a_deadline_spent_before_any_worker_names_no_nvidia_smi_on_cpu(tmp_path:
     assert proc.returncode == 1 and v["verdict"] == "failed"
     assert v["error"].startswith("the probe deadline (0.001 s) ran out before any worker started")
     assert "nvidia-smi" not in v["error"]
+
+
+def test_the_summary_says_what_stopped_a_run_and_stays_one_line() -> None:
+    """A review (2026-12-06): a stall stopped by SIGTERM after 5 s said "after 30.0 s" (the
+    phase deadline), an import stall the same, a verdict with no failing rank said "failed in
+    None on ranks []", and NCCL's multi-line error made a four-line "HOST: ..." line."""
+    base = {"format": "gpufix-probe", "version": 1, "deadline_s": 120, "phase_deadline_s": 30.0}
+    by_signal = {**base, "verdict": "hung", "duration_s": 5.475,
+                 "stalled": {"phase": "barrier", "ranks": [0, 1], "by": "SIGTERM"}}  # fmt: skip
+    assert summarize(by_signal).startswith(
+        "hung in barrier on ranks [0, 1]; interrupted by SIGTERM after 5.475 s"
+    )
+    at_import = {**base, "verdict": "hung", "stalled": {"phase": "import_torch", "ranks": [0]}}
+    assert summarize(at_import).startswith("hung in import_torch on ranks [0] past the import")
+    by_deadline = {
+        **at_import,
+        "stalled": {"phase": "allreduce", "ranks": [1], "by": "probe deadline"},
+    }
+    assert summarize(by_deadline).startswith("hung in allreduce on ranks [1] after 120 s")
+    no_rank = {**base, "verdict": "failed", "error": "the probe printed no verdict"}
+    assert summarize(no_rank).startswith("failed: the probe printed no verdict")
+    nccl = {**base, "verdict": "failed", "failed_in": {"phase": "pg_init", "ranks": [0]},
+            "error": "ncclInternalError\nLast error:\n\x1b]0;x\x07Socket"}  # fmt: skip
+    line = summarize(nccl)
+    assert "\n" not in line and "\x1b" not in line and "Last error:" in line
+
+
+def test_a_verdict_a_host_returns_is_checked_like_a_file() -> None:
+    """A review (2026-12-06): `gpufix probe HOST` took whatever JSON came back: a verdict missing
+    its fields printed as healthy (exit 0), a wrong type was an internal error."""
+    from gpufix.engine.signals import MADE_BY_GPUFIX
+    from gpufix.probe.remote import _parse
+
+    for bad in (
+        {"format": "gpufix-probe", "verdict": "healthy"},
+        {"format": "gpufix-probe", "version": 1, "verdict": "healthy", "stalled": "x"},
+    ):
+        got = _parse("h1", json.dumps(bad), "")
+        assert got["verdict"] == "failed" and MADE_BY_GPUFIX in got["notes"], got
+        assert "not one gpufix can read" in got["error"]
+    deep = '{"format": "gpufix-probe", "x": ' + "[" * 5000 + "]" * 5000 + "}"
+    assert _parse("h1", deep, "")["verdict"] == "failed"

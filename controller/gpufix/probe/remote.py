@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from gpufix import runner
+from gpufix import inputs, runner
 from gpufix.engine.signals import MADE_BY_GPUFIX
 from gpufix.errors import InvalidInput
 from gpufix.inventory import resolve
@@ -19,7 +19,8 @@ _LOCAL = ("localhost", "127.0.0.1")
 
 
 def _parse(host: str, stdout: str, error: str) -> dict[str, Any]:
-    """The verdict is the last JSON object the program printed."""
+    """The verdict is the last JSON object the program printed. It comes from the host: data,
+    checked like a verdict file; one that breaks the schema is no verdict."""
     text = stdout.strip()
     start = text.find("{")
     if start >= 0:
@@ -27,9 +28,13 @@ def _parse(host: str, stdout: str, error: str) -> dict[str, Any]:
             doc = json.loads(text[start:])
             if isinstance(doc, dict) and doc.get("format") == "gpufix-probe":
                 doc.setdefault("host", host)
+                inputs.check_tree(doc, f"probe verdict from {host}")
+                inputs.check_probe_verdict(doc, f"probe verdict from {host}")
                 return doc
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
             pass
+        except InvalidInput as exc:
+            error = f"the verdict {host} returned is not one gpufix can read: {exc}"
     # No verdict came back (unreachable, no result, nothing printed): marked so that the engine
     # reads it as no evidence about the GPUs (engine/signals.printed_none).
     return {

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gpufix.inputs import one_line
+
 # Short names for cause ids in one-line summaries.
 _CAUSE_LABELS = {
     "p2p-path": "P2P path (ACS/IOMMU)",
@@ -39,13 +41,21 @@ def _ranks(where: Mapping[str, Any]) -> str:
 
 def _hung(v: Mapping[str, Any]) -> str:
     stall = v.get("stalled") or {}
-    by_deadline = stall.get("by") == "probe deadline"
-    after = v.get("deadline_s") if by_deadline else v.get("phase_deadline_s")
-    return f"hung in {stall.get('phase')} on ranks {_ranks(stall)} after {after} s"
+    by = str(stall.get("by") or "")
+    head = f"hung in {stall.get('phase')} on ranks {_ranks(stall)}"
+    if by == "probe deadline":
+        return f"{head} after {v.get('deadline_s')} s (the probe's deadline)"
+    if by.startswith("SIG"):  # stopped by a signal: what had passed when it came
+        return f"{head}; interrupted by {by} after {v.get('duration_s')} s"
+    if stall.get("phase") == "import_torch":  # its own deadline, which the error names
+        return f"{head} past the import deadline"
+    return f"{head} after {v.get('phase_deadline_s')} s"
 
 
 def _failed(v: Mapping[str, Any]) -> str:
     where = v.get("failed_in") or {}
+    if not where:  # no rank failed: the run did not get that far (or no verdict came back)
+        return f"failed: {v.get('error')}"
     return f"failed in {where.get('phase')} on ranks {_ranks(where)}: {v.get('error')}"
 
 
@@ -147,7 +157,12 @@ def _multinode(v: Mapping[str, Any]) -> str:
 
 
 def summarize(verdict: Mapping[str, Any]) -> str:
-    """One line: what happened, where, and the likely cause."""
+    """One line: what happened, where, and the likely cause (a rank's multi-line error, as
+    NCCL writes them, squeezed onto it)."""
+    return one_line(_summary(verdict), 100_000)
+
+
+def _summary(verdict: Mapping[str, Any]) -> str:
     kind = str(verdict.get("verdict"))
     if verdict.get("reached") is False:
         return f"no verdict: {verdict.get('error')}"

@@ -381,3 +381,31 @@ def test_a_stdout_that_cannot_take_the_verdict_loses_not_the_copies(tmp_path: Pa
     assert r.returncode == 0, r.stderr
     assert "cannot write the verdict to stdout" in r.stderr and "Traceback" not in r.stderr
     assert json.loads(out.read_text())["verdict"] == "healthy"
+
+
+def test_a_job_setting_that_hides_every_gpu_is_a_failure(tmp_path: Path) -> None:
+    """A review (2026-12-06): with the job's CUDA_VISIBLE_DEVICES= (or -1) the probe counted
+    no GPU and said "not-applicable", exit 0, so `apply --probe-job-env` passed a job that
+    would see no GPU. The host's own GPUs (a stand-in nvidia-smi lists two) make it a failure."""
+    from gpufix.probe.local import schema
+    from gpufix.schema_check import validator
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    smi = bindir / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\necho 'GPU 0: NVIDIA A100 (UUID: GPU-1)'\necho 'GPU 1: NVIDIA A100 (UUID: GPU-2)'\n"
+    )
+    smi.chmod(0o755)
+    env = {**probe_env(tmp_path, ""), "PATH": f"{bindir}:/usr/bin:/bin"}
+    program = ROOT / "roles/probe/files/gpufix_probe.py"
+    for value in ("", "-1"):
+        r = subprocess.run(
+            [sys.executable, str(program), "--no-experiments", "--no-single-gpu", "--deadline",
+             "30", f"--job-env=CUDA_VISIBLE_DEVICES={value}"],
+            capture_output=True, text=True, env=env, timeout=120, check=False, cwd=tmp_path,
+        )  # fmt: skip
+        v = json.loads(r.stdout)
+        assert r.returncode == 1 and v["verdict"] == "failed", (r.stdout, r.stderr)
+        assert "hides all 2 GPUs of this host" in v["error"]
+        assert not list(validator(schema()).iter_errors(v))

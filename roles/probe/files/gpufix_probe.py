@@ -1935,7 +1935,23 @@ def supervise_into(v: Dict[str, Any], ns: argparse.Namespace, t0: float, sigs: S
                 "this verdict shows that interface, not the host's default choice"
                 % (ns.ifname, ns.ifname)
             )
-    if not ns.cpu and ngpu == 0:
+    hidden = 0
+    if not ns.cpu and ngpu == 0 and "CUDA_VISIBLE_DEVICES" in ns.job_env:
+        # the job's own setting hides what the host has: the job would see no GPU, which is
+        # a failure of the job's start-up, not a host without GPUs
+        job_cvd = os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        try:
+            hidden, _ = count_gpus(until)
+        finally:
+            if job_cvd is not None:
+                os.environ["CUDA_VISIBLE_DEVICES"] = job_cvd
+    if hidden:
+        v["verdict"] = "failed"
+        v["error"] = (
+            "the job's CUDA_VISIBLE_DEVICES=%s (--job-env) hides all %d GPUs of this host: the "
+            "job would see no GPU" % (ns.job_env["CUDA_VISIBLE_DEVICES"], hidden)
+        )
+    elif not ns.cpu and ngpu == 0:
         v["notes"].append("no NVIDIA GPU visible (%s); use --cpu to test with gloo" % how)
     elif not torch_installed():
         no_torch_verdict(v, world)

@@ -567,3 +567,40 @@ def test_a_verdict_a_host_returns_is_checked_like_a_file() -> None:
         assert "not one gpufix can read" in got["error"]
     deep = '{"format": "gpufix-probe", "x": ' + "[" * 5000 + "]" * 5000 + "}"
     assert _parse("h1", deep, "")["verdict"] == "failed"
+
+
+def test_a_local_host_takes_the_inventorys_interpreter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review (2026-12-06): for a host probed on this machine the inventory's
+    gpufix_probe_python was passed over and gpufix's own interpreter ran (another torch than the
+    training environment's), with no word of it."""
+    import sys
+
+    from gpufix.errors import InvalidInput
+    from gpufix.probe import local, remote
+    from gpufix.probe.options import ProbeOptions
+
+    ran: list[str] = []
+
+    def fake_run_local(*, python: str, args: list[str], timeout: float) -> dict[str, Any]:
+        ran.append(python)
+        return {"format": "gpufix-probe", "verdict": "healthy"}
+
+    monkeypatch.setattr(local, "run_local", fake_run_local)
+    inv = tmp_path / "inv.yml"
+    train = "/opt/venvs/train/bin/python"
+    inv.write_text(
+        "all:\n  hosts:\n"
+        f"    gpubox: {{ansible_connection: local, gpufix_probe_python: {train}}}\n"
+        "    other: {ansible_connection: local}\n"
+    )
+    remote.probe_hosts(["gpubox", "other"], inv, options=ProbeOptions(cpu=True))
+    assert ran == [train, sys.executable]
+    remote.probe_hosts(["gpubox"], inv, options=ProbeOptions(cpu=True, python="/usr/bin/python3"))
+    assert ran[-1] == "/usr/bin/python3"  # --python wins
+    inv.write_text(
+        "all:\n  hosts:\n    gpubox: {ansible_connection: local, gpufix_probe_python: py}\n"
+    )
+    with pytest.raises(InvalidInput, match="not an absolute path"):
+        remote.probe_hosts(["gpubox"], inv, options=ProbeOptions(cpu=True))

@@ -84,8 +84,10 @@ def probe_hosts(
     for t in local:
         if progress:
             progress(t.name, "probe (local)")
-        # Here the default interpreter is this one (it has torch: the test install).
-        python = opts.python or sys.executable
+        # --python, else the inventory's gpufix_probe_python (the training environment's, as
+        # for a remote host), else this interpreter (it has torch: the test install)
+        given = t.vars.get("gpufix_probe_python")
+        python = opts.python or (_inventory_python(t.name, given) if given else sys.executable)
         out[t.name] = run_local(python=python, args=args, timeout=limit)
     # --python, else the host's gpufix_probe_python (the probe role's variable), else python3
     by_python: dict[str, list[str]] = {}

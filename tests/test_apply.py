@@ -463,3 +463,42 @@ def test_a_reboot_the_journal_never_heard_of_is_read_from_the_kernels() -> None:
     same["after"] = {**rec["after"], "kernel": {"running": "4.15.0-213-generic"}}
     v = rollback.rollback_vars(same)
     assert not rollback.reboots(v) and v["gpufix_rollback_kernel"] == ""
+
+
+def test_a_failed_step_has_the_host_read_back_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review (2026-12-06): a failed step left no after-state, so a `gpufix rollback` days
+    later read the host then, and reverted what others had changed since (a docker-ce upgrade,
+    a new kernel) as this run's doing. The host is read back when the step fails."""
+    from gpufix import runner
+    from gpufix.apply.journal import FileJournal
+
+    monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "state"))
+    plan = _plan(FACTS)
+    steps = [{"playbook": s.playbook, "vars": s.vars} for s in plan.steps]
+    j = FileJournal.start([{"host": "h1", "strategy": plan.strategy, "steps": steps}],
+                          plan_digest="x", options={})  # fmt: skip
+    j.update("h1", before=_report(packages={"docker-ce": "24.0.7"}, holds=[], files={},
+                                  kernel={"running": "5.4.0-150-generic", "installed": []}))  # fmt: skip
+    at_failure = _report(packages={"docker-ce": "24.0.7", "libnccl2": "2.21.5"}, holds=[],
+                         files={}, kernel={"running": "5.4.0-150-generic", "installed": []})  # fmt: skip
+    at_failure["nvidia"] = {**at_failure["nvidia"], "modules_by_kernel": {}}
+    ran: list[str] = []
+
+    def fake(name: str, *_a: object, **_k: object) -> runner.RunResult:
+        ran.append(name)
+        if name == "host_check.yml":
+            hr = runner.HostResult("h1", data={"gpufix_preflight": at_failure})
+        else:
+            hr = runner.HostResult("h1", status="failed", message="apt failed")
+        return runner.RunResult("x", 0, "successful", {"h1": hr})
+
+    monkeypatch.setattr(runner, "run_playbook", fake)
+    opts = result.Options(tmp_path / "inv.yml", rollback_on_failure=False)
+    phases.Phases(j, {"h1": plan}, opts, lambda h, m: None, {}).steps(["h1"], 0)
+    rec = j.host("h1")
+    assert ran == ["nccl_profile.yml", "host_check.yml"] and rec["state"] == "failed"
+    assert rec["after"]["packages"] == {"docker-ce": "24.0.7", "libnccl2": "2.21.5"}
+    # so a later rollback removes what the step installed and nothing changed since
+    assert rollback.rollback_vars(rec)["gpufix_rollback_remove"] == ["libnccl2"]

@@ -11,7 +11,7 @@ from gpufix import inputs, runner
 from gpufix.apply import interims
 from gpufix.apply.journal import Journal
 from gpufix.apply.result import HEALTHY, Options
-from gpufix.apply.rollback import KERNEL_PLAYBOOK, rollback
+from gpufix.apply.rollback import KERNEL_PLAYBOOK, read_after, rollback
 from gpufix.engine.plan import Plan
 from gpufix.errors import GpufixError
 
@@ -231,6 +231,17 @@ class After:
         self.set(h, "failed", reason)
         if verdict is not None:
             self.journal.update(h, failed_verdict=verdict)
+        if (
+            not self.opts.check
+            and self.journal.persistent
+            and not self.journal.host(h).get("after")
+        ):
+            # A step failed before the host was read back: read it now, not at a rollback days
+            # later, which would take what others changed since for this run's doing.
+            try:
+                read_after(self.journal, h, self.opts.inventory, self.report)
+            except GpufixError as exc:
+                self.report(h, f"warning: the host as the failed step left it: {exc}")
         on = self.opts.rollback_on_failure
         if on is None:
             on = kernel_step(self.plans[h])

@@ -185,10 +185,14 @@ def _live_plan(tmp_path: Path, fixture: str = "bionic-ga-2x3090") -> tuple[Path,
     return path, inv
 
 
-def test_ctrl_c_during_the_freshness_check_is_130_and_starts_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
+def test_ctrl_c_during_the_freshness_check_is_130_and_starts_nothing(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
     """A real Ctrl-C (SIGINT to the gpufix process) while ansible-runner gathers facts: exit
     130, nothing started after it, no run left behind (no host was touched), the lock released.
-    (A Ctrl-C during a step, with its journal `interrupted`: tests/e2e.)"""
+    (A Ctrl-C during a step, with its journal `interrupted`: tests/e2e.) SIGHUP, a dropped SSH
+    session, goes the same way (a review, 2026-12-06: it killed gpufix outright)."""
     path, inv = _live_plan(tmp_path)
     slow = tmp_path / "slowpython"  # an interpreter that takes its time: the gather is running
     slow.write_text(f'#!/bin/sh\nsleep 60\nexec {sys.executable} "$@"\n')
@@ -214,7 +218,7 @@ def test_ctrl_c_during_the_freshness_check_is_130_and_starts_nothing(tmp_path: P
     assert proc.stderr is not None
     line = proc.stderr.readline()  # "  h1: gpufix_facts": the freshness gather started
     assert "gpufix_facts" in line, line
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert out == "" and "before any host was changed" in err and "batch" not in err

@@ -136,3 +136,21 @@ def test_a_hostile_inventory_host_is_only_ever_text(cli: CliRun, tmp_path: Path)
         assert "inventory_host" in err and "uid=" not in err
     code, out, err = _plan(cli, tmp_path, {**_verdict(), "inventory_host": ["host01"]})
     assert code == 3 and out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_a_verdict_of_unbounded_size_is_refused(cli: CliRun, tmp_path: Path) -> None:
+    """A review (2026-12-06): 1.8 million stalled ranks (19 s, 256 MB) or a 5 MB error went
+    into the plan whole, and a world size of 1e29 passed. The schema bounds them."""
+    hung = {**_verdict(), "verdict": "hung", "error": "stalled"}
+    for bad in (
+        {**hung, "stalled": {"phase": "barrier", "ranks": list(range(70000))}},
+        {**_verdict(), "world_size": 10**29},
+        {**_verdict(), "verdict": "failed", "error": "x" * 70000},
+    ):
+        code, out, err = _plan(cli, tmp_path, bad)
+        assert code == 3 and out == "" and len(err.strip().splitlines()) == 1, err[:300]
+    # a long error within the bound is one line of the plan, cut short
+    code, out, _ = _plan(cli, tmp_path, {**_verdict(), "verdict": "failed", "error": "e\n" * 5000})
+    (plan,) = json.loads(out)["plans"]
+    (failed,) = [f for f in plan["findings"] if f["id"] == "probe-failed"]
+    assert code == 0 and "\n" not in failed["message"] and len(failed["message"]) <= 2000

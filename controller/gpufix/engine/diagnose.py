@@ -19,6 +19,7 @@ from gpufix.engine.rules import Rules
 from gpufix.engine.signals import cut_short, printed_none
 from gpufix.engine.stack import Stack, stack
 from gpufix.facts.host import Host
+from gpufix.inputs import one_line
 
 
 @dataclass(frozen=True)
@@ -479,12 +480,14 @@ def check_probe(i: Inputs) -> Iterator[Finding]:
         st = v.get("stalled") or {}
         yield i.finding(
             "probe-hung",
-            f"probe stalled in {st.get('phase')} on ranks {st.get('ranks')}",
+            one_line(f"probe stalled in {st.get('phase')} on ranks {st.get('ranks')}", 400),
             {"probe.stalled": st},
         )
     elif kind == "failed":
         yield i.finding(
-            "probe-failed", f"probe failed: {v.get('error')}", {"probe.error": v.get("error")}
+            "probe-failed",
+            one_line(f"probe failed: {v.get('error')}", 2000),
+            {"probe.error": v.get("error")},
         )
     elif kind == "degraded":
         causes = [c.get("id") for c in v.get("causes") or [] if isinstance(c, dict)]

@@ -2917,7 +2917,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (AttributeError, IOError, OSError, ValueError) as exc:
         sys.stderr.write("gpufix_probe: cannot write the verdict to stdout: %s\n" % exc)
         with contextlib.suppress(Exception):
-            sys.stdout = open(os.devnull, "w")  # interpreter exit flushes stdout again
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the exit flush, kept open)
     if ns.json_out:
         write_copy("--json-out", ns.json_out, text)
     if ns.prom_out:

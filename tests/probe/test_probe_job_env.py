@@ -409,3 +409,18 @@ def test_a_job_setting_that_hides_every_gpu_is_a_failure(tmp_path: Path) -> None
         assert r.returncode == 1 and v["verdict"] == "failed", (r.stdout, r.stderr)
         assert "hides all 2 GPUs of this host" in v["error"]
         assert not list(validator(schema()).iter_errors(v))
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("", "a comma-separated list"), (",,", "a comma-separated list"),
+     ("p2p-off,,shm-off", "a comma-separated list"), ("p2p-off,p2p-off", "more than once")],
+)  # fmt: skip
+def test_an_experiment_list_with_an_empty_name_is_refused(
+    prog: types.ModuleType, capsys: pytest.CaptureFixture[str], value: str, words: str
+) -> None:
+    """A review (2026-12-06): `--experiments ''` ran the plan as if no list were given, and
+    `,,` said "names  more than once"."""
+    assert prog.main(["--cpu", "--experiments", value]) == prog.EXIT_INVALID
+    err = capsys.readouterr().err
+    assert words in err and len(err.splitlines()) == 1

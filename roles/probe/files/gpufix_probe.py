@@ -1718,6 +1718,11 @@ def check_experiment_args(ns: argparse.Namespace) -> None:
         if var not in NCCL_DEFAULTS:
             raise ArgError("--nccl-default %r: one of %s" % (var, ", ".join(sorted(NCCL_DEFAULTS))))
     ns.job_env = parse_job_env(ns.job_env)
+    if ns.experiments is not None and "" in ns.experiments.split(","):
+        # '' was read as "no list" (the plan), ',,' as a name given twice
+        raise ArgError(
+            "--experiments %r: a comma-separated list of experiment ids" % ns.experiments
+        )
     if ns.experiment == "job-env-off" or (ns.experiment or "").startswith(WITHOUT):
         raise ArgError(
             "--experiment %s: the main run is the one with the job's settings" % ns.experiment

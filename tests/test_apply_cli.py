@@ -481,3 +481,38 @@ def test_a_rollback_that_waited_for_the_lock_reads_the_journal_again(
     code, _, err = run(capsys, "rollback", j.run_id, "h1", "-i", inv)
     assert code == 3 and "already rolled back" in err, err
     assert FileJournal.open(j.run_id).host("h1")["reason"] == "the other one"
+
+
+@pytest.mark.parametrize(("answer_s", "fresh"), [(0.0, True), (45.0, False)])
+def test_facts_read_over_at_the_prompt_are_gathered_again_under_the_lock(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    answer_s: float,
+    fresh: bool,
+) -> None:
+    """A review (2026-12-06): `apply --strategy` gathered facts, waited at the prompt as long as
+    the operator took, then skipped the stale-plan check; a run that changed the host meanwhile
+    went unnoticed. Facts older than FRESH_FOR_S when the apply starts are gathered again."""
+    from gpufix.apply import rollout
+    from gpufix.cli import apply as cli_apply
+    from gpufix.engine.plan import load_plans
+
+    path, inv = _live_plan(tmp_path)
+    clock = [1000.0]
+    monkeypatch.setattr(cli_apply.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(cli_apply, "_replan", lambda *a, **k: load_plans(path))
+
+    def answer(*_a: object, **_k: object) -> None:
+        clock[0] += answer_s  # the operator reads the plan
+
+    monkeypatch.setattr(cli_apply, "_confirm", answer)
+    seen: dict = {}
+
+    def fake_apply(plans: object, opts: object, **kw: object) -> None:
+        seen.update(kw)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(rollout, "apply", fake_apply)
+    run(capsys, "apply", "--strategy", "nccl-profile", "h1", "-i", str(inv), "--yes")
+    assert seen["fresh_facts"] is fresh

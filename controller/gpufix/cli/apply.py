@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,10 @@ def _replan(
             4 if any(f.unreachable for f in got.failures) else EXIT_ERROR,
         )
     return got.plans
+
+
+# How long facts gathered by `apply --strategy` count as gathered just now (no second gather).
+FRESH_FOR_S = 10.0
 
 
 def _confirm(plans: list[Plan], yes: bool, as_json: bool, *, required: bool) -> None:
@@ -291,9 +296,13 @@ def apply_cmd(
     )
     if strategy:
         plans = _replan(target, strategy, opts, torch_release)
+        gathered = time.monotonic()
         _refusals_first(plans, opts)
         _confirm(plans, yes or check, as_json, required=True)  # a dry run asks nothing
-        res = applymod.apply(plans, opts, report=progress, fresh_facts=True)
+        # facts an operator read over at the prompt are not "just now": another run may have
+        # changed the host meanwhile, so they are gathered again under the host locks
+        fresh = time.monotonic() - gathered <= FRESH_FOR_S
+        res = applymod.apply(plans, opts, report=progress, fresh_facts=fresh)
     else:
         res = _apply_file(
             Path(target), opts, image, torch_release, yes=yes or check, as_json=as_json

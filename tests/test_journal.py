@@ -148,7 +148,10 @@ def _rec(state: str, steps: list[str], rebooted: bool = False) -> dict:
         (_rec("applying", ["done", "started"]), ("step", 1)),  # re-run the cut step
         (_rec("applying", ["started", "pending"]), ("step", 0)),
         (_rec("applying", ["done", "done"]), ("reboot", -1)),
-        (_rec("rebooting", ["done", "done"]), ("verify", -1)),
+        # a review (2026-12-06): `rebooting` is journaled before reboot.yml reboots; a crash in
+        # between resumed to verify, and the host was probed on the old module
+        (_rec("rebooting", ["done", "done"]), ("reboot", -1)),
+        (_rec("rebooting", ["done", "done"], rebooted=True), ("verify", -1)),
         (_rec("verifying", ["done", "done"]), ("verify", -1)),
         (_rec("unreachable", ["done", "pending"]), ("step", 1)),
         (_rec("unreachable", ["done", "done"], rebooted=True), ("verify", -1)),

@@ -431,6 +431,10 @@ def next_action(rec: dict[str, Any]) -> tuple[str, int]:
         return ("retry", -1)
     if state in ("failed", "rolling-back"):
         return ("refuse", -1)
+    if state == "rebooting" and not rec.get("rebooted"):
+        # journaled before reboot.yml ran; no reboot was recorded (a crash before it, or
+        # before its result): reboot (reboot.yml's hosts; a role's own reboot is not this state)
+        return ("reboot", -1)
     if state in ("rebooting", "verifying"):
         return ("verify", -1)
     if first_open < len(steps):

@@ -214,6 +214,9 @@ def test_ctrl_c_during_the_freshness_check_is_130_and_starts_nothing(
         stdin=subprocess.DEVNULL,
         text=True,
         env=env,
+        # as from a login session: a suite run under nohup would hand its SIG_IGN down, which
+        # gpufix keeps on purpose
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     assert proc.stderr is not None
     line = proc.stderr.readline()  # "  h1: gpufix_facts": the freshness gather started

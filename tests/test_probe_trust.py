@@ -138,3 +138,42 @@ def test_the_host_check_reads_it_before_the_change(tmp_path: Path) -> None:
         found = re.search(r'"msg": "U=(.*)"\n', r.stdout)
         assert found and json.loads(json.loads(f'"{found.group(1)}"')) == want, r.stdout[-2000:]
     assert not marker.exists()
+
+
+@needs_root
+def test_the_role_and_the_host_check_flag_the_same_paths(tmp_path: Path) -> None:
+    """The rule is written twice, in Jinja (tasks/trust.yml: before the probe runs) and in the
+    host check's Python (before apply changes anything): one sample set, one answer."""
+    import json
+    import re
+    import sys
+
+    import yaml
+
+    script = yaml.safe_load((ROOT / "playbooks" / "host_check.yml").read_text())[0]["vars"][
+        "__gpufix_preflight_script"
+    ]
+    cases = {
+        "root's": lambda root: None,
+        "owner": lambda root: os.chown(root, OTHER, OTHER),
+        "group": lambda root: (root / "lib").chmod(0o775),
+        "world": lambda root: (root / "bin").chmod(0o777),
+        "python": lambda root: os.chown(root / "bin" / "python", OTHER, OTHER),
+    }
+    for name, make in cases.items():
+        case = tmp_path / name
+        case.mkdir()
+        root = _venv(case, case / "ran")
+        make(root)
+        python = str(root / "bin" / "python")
+        r = run_tasks(case, "probe", "preflight", {"gpufix_probe_python": python})
+        found = re.search(r"not running the probe as root with (.*?): an account", r.stdout)
+        role = set(found.group(1).split(", ")) if found else set()
+        probe = json.dumps({"check": True, "python": python, "pythonpath": ""})
+        out = subprocess.run(
+            [sys.executable, "-c", script, "0", "[]", "true", "1", "10", str(case / "v"), probe],
+            capture_output=True, text=True, timeout=120, check=True,
+        )  # fmt: skip
+        check = {u["path"] for u in json.loads(out.stdout)["probe_untrusted"]}
+        assert role == check, name
+        assert bool(role) is (name != "root's"), name

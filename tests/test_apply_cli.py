@@ -519,3 +519,51 @@ def test_facts_read_over_at_the_prompt_are_gathered_again_under_the_lock(
     monkeypatch.setattr(rollout, "apply", fake_apply)
     run(capsys, "apply", "--strategy", "nccl-profile", "h1", "-i", str(inv), "--yes")
     assert seen["fresh_facts"] is fresh
+
+
+def test_rolling_back_a_run_that_later_runs_changed_over_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review (2026-12-06, L10): `gpufix rollback OLD h1` restored OLD's `before` over what a
+    later run did to the same file or package of h1, with no record of it. Refused until the
+    later run is rolled back, or with --over-later-runs; a later run that changed other things
+    (the permanent fix after an interim, docs/operations.md) does not stand in the way."""
+    from gpufix.apply import journal, rollback
+
+    inv = _live_inventory(tmp_path)
+    ids = iter(f"20261206T1{n}0000-{c * 6}" for n, c in enumerate("abcd"))
+    monkeypatch.setattr(journal, "new_run_id", lambda: next(ids))
+    conf = "/etc/nccl.conf"
+
+    def changed(strategy: str, before: dict, after: dict, ran: bool = True) -> FileJournal:
+        steps = [{"playbook": "x.yml", "vars": {}}]
+        j = FileJournal.start([{"host": "h1", "strategy": strategy, "steps": steps}],
+                              plan_digest="sha256:z", options={"inventory": inv})  # fmt: skip
+        if ran:
+            j.step_started("h1", 0)
+            j.step_finished("h1", 0, ok=True, changed=1, files=[conf] if conf in after else [])
+        j.update("h1", before={"packages": {}, **before}, after={"packages": {}, **after})
+        j.set_state("h1", "healthy", "probe: healthy")
+        j.finish("complete")
+        return j
+
+    absent = {"files": {conf: {"exists": False}}}
+    written = {"files": {conf: {"exists": True, "size": 20}}}
+    old = changed("nccl-profile", absent, written)
+    later = changed("nccl-profile", written, {"files": {conf: {"exists": True, "size": 40}}})
+    changed("nccl-profile", written, written, ran=False)  # planned, never started
+    (journal.runs_dir() / "20261206T125959-eeeeee").mkdir()  # a crash inside Journal.start
+    driver = changed("driver-pin", {"packages": {"nvidia-driver-535": "535.274.02-0ubuntu1"}},
+                     {"packages": {"nvidia-driver-580": "580.95.05-0ubuntu1"}})  # fmt: skip
+    rolled: list[str] = []
+    monkeypatch.setattr(rollback, "rollback", lambda j, h, *a, **k: rolled.append(j.run_id))
+    code, _, err = run(capsys, "rollback", old.run_id, "h1", "-i", inv)
+    assert code == 3 and err.count("\n") == 1 and rolled == [], err
+    assert f"{later.run_id} (file {conf})" in err and "--over-later-runs" in err
+    assert driver.run_id not in err and "cccccc" not in err and "eeeeee" not in err
+    run(capsys, "rollback", old.run_id, "h1", "-i", inv, "--over-later-runs")
+    assert rolled == [old.run_id]
+    FileJournal.open(later.run_id).set_state("h1", "rolled-back", "restored from the journal")
+    rolled.clear()
+    run(capsys, "rollback", old.run_id, "h1", "-i", inv)
+    assert rolled == [old.run_id]

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpufix import runner, strategies
 from gpufix.apply import hostcheck
-from gpufix.apply.journal import Journal, now
+from gpufix.apply.journal import FileJournal, Journal, list_runs, now, runs_dir
 from gpufix.apply.varspec import SAVED_FILE_KEYS
 from gpufix.errors import GpufixError, InvalidInput
 from gpufix.inputs import one_line
@@ -122,6 +122,48 @@ def check_can_roll_back(journal: Journal, host: str) -> dict[str, Any]:
             "finish), so there is nothing to restore from"
         )
     return rec
+
+
+def _touches(ev: dict[str, Any]) -> set[str]:
+    """What a rollback with these vars would put back: package names, files, the kernel."""
+    pkgs = {*ev["gpufix_rollback_install"], *ev["gpufix_rollback_remove"]}
+    pkgs |= {*ev["gpufix_rollback_unhold"], *ev["gpufix_rollback_hold"]}
+    out = {f"package {n}" for n in pkgs} | {f"file {p}" for p in ev["gpufix_rollback_files"]}
+    return out | ({"the boot kernel"} if ev["gpufix_rollback_kernel"] else set())
+
+
+def later_changes(journal: Journal, host: str) -> list[str]:
+    """Later runs that changed what this rollback would put back on the same machine (a
+    package, a file, the boot kernel) and were not rolled back: restoring this run's `before`
+    would undo their change too, with no record of it. A later run that cannot be read, or
+    whose changes were not read back, is named as well."""
+    rec = journal.host(host)
+    mine, ours = rec.get("target"), _touches(rollback_vars(rec))
+    out = []
+    for run_id in (r for r in list_runs() if r > journal.run_id):
+        meta = runs_dir() / run_id / "run.json"
+        if not meta.exists() and not meta.is_symlink():
+            continue  # Journal.start writes run.json last, before anything runs: never started
+        try:
+            later = FileJournal.open(run_id)
+        except GpufixError:
+            out.append(f"{run_id} (unreadable)")
+            continue
+        if host not in later.hosts:
+            continue
+        other = later.host(host)
+        if mine and other.get("target") and other["target"] != mine:
+            continue  # the same name for another machine (another inventory)
+        ran = any(s.get("state") != "pending" for s in other["steps"])
+        if other["state"] == "rolled-back" or not ran:
+            continue
+        if not other.get("before") or not other.get("after"):
+            out.append(f"{run_id} (its changes were not read)")
+            continue
+        both = sorted(ours & _touches(rollback_vars(other)))
+        if both:
+            out.append(f"{run_id} ({', '.join(both[:3])})")
+    return out
 
 
 def _gpu_work(

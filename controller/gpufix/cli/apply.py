@@ -446,6 +446,11 @@ def status_cmd(run: str | None, as_json: bool) -> None:
     multiple=True,
     help="Reboot even though GPU processes run.",
 )
+@click.option(
+    "--over-later-runs",
+    is_flag=True,
+    help="Roll back even though later runs changed HOST (their changes are undone too).",
+)
 @click.option("--reboot-timeout", type=click.IntRange(30, 7200), default=1200, show_default=True)
 @playbook_timeout_option
 @detailed_exitcode_option
@@ -456,6 +461,7 @@ def rollback_cmd(
     inventory: str | None,
     allow_reboot: bool,
     force: tuple[str, ...],
+    over_later_runs: bool,
     reboot_timeout: int,
     playbook_timeout: int,
     detailed_exitcode: bool,
@@ -464,10 +470,10 @@ def rollback_cmd(
     """Replay HOST's journal of RUN backwards: packages, holds, files, boot entry.
 
     Exit 0 rolled back (2 with --detailed-exitcode), 1 the rollback failed, 3 nothing to roll
-    back or a reboot needed without --allow-reboot.
+    back, a reboot needed without --allow-reboot, or a later run changed HOST since.
     """
     from gpufix.apply.locks import HostLocks
-    from gpufix.apply.rollback import check_can_roll_back, rollback
+    from gpufix.apply.rollback import check_can_roll_back, later_changes, rollback
     from gpufix.apply.targets import check_same
     from gpufix.apply.uninstall import live_hosts
 
@@ -501,6 +507,13 @@ def rollback_cmd(
         # changed the journal (a second one would roll back twice and overwrite its record)
         j = FileJournal.open(j.run_id)
         check_can_roll_back(j, host)
+        later = later_changes(j, host)
+        if later and not over_later_runs:
+            raise InvalidInput(
+                f"{host} was changed again by later run(s) {', '.join(later)}: roll those back "
+                "first, newest first (restoring this run's state would undo theirs too), or add "
+                "--over-later-runs"
+            )
         state = rollback(
             j,
             host,

@@ -444,6 +444,98 @@ def test_resume_probes_a_host_lost_after_its_reboot(
     assert j.host("h1")["state"] == "unreachable"  # and still down: said so again
 
 
+@pytest.mark.parametrize("force", [frozenset(), frozenset({"gpu-processes"})])
+def test_a_resumed_reboot_checks_for_gpu_work_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, force: frozenset[str]
+) -> None:
+    """A review (2026-12-06, L6): a host left reboot-pending by a run without --allow-reboot was
+    rebooted by the next apply of the plan, days later, without the host check: training jobs
+    started since were killed. It is checked now, as a rollback's reboot is."""
+    from dataclasses import replace
+
+    from gpufix import runner
+    from gpufix.apply.journal import Journal, next_action
+
+    plan = replace(_plan(FACTS), reboot_required=True)
+    steps = [{"playbook": s.playbook, "vars": s.vars} for s in plan.steps]
+    j = Journal.start([{"host": "h1", "strategy": plan.strategy, "steps": steps}],
+                      plan_digest="x", options={})  # fmt: skip
+    j.step_started("h1", 0)
+    j.step_finished("h1", 0, ok=True, changed=1)
+    j.set_state("h1", "reboot-pending", "the change needs a reboot: re-run with --allow-reboot")
+    report = {"python": "3.6.9", "gpu_processes": [{"pid": 4242, "name": "python3"}]}
+    checked: list[dict] = []
+
+    def host_check(want: dict, *_a: object, **k: object) -> dict:
+        checked.append(want)
+        got = safety.evaluate("h1", report, strategy="none", kernel_step=False,
+                              force=k.get("force", ()))  # fmt: skip
+        return {"h1": got}
+
+    ran: list[str] = []
+
+    def play(name: str, *_a: object, **_k: object) -> runner.RunResult:
+        ran.append(name)
+        return runner.RunResult("x", 0, "successful", {"h1": runner.HostResult("h1", "ok")})
+
+    monkeypatch.setattr(safety, "run_preflight", host_check)
+    monkeypatch.setattr(runner, "run_playbook", play)
+    opts = result.Options(tmp_path / "inv.yml", allow_reboot=True, verify=False, force=force)
+    act = ("reboot", -1)  # what apply decides for a reboot-pending host under --allow-reboot
+    phases.Phases(j, {"h1": plan}, opts, lambda h, m: None, {}).batch(["h1"], {"h1": act})
+    assert checked, "no host check before the reboot"
+    rec = j.host("h1")
+    if force:
+        assert ran == ["reboot.yml"] and rec["rebooted"]
+    else:
+        assert ran == [] and not rec.get("rebooted")
+        assert rec["state"] == "reboot-pending" and "python3[4242]" in rec["reason"]
+        assert next_action(rec) == ("skip", -1)  # and apply --allow-reboot tries again
+
+
+def test_a_resumed_host_the_check_blocks_says_it_is_part_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review (2026-12-06, L5): resuming a run whose host had done one of two steps, the host
+    check blocked it (apt held by unattended-upgrades) and the host read `blocked` with the
+    check's reason alone, which reads as "nothing changed": re-planning then started a new run
+    whose `before` was the half-made change. The reason says where the host stands now."""
+    from gpufix.apply.journal import FileJournal, next_action
+
+    monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "state"))
+    step = Step("nccl_profile.yml", "nccl", {"gpufix_nccl_profile_names": ["default"]})
+    plan = replace_steps(_plan(FACTS), [step, step])
+    steps = [{"playbook": s.playbook, "vars": s.vars} for s in plan.steps]
+    j = FileJournal.start([{"host": "h1", "strategy": plan.strategy, "steps": steps}],
+                          plan_digest="x", options={})  # fmt: skip
+    j.step_started("h1", 0)
+    j.step_finished("h1", 0, ok=True, changed=1)
+    report = {"python": "3.6.9", "dpkg": {"locks_held": ["/var/lib/dpkg/lock-frontend"]}}
+    blocked = safety.evaluate("h1", report, strategy="nccl-profile", kernel_step=False)
+    monkeypatch.setattr(safety, "run_preflight", lambda *a, **k: {"h1": blocked})
+    opts = result.Options(tmp_path / "inv.yml", verify=False)
+    act = next_action(j.host("h1"))
+    assert act == ("step", 1)
+    phases.Phases(j, {"h1": plan}, opts, lambda h, m: None, {}).batch(["h1"], {"h1": act})
+    rec = j.host("h1")
+    assert rec["state"] == "blocked" and "dpkg/apt lock" in rec["reason"]
+    assert f"1 of 2 steps done in run {j.run_id}" in rec["reason"]
+    assert f"gpufix rollback {j.run_id} h1" in rec["reason"]
+    # a host the run has not changed yet keeps the check's reason alone
+    fresh = FileJournal.start([{"host": "h1", "strategy": plan.strategy, "steps": steps}],
+                              plan_digest="y", options={})  # fmt: skip
+    phases.Phases(fresh, {"h1": plan}, opts, lambda h, m: None, {}).batch(
+        ["h1"], {"h1": ("step", 0)}
+    )
+    assert fresh.host("h1")["reason"] == "preflight: " + blocked.summary()
+
+
+def replace_steps(plan: Plan, steps: list[Step]) -> Plan:
+    from dataclasses import replace
+
+    return replace(plan, steps=steps)
+
+
 def test_a_reboot_the_journal_never_heard_of_is_read_from_the_kernels() -> None:
     """A review (2026-12-06): the kernel role rebooted inside its step, the controller died
     during the wait, and the resumed step found nothing to reboot for: `rebooted` stayed false,

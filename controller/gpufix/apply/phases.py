@@ -62,6 +62,8 @@ class Phases(After):
                 ok = self.after_steps(self.steps(group, start))
             if self.opts.check:
                 continue
+            if act == "reboot":
+                ok = self.idle(ok)
             if act in ("step", "reboot"):
                 ok = self.reboot(ok)
             if act == "verify":
@@ -107,11 +109,53 @@ class Phases(After):
             if pf.unreachable:
                 self.set(h, "unreachable", pf.summary())
             elif not pf.ok:
-                self.set(h, "blocked", "preflight: " + pf.summary())
+                self.set(h, "blocked", "preflight: " + pf.summary() + self._part_way(h))
             else:
                 if not self.journal.host(h).get("before"):
                     self.journal.update(h, before=pf.report)
                 ok.append(h)
+        return ok
+
+    def _part_way(self, h: str) -> str:
+        """For a host a resumed run blocked: `blocked` reads as "nothing changed", and a person
+        who re-plans starts a new run whose `before` is the half-made change."""
+        steps = self.journal.host(h)["steps"]
+        done = sum(1 for s in steps if s.get("state") == "done")
+        if not any(s.get("state") != "pending" for s in steps) or not self.journal.persistent:
+            return ""
+        return (
+            f"; part-way through the change ({done} of {len(steps)} steps done in run "
+            f"{self.journal.run_id}): apply the same plan again once this is cleared, or "
+            f"`gpufix rollback {self.journal.run_id} {h} -i INVENTORY`"
+        )
+
+    def idle(self, hosts: list[str]) -> list[str]:
+        """A resumed reboot (its steps ran in an earlier run, maybe days ago) is checked for GPU
+        work first, as a rollback's reboot is: the host may run jobs again by now. A host that
+        runs some stays reboot-pending (or unreachable) for the next apply."""
+        if not hosts:
+            return []
+        res = hostcheck.run_preflight(
+            {h: {"strategy": "none", "files": []} for h in hosts},
+            self.opts.inventory,
+            force=self.opts.force,
+            dpkg_wait=0,
+            progress=self.report,
+            forks=self.opts.forks,
+        )
+        ok = []
+        for h in hosts:
+            got = res[h]
+            for w in got.warnings:
+                self.report(h, "warning: " + w)
+            if got.unreachable:
+                self.set(h, "unreachable", "not rebooted: " + got.summary())
+                continue
+            busy = [b for b in got.blockers if b.check == "gpu-processes"]
+            if busy:
+                self.set(h, "reboot-pending", "not rebooted: " + busy[0].message)
+                continue
+            ok.append(h)
         return ok
 
     def steps(self, hosts: list[str], start: int) -> list[str]:

@@ -189,7 +189,7 @@ def _live_plan(tmp_path: Path, fixture: str = "bionic-ga-2x3090") -> tuple[Path,
 def test_ctrl_c_during_the_freshness_check_is_130_and_starts_nothing(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
-    """A real Ctrl-C (SIGINT to the gpufix process) while ansible-runner gathers facts: exit
+    """A real Ctrl-C (SIGINT to the gpufix process) while ansible-runner runs the first play: exit
     130, nothing started after it, no run left behind (no host was touched), the lock released.
     (A Ctrl-C during a step, with its journal `interrupted`: tests/e2e.) SIGHUP, a dropped SSH
     session, goes the same way (a review, 2026-12-06: it killed gpufix outright)."""
@@ -219,10 +219,17 @@ def test_ctrl_c_during_the_freshness_check_is_130_and_starts_nothing(
         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     assert proc.stderr is not None
-    line = proc.stderr.readline()  # "  h1: gpufix_facts": the freshness gather started
-    assert "gpufix_facts" in line, line
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
+    try:
+        # "  h1: Find the target's Python": the host lock's play (playbooks/host_lock.yml), the
+        # first thing apply runs on a host, has started and waits on the slow interpreter
+        line = proc.stderr.readline()
+        assert "Find the target's Python" in line, line
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        # a failed assertion above must not leave it running on: it would take this machine's
+        # host lock a minute later, in another test's way
+        proc.kill()
     assert proc.returncode == 130, err
     assert out == "" and "before any host was changed" in err and "batch" not in err
     from gpufix.apply.journal import list_runs
@@ -557,6 +564,7 @@ def test_rolling_back_a_run_that_later_runs_changed_over_is_refused(
                      {"packages": {"nvidia-driver-580": "580.95.05-0ubuntu1"}})  # fmt: skip
     rolled: list[str] = []
     monkeypatch.setattr(rollback, "rollback", lambda j, h, *a, **k: rolled.append(j.run_id))
+    _no_host_lock(monkeypatch)
     code, _, err = run(capsys, "rollback", old.run_id, "h1", "-i", inv)
     assert code == 3 and err.count("\n") == 1 and rolled == [], err
     assert f"{later.run_id} (file {conf})" in err and "--over-later-runs" in err
@@ -567,3 +575,39 @@ def test_rolling_back_a_run_that_later_runs_changed_over_is_refused(
     rolled.clear()
     run(capsys, "rollback", old.run_id, "h1", "-i", inv)
     assert rolled == [old.run_id]
+
+
+def _no_host_lock(monkeypatch: pytest.MonkeyPatch, held: dict | None = None) -> None:
+    """The lock on the host (tests/test_host_lock.py, tests/e2e/test_apply_host_lock.py) as taken, or
+    held by another controller; these hosts are TEST-NET addresses nothing reaches."""
+    from gpufix.apply import hostlock
+
+    def take(self: hostlock.HostLock, hosts: list[str]) -> tuple[dict, dict]:
+        self.taken.extend(h for h in hosts if h not in (held or {}))
+        return dict(held or {}), {}
+
+    monkeypatch.setattr(hostlock.HostLock, "take", take)
+    monkeypatch.setattr(hostlock.HostLock, "release", lambda self: None)
+
+
+def test_a_rollback_waits_for_no_other_controller(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's own apply lock, held by another controller's run: the rollback is refused
+    with the holder (exit 1) and nothing is rolled back."""
+    from gpufix.apply import rollback
+
+    inv = _live_inventory(tmp_path)
+    steps = [{"playbook": "nccl_profile.yml", "vars": {"gpufix_nccl_profile_names": ["no-p2p"]}}]
+    j = FileJournal.start([{"host": "h1", "strategy": "nccl-profile", "steps": steps}],
+                          plan_digest="sha256:z", options={"inventory": inv})  # fmt: skip
+    j.step_started("h1", 0)
+    j.step_finished("h1", 0, ok=True, changed=1, files=["/etc/nccl.conf"])
+    j.update("h1", before={"packages": {}, "files": {}}, after={"packages": {}, "files": {}})
+    j.set_state("h1", "healthy", "probe: healthy")
+    j.finish("complete")
+    monkeypatch.setattr(rollback, "rollback", lambda *a, **k: pytest.fail("rolled back"))
+    _no_host_lock(monkeypatch, {"h1": "another gpufix run holds this host: bastion2:/srv"})
+    code, _, err = run(capsys, "rollback", j.run_id, "h1", "-i", inv)
+    assert code == 1 and "not rolled back: another gpufix run holds this host" in err, err
+    assert FileJournal.open(j.run_id).host("h1")["state"] == "healthy"

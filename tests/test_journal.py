@@ -110,7 +110,7 @@ def test_a_run_an_error_stops_is_recorded_as_failed_with_the_error() -> None:
 
     stub = SimpleNamespace(order=j.hosts, _rollout=boom)
     with pytest.raises(OSError):
-        Applier._execute(stub, j, {h: ("step", 0) for h in j.hosts}, {}, False)  # type: ignore[arg-type]
+        Applier._execute(stub, j, {h: ("step", 0) for h in j.hosts}, {}, False, {})  # type: ignore[arg-type]
     again = FileJournal.open(j.run_id)
     assert again.state == "failed"
     assert again.meta["error"] == "OSError: [Errno 28] No space left on device"

@@ -132,6 +132,25 @@ def _touches(ev: dict[str, Any]) -> set[str]:
     return out | ({"the boot kernel"} if ev["gpufix_rollback_kernel"] else set())
 
 
+def precheck(
+    journal: Journal, host: str, allow_reboot: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What can be said from the journal alone, before any host is contacted: the record and
+    its rollback.yml variables, or why not."""
+    from gpufix.apply.rolevars import check_vars
+
+    rec = check_can_roll_back(journal, host)
+    ev = rollback_vars(rec)
+    # the journal is data: refuse a value that breaks rollback.yml's spec before any change
+    check_vars("rollback.yml", ev, f"the journal of {host} in run {journal.run_id}")
+    if reboots(ev) and not allow_reboot:
+        raise InvalidInput(
+            f"rolling {host} back needs a reboot (it was rebooted into the change): "
+            "add --allow-reboot"
+        )
+    return rec, ev
+
+
 def later_changes(journal: Journal, host: str) -> list[str]:
     """Later runs that changed what this rollback would put back on the same machine (a
     package, a file, the boot kernel) and were not rolled back: restoring this run's `before`
@@ -222,15 +241,7 @@ def rollback(
     limits rollback.yml's run; one that reboots gets `reboot_timeout` on top."""
     from gpufix.apply.rolevars import check_vars
 
-    rec = check_can_roll_back(journal, host)
-    ev = rollback_vars(rec)
-    # the journal is data: refuse a value that breaks rollback.yml's spec before any change
-    check_vars("rollback.yml", ev, f"the journal of {host} in run {journal.run_id}")
-    if reboots(ev) and not allow_reboot:  # said before the host is read
-        raise InvalidInput(
-            f"rolling {host} back needs a reboot (it was rebooted into the change): "
-            "add --allow-reboot"
-        )
+    rec, ev = precheck(journal, host, allow_reboot)
     if not rec.get("after"):
         rec = read_after(journal, host, inventory, report)
         ev = rollback_vars(rec)

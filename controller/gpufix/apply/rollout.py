@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import runner, strategies
-from gpufix.apply import freshness, request, targets
+from gpufix.apply import freshness, hostlock, request, targets
 from gpufix.apply.batches import batches, parse_batch
+from gpufix.apply.hostlock import HostLock
 from gpufix.apply.journal import FileJournal, Journal, next_action
 from gpufix.apply.locks import HostLocks, check_host_name
 from gpufix.apply.phases import Phases, role_reboots
@@ -154,27 +155,46 @@ class Applier:
                 unreachable = self._fresh(fresh, None, new_run=True)
                 dry = self._start(pd, plan_file, {})
                 locks.label(dry.run_id)
-                return self._execute(dry, fresh, unreachable, False)
+                return self._execute(dry, fresh, unreachable, False, {})
         with HostLocks(self.order) as locks:
             old, actions, mode = self._decide(pd)
             if mode == "noop":
                 assert old is not None
                 return self._result(old, resumed=True, stopped=False, noop=True)
-            # facts again before anything is written: a stale plan leaves no run behind
-            unreachable = self._fresh(actions, old if mode == "resume" else None, mode != "resume")
-            if mode == "resume":
-                assert old is not None
-                self.report("*", f"resuming run {old.run_id} ({old.state})")
-                old.claim()
-                journal: Journal = old
-            else:
-                extra = {"retry_of": old.run_id} if (mode == "retry" and old) else {}
-                journal = self._start(pd, plan_file, extra)
-                for h, (act, _) in actions.items():
-                    if mode == "retry" and act == "skip" and old is not None:
-                        journal.set_state(h, "skipped", f"done in run {old.run_id}")
-            locks.label(journal.run_id)
-            return self._execute(journal, actions, unreachable, mode == "resume")
+            # the lock on the hosts themselves: another controller's run may be changing one
+            lock = HostLock(
+                self.opts.inventory,
+                forks=self.opts.forks,
+                force=hostlock.FORCE in self.opts.force,
+                report=self.report,
+            )
+            try:
+                busy = [h for h in self.order if actions[h][0] not in ("skip", "retry")]
+                try:
+                    held, lost = lock.take(busy)
+                except KeyboardInterrupt:
+                    raise KeyboardInterrupt("interrupted before any host was changed") from None
+                live = {
+                    h: ("skip", -1) if h in held or h in lost else a for h, a in actions.items()
+                }
+                # facts again before anything is written: a stale plan leaves no run behind
+                unreachable = self._fresh(live, old if mode == "resume" else None, mode != "resume")
+                unreachable.update(lost)
+                if mode == "resume":
+                    assert old is not None
+                    self.report("*", f"resuming run {old.run_id} ({old.state})")
+                    old.claim()
+                    journal: Journal = old
+                else:
+                    extra = {"retry_of": old.run_id} if (mode == "retry" and old) else {}
+                    journal = self._start(pd, plan_file, extra)
+                    for h, (act, _) in actions.items():
+                        if mode == "retry" and act == "skip" and old is not None:
+                            journal.set_state(h, "skipped", f"done in run {old.run_id}")
+                locks.label(journal.run_id)
+                return self._execute(journal, actions, unreachable, mode == "resume", held)
+            finally:
+                lock.release()
 
     def _decide(self, pd: str) -> tuple[FileJournal | None, dict[str, tuple[str, int]], str]:
         """What to do per host, and how: "new" run, "resume" the newest run of this plan,
@@ -276,9 +296,10 @@ class Applier:
         actions: dict[str, tuple[str, int]],
         unreachable: dict[str, str],
         resumed: bool,
+        held: dict[str, str],
     ) -> Result:
         try:
-            stopped = self._rollout(journal, actions, unreachable)
+            stopped = self._rollout(journal, actions, unreachable, held)
         except KeyboardInterrupt:
             journal.finish("interrupted")
             where = (
@@ -303,7 +324,11 @@ class Applier:
         return self._result(journal, resumed=resumed, stopped=stopped)
 
     def _rollout(
-        self, journal: Journal, actions: dict[str, tuple[str, int]], unreachable: dict[str, str]
+        self,
+        journal: Journal,
+        actions: dict[str, tuple[str, int]],
+        unreachable: dict[str, str],
+        held: dict[str, str],
     ) -> bool:
         """The batches, canary first. True: --max-fail stopped the rollout."""
         phases = Phases(journal, self.plans, self.opts, self.report, self.t0)
@@ -313,6 +338,9 @@ class Applier:
             act, _ = actions[h]
             if h in unreachable:
                 phases.set(h, "unreachable", unreachable[h])
+                failures += 1
+            elif h in held:
+                phases.set(h, "blocked", held[h])
                 failures += 1
             elif act in ("skip", "retry"):
                 continue

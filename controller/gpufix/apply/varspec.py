@@ -38,6 +38,9 @@ PATTERNS: dict[str, str] = {
     "kernel_param": r"^[a-z0-9_.]{1,64}(=[A-Za-z0-9_.,:-]{1,64})?$",
     "ifname": r"^[A-Za-z0-9_.:-]{1,15}$",
     "store_key": r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
+    # the fields of the host lock's record (gpufix.apply.hostlock)
+    "lock_field": r"^(token|owner|pid|since)$",
+    "lock_token": r"^[0-9a-f]{32}$",
     # a login name as useradd takes it (shadow-utils' default NAME_REGEX, plus digits first)
     "account": r"^[a-z0-9_][a-z0-9_.-]{0,31}$",
     # an inventory host name, as the plan schema's "host"
@@ -96,6 +99,7 @@ VAR_PATTERNS: dict[str, str] = {
     "gpufix_probe_user": "account",
     "gpufix_probe_job_env": "job_env",
     "gpufix_probe_store_key": "store_key",
+    "gpufix_host_lock_takeover": "lock_token",
     "gpufix_probe_run_id": "store_key",
     "gpufix_probe_nodes": "inventory_host",
     "gpufix_rollback_kernel": "kernel_release",
@@ -124,6 +128,7 @@ DICT_PATTERNS: dict[str, tuple[str, str]] = {
     "gpufix_rollback_install": ("package", "deb_version"),
     "gpufix_rollback_files": ("abspath", "saved_file"),
     "gpufix_preflight_probe_python": ("inventory_host", "python"),
+    "gpufix_host_lock_holder": ("lock_field", "text"),
 }
 # "" means "the role's default" for these.
 ALLOW_EMPTY = frozenset(
@@ -133,6 +138,7 @@ ALLOW_EMPTY = frozenset(
         "gpufix_probe_pythonpath",
         "gpufix_probe_user",
         "gpufix_probe_store_key",
+        "gpufix_host_lock_takeover",
         "gpufix_rollback_kernel",
         "gpufix_container_runtime_image",
         "gpufix_container_runtime_default_shm_size",
@@ -195,6 +201,11 @@ SHARED: dict[str, dict[str, dict[str, Any]]] = {
         "gpufix_reboot_timeout": {"type": "int"},
     },
     "uninstall.yml": {"gpufix_uninstall_paths": {"type": "list", "elements": "str"}},
+    "host_lock.yml": {
+        "gpufix_host_lock_action": {"type": "str", "choices": ["take", "release"]},
+        "gpufix_host_lock_holder": {"type": "dict"},
+        "gpufix_host_lock_takeover": {"type": "str"},
+    },
     "probe_stop.yml": {
         "gpufix_probe_store_key": {"type": "str"},
         "gpufix_probe_run_id": {"type": "str"},

@@ -205,9 +205,9 @@ def _probe_vars(
 )
 @click.option(
     "--force",
-    type=click.Choice(["gpu-processes", "disk"]),
+    type=click.Choice(["gpu-processes", "disk", "host-lock"]),
     multiple=True,
-    help="Go on despite this preflight finding.",
+    help="Go on despite this preflight finding (host-lock: another controller's lock).",
 )
 @click.option("--dpkg-wait", type=click.IntRange(0, 3600), default=120, show_default=True)
 @click.option("--reboot-timeout", type=click.IntRange(30, 7200), default=1200, show_default=True)
@@ -442,9 +442,9 @@ def status_cmd(run: str | None, as_json: bool) -> None:
 )
 @click.option(
     "--force",
-    type=click.Choice(["gpu-processes"]),
+    type=click.Choice(["gpu-processes", "host-lock"]),
     multiple=True,
-    help="Reboot even though GPU processes run.",
+    help="Reboot even though GPU processes run; take over another controller's host lock.",
 )
 @click.option(
     "--over-later-runs",
@@ -472,8 +472,10 @@ def rollback_cmd(
     Exit 0 rolled back (2 with --detailed-exitcode), 1 the rollback failed, 3 nothing to roll
     back, a reboot needed without --allow-reboot, or a later run changed HOST since.
     """
+    from gpufix.apply.hostlock import FORCE as FORCE_HOST_LOCK
+    from gpufix.apply.hostlock import HostLock
     from gpufix.apply.locks import HostLocks
-    from gpufix.apply.rollback import check_can_roll_back, later_changes, rollback
+    from gpufix.apply.rollback import check_can_roll_back, later_changes, precheck, rollback
     from gpufix.apply.targets import check_same
     from gpufix.apply.uninstall import live_hosts
 
@@ -514,16 +516,24 @@ def rollback_cmd(
                 "first, newest first (restoring this run's state would undo theirs too), or add "
                 "--over-later-runs"
             )
-        state = rollback(
-            j,
-            host,
-            inv,
-            allow_reboot=allow_reboot,
-            force=force,
-            report=progress,
-            reboot_timeout=reboot_timeout,
-            playbook_timeout=playbook_timeout,
-        )
+        precheck(j, host, allow_reboot)  # what the journal alone says, before the host is locked
+        lock = HostLock(inv, force=FORCE_HOST_LOCK in force, report=progress)
+        held, lost = lock.take([host])
+        if held or lost:
+            raise GpufixError(f"{host}: not rolled back: {(held or lost)[host]}")
+        try:
+            state = rollback(
+                j,
+                host,
+                inv,
+                allow_reboot=allow_reboot,
+                force=force,
+                report=progress,
+                reboot_timeout=reboot_timeout,
+                playbook_timeout=playbook_timeout,
+            )
+        finally:
+            lock.release()
     rec = j.host(host)
     if as_json:
         click.echo(json.dumps({"run": j.run_id, "host": host, **rec}, indent=2, default=str))

@@ -47,6 +47,38 @@ def test_the_script_takes_refuses_takes_over_and_releases(tmp_path: Path) -> Non
     assert _lock(path, "release", b) == {"taken": False, "released": False, "holder": None}
 
 
+def test_takes_on_one_host_wait_for_each_other(tmp_path: Path) -> None:
+    """A takeover reads, removes and writes the record: two at once (two controllers) would both
+    hold the lock. The script holds flock(2) on a guard file beside it meanwhile; a guard that
+    is a symlink is not opened."""
+    import fcntl
+
+    path = tmp_path / "apply.lock"
+    stale = json.dumps({"token": "a" * 32, "owner": "gone", "pid": "1", "since": "then"})
+    path.write_text(stale)
+    guard = os.open(f"{path}.guard", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(guard, fcntl.LOCK_EX)  # another take is in its critical section
+    mine = json.dumps({"token": "b" * 32, "owner": "me:/state", "pid": "2", "since": "now"})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, "take", str(path), mine, "a" * 32],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=1)
+    assert path.read_text() == stale  # it waits, touching nothing
+    os.close(guard)
+    out, _ = proc.communicate(timeout=30)
+    assert json.loads(out)["taken"] and json.loads(path.read_text())["token"] == "b" * 32
+    assert Path(f"{path}.guard").stat().st_mode & 0o777 == 0o600
+    Path(f"{path}.guard").unlink()
+    os.symlink(tmp_path / "elsewhere", f"{path}.guard")
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "release", str(path), mine, ""], capture_output=True
+    )
+    assert r.returncode != 0 and path.exists() and not (tmp_path / "elsewhere").exists()
+
+
 def test_a_record_without_a_token_takes_and_releases_nothing(tmp_path: Path) -> None:
     """The first version compared the two tokens it could not read (None == None): it released
     any record it could not parse, its own written as a Python repr by a templated argument."""

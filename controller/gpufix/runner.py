@@ -241,9 +241,12 @@ def _run(
         args += ["-e", "@" + str(write_extravars(tmp, extravars))]
     if args:
         kwargs["cmdline"] = " ".join(shlex.quote(a) for a in args)
-    # ansible-runner installs SIGINT/SIGTERM handlers that cancel the job (status "canceled")
-    # and never puts the old ones back; restore them so Ctrl-C between runs still interrupts.
+    # ansible-runner would install SIGINT/SIGTERM handlers that cancel the job (status
+    # "canceled") and never put the old ones back. Ours do the same, and a signal that arrives
+    # after its loop has ended (the job then reads "successful") still ends this call; the old
+    # handlers come back afterwards, so Ctrl-C between runs still interrupts.
     saved = _signal_handlers()
+    signalled = _watch_signals(saved)
     try:
         r = ansible_runner.run(
             private_data_dir=str(tmp),
@@ -255,6 +258,7 @@ def _run(
             timeout=timeout,
             envvars=_env(envvars),
             event_handler=_handler(hosts, progress, finished, adhoc="module" in kwargs),
+            **({"cancel_callback": signalled.is_set} if saved else {}),
             **kwargs,
         )
         if keep_artifacts is not None:
@@ -262,14 +266,16 @@ def _run(
             src = tmp / "artifacts" / ident / "stdout"
             if src.is_file():
                 shutil.copyfile(src, keep_artifacts / f"{ident}.stdout")
-        if r.status == "canceled":
-            raise KeyboardInterrupt
-        if r.status != "successful":
-            unfinished(hosts, finished, str(r.status), timeout)
-        return RunResult(ident=ident, rc=int(r.rc or 0), status=str(r.status), hosts=hosts)
     finally:
         _restore_signal_handlers(saved)
         shutil.rmtree(tmp, ignore_errors=True)
+    # checked once the old handlers are back: a signal up to then is in the event, one after
+    # reaches them
+    if r.status == "canceled" or signalled.is_set():
+        raise KeyboardInterrupt
+    if r.status != "successful":
+        unfinished(hosts, finished, str(r.status), timeout)
+    return RunResult(ident=ident, rc=int(r.rc or 0), status=str(r.status), hosts=hosts)
 
 
 def _implicit_local(directory: Path, inventory: Path, limit: str) -> list[str]:
@@ -325,6 +331,14 @@ def _signal_handlers() -> dict[int, Any]:
     if threading.current_thread() is not threading.main_thread():
         return {}
     return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _watch_signals(saved: dict[int, Any]) -> threading.Event:
+    """SIGINT and SIGTERM set the event (main thread only, where `saved` is not empty)."""
+    event = threading.Event()
+    for sig in saved:
+        signal.signal(sig, lambda *_: event.set())
+    return event
 
 
 def _restore_signal_handlers(saved: dict[int, Any]) -> None:

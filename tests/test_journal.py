@@ -335,3 +335,27 @@ def test_a_state_directory_another_account_can_change_is_refused(
             paths.state_dir()
     else:
         assert paths.state_dir() == shared
+
+
+def test_a_crash_inside_start_leaves_no_run_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review (2026-12-06, L2): start() made the run directory, then wrote each host's file and
+    run.json last; a crash between (a full disk) left a directory that `gpufix status` listed as
+    an unreadable run for good. The run is written under another name and renamed whole."""
+    from gpufix.apply.journal import list_runs, runs_dir
+
+    monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "state"))
+
+    def full(self: FileJournal) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(FileJournal, "_persist_meta", full)
+        with pytest.raises(OSError):
+            FileJournal.start(_plans(), plan_digest="d", options={})
+    assert list_runs() == []
+    j = FileJournal.start(_plans(), plan_digest="d", options={})
+    assert list_runs() == [j.run_id] and j.path == runs_dir() / j.run_id
+    j.set_state(j.hosts[0], "applying")  # later writes go to the renamed directory
+    assert FileJournal.open(j.run_id).host(j.hosts[0])["state"] == "applying"

@@ -199,6 +199,7 @@ class Journal:
             )
             j._persist_host(p["host"])
         j._persist_meta()
+        j._publish()
         return j
 
     @classmethod
@@ -322,6 +323,9 @@ class Journal:
     def _persist_meta(self) -> None:
         self.meta["updated_at"] = now()
 
+    def _publish(self) -> None:
+        """The run is whole: from now on it is found (a file journal renames it into place)."""
+
 
 class FileJournal(Journal):
     """A Journal whose every change is on disk before the call returns."""
@@ -330,9 +334,17 @@ class FileJournal(Journal):
 
     @classmethod
     def _new(cls, run_id: str, meta: dict[str, Any]) -> Journal:
-        path = runs_dir() / run_id
+        # written under a name no reader takes for a run, then renamed whole: a crash part-way
+        # through start() leaves no run directory without its run.json
+        path = runs_dir() / f".new-{run_id}"
         path.mkdir(mode=0o700)
         return cls(run_id, meta, path)
+
+    def _publish(self) -> None:
+        assert self.path is not None
+        final = self.path.with_name(self.run_id)
+        os.rename(self.path, final)
+        self.path = final
 
     @classmethod
     def open(cls, run_id: str) -> FileJournal:

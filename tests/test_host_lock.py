@@ -167,3 +167,22 @@ def test_a_holder_is_taken_over_only_when_it_is_ours_or_forced(
     lock.release()
     assert [c["gpufix_host_lock_action"] for c in release] == ["release"] and lock.taken == []
     assert all(c["gpufix_host_lock_holder"]["token"] == lock.token for c in release)
+
+
+def test_a_dry_run_reads_the_record_and_writes_none(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "state"))
+    ours, theirs = _holder("a" * 32, hostlock.owner()), _holder("b" * 32, "bastion2:/srv")
+    calls = _play(monkeypatch, [_result(
+        ("h1", "ok", {"taken": False, "holder": None}),
+        ("h2", "ok", {"taken": False, "holder": ours}),
+        ("h3", "ok", {"taken": False, "holder": theirs}),
+    )])  # fmt: skip
+    held, lost = hostlock.HostLock(tmp_path / "inv.yml").peek(["h1", "h2", "h3"])
+    assert [c["gpufix_host_lock_action"] for c in calls] == ["peek"]
+    assert set(held) == {"h3"} and "bastion2:/srv" in held["h3"] and not lost
+    path = tmp_path / "apply.lock"
+    path.write_text(theirs)
+    assert json.loads(_lock(path, "peek", "c" * 32)["holder"])["owner"] == "bastion2:/srv"
+    assert path.read_text() == theirs  # read, not taken over

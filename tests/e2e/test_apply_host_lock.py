@@ -42,6 +42,11 @@ def test_another_controllers_lock_blocks_the_host_until_forced(make_lab) -> None
     _put(lab, "h1", other)
     # h2 holds a record of this controller from a run that died: taken over, not obeyed
     _put(lab, "h2", {**other, "token": "b" * 32, "owner": f"{socket.gethostname()}:{lab.state}"})
+    # a dry run takes no lock, but its diffs mean nothing while another run changes the host
+    code, doc, err = _apply(lab, "--check")
+    hosts = {h["host"]: h for h in doc["hosts"]}
+    assert code == 1 and hosts["h1"]["state"] == "blocked", err
+    assert "bastion2" in hosts["h1"]["message"] and hosts["h2"]["state"] == "would-change"
     code, doc, err = _apply(lab)
     hosts = {h["host"]: h for h in doc["hosts"]}
     assert code == 1, err

@@ -121,6 +121,26 @@ class HostLock:
                     held[h] = "the lock changed hands while it was taken over: apply again"
         return held, lost
 
+    def peek(self, hosts: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+        """For a dry run, which takes no lock: ({host: why} held by another controller's run,
+        {host: why} not reached). Its diffs would mean nothing while that run changes the host."""
+        held: dict[str, str] = {}
+        lost: dict[str, str] = {}
+        if not hosts:
+            return held, lost
+        res = self._play(hosts, "peek")
+        for h in hosts:
+            got = self._result(res, h, held, lost)
+            text = got.get("holder") if got is not None else None
+            if text is None:
+                continue
+            token, who, line = describe(text)
+            if who != owner() or not token:
+                held[h] = (
+                    f"another gpufix run holds this host: {line}; its diffs would mean nothing now"
+                )
+        return held, lost
+
     def release(self) -> None:
         """Release what take() got; a host that cannot be reached keeps a record of ours,
         which the next apply from this controller takes over."""

@@ -152,10 +152,17 @@ class Applier:
             # a dry run too: its diffs mean nothing while another run changes the host
             with HostLocks(self.order) as locks:
                 fresh = {h: ("step", 0) for h in self.order}
-                unreachable = self._fresh(fresh, None, new_run=True)
+                peek = HostLock(self.opts.inventory, forks=self.opts.forks, report=self.report)
+                try:
+                    held, lost = peek.peek(self.order)
+                except KeyboardInterrupt:
+                    raise KeyboardInterrupt("interrupted before any host was changed") from None
+                live = {h: ("skip", -1) if h in held or h in lost else a for h, a in fresh.items()}
+                unreachable = self._fresh(live, None, new_run=True)
+                unreachable.update(lost)
                 dry = self._start(pd, plan_file, {})
                 locks.label(dry.run_id)
-                return self._execute(dry, fresh, unreachable, False, {})
+                return self._execute(dry, fresh, unreachable, False, held)
         with HostLocks(self.order) as locks:
             old, actions, mode = self._decide(pd)
             if mode == "noop":

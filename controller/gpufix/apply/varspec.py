@@ -202,7 +202,7 @@ SHARED: dict[str, dict[str, dict[str, Any]]] = {
     },
     "uninstall.yml": {"gpufix_uninstall_paths": {"type": "list", "elements": "str"}},
     "host_lock.yml": {
-        "gpufix_host_lock_action": {"type": "str", "choices": ["take", "release"]},
+        "gpufix_host_lock_action": {"type": "str", "choices": ["take", "release", "peek"]},
         "gpufix_host_lock_holder": {"type": "dict"},
         "gpufix_host_lock_takeover": {"type": "str"},
     },

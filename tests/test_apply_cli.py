@@ -189,7 +189,7 @@ def _live_plan(tmp_path: Path, fixture: str = "bionic-ga-2x3090") -> tuple[Path,
 def test_ctrl_c_during_the_freshness_check_is_130_and_starts_nothing(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
-    """A real Ctrl-C (SIGINT to the gpufix process) while ansible-runner runs the first play: exit
+    """A real Ctrl-C (SIGINT to the gpufix process) while ansible-runner gathers facts: exit
     130, nothing started after it, no run left behind (no host was touched), the lock released.
     (A Ctrl-C during a step, with its journal `interrupted`: tests/e2e.) SIGHUP, a dropped SSH
     session, goes the same way (a review, 2026-12-06: it killed gpufix outright)."""
@@ -220,10 +220,8 @@ def test_ctrl_c_during_the_freshness_check_is_130_and_starts_nothing(
     )
     assert proc.stderr is not None
     try:
-        # "  h1: Find the target's Python": the host lock's play (playbooks/host_lock.yml), the
-        # first thing apply runs on a host, has started and waits on the slow interpreter
-        line = proc.stderr.readline()
-        assert "Find the target's Python" in line, line
+        line = proc.stderr.readline()  # "  h1: gpufix_facts": the freshness gather started
+        assert "gpufix_facts" in line, line
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -611,3 +609,40 @@ def test_a_rollback_waits_for_no_other_controller(
     code, _, err = run(capsys, "rollback", j.run_id, "h1", "-i", inv)
     assert code == 1 and "not rolled back: another gpufix run holds this host" in err, err
     assert FileJournal.open(j.run_id).host("h1")["state"] == "healthy"
+
+
+def test_later_runs_are_matched_by_machine_and_an_unread_run_conflicts_with_any(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review (2026-12-06): later runs were matched by inventory name only, and a run whose
+    own changes were never read back (its step failed, the host was lost) computed nothing to
+    put back, so no later run stood in the way; its rollback then reads the host, later
+    changes included, and undid them."""
+    from gpufix.apply import journal
+    from gpufix.apply.rollback import later_changes
+
+    ids = iter(f"20261206T1{n}0000-{c * 6}" for n, c in enumerate("abcdef"))
+    monkeypatch.setattr(journal, "new_run_id", lambda: next(ids))
+    conf = "/etc/nccl.conf"
+
+    def run_on(host: str, address: str, after: bool = True) -> FileJournal:
+        steps = [{"playbook": "x.yml", "vars": {}}]
+        j = FileJournal.start([{"host": host, "strategy": "nccl-profile", "steps": steps}],
+                              plan_digest="sha256:z", options={})  # fmt: skip
+        before = {"packages": {}, "files": {conf: {"exists": False}}}
+        j.update(host, target={"ansible_host": address}, before=before)
+        j.step_started(host, 0)
+        j.step_finished(host, 0, ok=True, changed=1, files=[conf])
+        if after:
+            j.update(host, after={"packages": {}, "files": {conf: {"exists": True, "size": 1}}})
+        return j
+
+    old = run_on("gpu01", "10.0.0.5")
+    alias = run_on("gpu01.dc1", "10.0.0.5")  # the same machine under another name
+    run_on("gpu02", "10.0.0.6")  # another machine
+    assert later_changes(old, "gpu01") == [f"{alias.run_id} (file {conf})"]
+    unread = run_on("gpu03", "10.0.0.7", after=False)
+    later = run_on("gpu03", "10.0.0.7")
+    assert later_changes(unread, "gpu03") == [
+        f"{later.run_id} (this run's own changes were not read back)"
+    ]

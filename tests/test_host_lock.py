@@ -49,14 +49,14 @@ def test_the_script_takes_refuses_takes_over_and_releases(tmp_path: Path) -> Non
 
 def test_takes_on_one_host_wait_for_each_other(tmp_path: Path) -> None:
     """A takeover reads, removes and writes the record: two at once (two controllers) would both
-    hold the lock. The script holds flock(2) on a guard file beside it meanwhile; a guard that
-    is a symlink is not opened."""
+    hold the lock. The script holds flock(2) on the lock's directory meanwhile (nothing is
+    written for it), so a second one waits, touching nothing."""
     import fcntl
 
     path = tmp_path / "apply.lock"
     stale = json.dumps({"token": "a" * 32, "owner": "gone", "pid": "1", "since": "then"})
     path.write_text(stale)
-    guard = os.open(f"{path}.guard", os.O_RDWR | os.O_CREAT, 0o600)
+    guard = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(guard, fcntl.LOCK_EX)  # another take is in its critical section
     mine = json.dumps({"token": "b" * 32, "owner": "me:/state", "pid": "2", "since": "now"})
     proc = subprocess.Popen(
@@ -66,17 +66,20 @@ def test_takes_on_one_host_wait_for_each_other(tmp_path: Path) -> None:
     )
     with pytest.raises(subprocess.TimeoutExpired):
         proc.wait(timeout=1)
-    assert path.read_text() == stale  # it waits, touching nothing
+    assert path.read_text() == stale
     os.close(guard)
     out, _ = proc.communicate(timeout=30)
     assert json.loads(out)["taken"] and json.loads(path.read_text())["token"] == "b" * 32
-    assert Path(f"{path}.guard").stat().st_mode & 0o777 == 0o600
-    Path(f"{path}.guard").unlink()
-    os.symlink(tmp_path / "elsewhere", f"{path}.guard")
-    r = subprocess.run(
-        [sys.executable, "-c", SCRIPT, "release", str(path), mine, ""], capture_output=True
-    )
-    assert r.returncode != 0 and path.exists() and not (tmp_path / "elsewhere").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["apply.lock"]  # no guard file
+
+
+def test_only_a_well_formed_token_is_taken_over(tmp_path: Path) -> None:
+    """A review (2026-12-06): a record with an empty token was replaced when the controller
+    passed no token to take over ("" == ""): the script decided what only the controller may."""
+    path = tmp_path / "apply.lock"
+    path.write_text(json.dumps({"token": "", "owner": "x"}))
+    assert not _lock(path, "take", "a" * 32, takeover="")["taken"]
+    assert json.loads(path.read_text())["token"] == ""
 
 
 def test_a_record_without_a_token_takes_and_releases_nothing(tmp_path: Path) -> None:
@@ -123,36 +126,51 @@ def _play(monkeypatch: pytest.MonkeyPatch, answers: list[runner.RunResult]) -> l
 
     def play(name: str, *_a: object, **k: object) -> runner.RunResult:
         assert name == "host_lock.yml"
-        calls.append(dict(k["extravars"]))  # type: ignore[call-overload]
+        calls.append({**k["extravars"], "limit": k["limit"]})  # type: ignore[dict-item]
         return answers.pop(0)
 
     monkeypatch.setattr(runner, "run_playbook", play)
     return calls
 
 
-def _holder(token: str, owner: str) -> str:
-    return json.dumps({"token": token, "owner": owner, "pid": 77, "since": "2026-12-06T09:00:00Z"})
+def _holder(token: str, owner: str, pid: int = 77, start: str = "") -> str:
+    record = {"token": token, "owner": owner, "pid": str(pid), "since": "2026-12-06T09:00:00Z"}
+    return json.dumps({**record, "pid_start": start})
 
 
 @pytest.mark.parametrize("force", [False, True])
-def test_a_holder_is_taken_over_only_when_it_is_ours_or_forced(
+def test_a_holder_is_taken_over_only_when_it_is_ours_and_gone_or_forced(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, force: bool
 ) -> None:
+    """A review (2026-12-06): a record of this controller was taken over whoever wrote it, so the
+    same machine under two inventory names (one plan, or two operators sharing root's state
+    directory) was changed by two runs at once. Ours is taken over only when its process is gone;
+    this run's own token under another name, or a live run of ours, blocks the host, forced or
+    not."""
+    from gpufix.apply.locks import process_start
+
     monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "state"))
-    ours, theirs = _holder("a" * 32, hostlock.owner()), _holder("b" * 32, "bastion2:/srv")
+    lock = hostlock.HostLock(tmp_path / "inv.yml", force=force)
+    gone = _holder("a" * 32, hostlock.owner(), pid=0)
+    theirs = _holder("b" * 32, "bastion2:/srv")
+    live = _holder("c" * 32, hostlock.owner(), os.getpid(), str(process_start(os.getpid())))
+    alias = _holder(lock.token, hostlock.owner(), os.getpid())
     first = _result(
         ("h1", "ok", {"taken": True, "holder": None}),
-        ("h2", "ok", {"taken": False, "holder": ours}),
+        ("h2", "ok", {"taken": False, "holder": gone}),
         ("h3", "ok", {"taken": False, "holder": theirs}),
         ("h4", "unreachable", None),
         ("h5", "ok", {"taken": False, "holder": "\x1b[2J" + "x" * 5000}),
+        ("h6", "ok", {"taken": False, "holder": live}),
+        ("h7", "ok", {"taken": False, "holder": alias}),
+        ("h8", "ok", {"taken": False, "holder": json.dumps({"token": "", "owner": "x"})}),
     )
-    over = [_result(("h2", "ok", {"taken": True, "holder": ours}))]
+    over = [_result(("h2", "ok", {"taken": True, "holder": gone}))]
     if force:
         over.append(_result(("h3", "ok", {"taken": True, "holder": theirs})))
     calls = _play(monkeypatch, [first, *over])
-    lock = hostlock.HostLock(tmp_path / "inv.yml", force=force)
-    held, lost = lock.take(["h1", "h2", "h3", "h4", "h5"])
+    hosts = [f"h{i}" for i in range(1, 9)]
+    held, lost = lock.take(hosts)
     assert [c["gpufix_host_lock_takeover"] for c in calls] == ["", "a" * 32] + (
         ["b" * 32] if force else []
     )
@@ -163,17 +181,44 @@ def test_a_holder_is_taken_over_only_when_it_is_ours_or_forced(
         assert "--force host-lock" in held["h3"]
     # a record that is not one: one bounded line, no terminal escape, and what to do by hand
     assert "\x1b" not in held["h5"] and len(held["h5"]) < 400 and "remove that file" in held["h5"]
-    release = _play(monkeypatch, [_result(*((h, "ok", {"released": True}) for h in lock.taken))])
+    assert "another run of this controller" in held["h6"]
+    assert "under another inventory name" in held["h7"]
+    assert "remove that file" in held["h8"]
+    # the release goes wherever a take went: one cut short may have written our record
+    release = _play(monkeypatch, [_result(*((h, "ok", {"released": True}) for h in hosts))])
     lock.release()
-    assert [c["gpufix_host_lock_action"] for c in release] == ["release"] and lock.taken == []
+    assert [(c["gpufix_host_lock_action"], c["limit"]) for c in release] == [
+        ("release", ",".join(hosts))
+    ]
+    assert lock.taken == [] and lock.sent == []
     assert all(c["gpufix_host_lock_holder"]["token"] == lock.token for c in release)
+
+
+def test_a_take_cut_short_is_released(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A review (2026-12-06): a Ctrl-C during the take raised before any host was recorded as
+    taken, so release() did nothing and hosts whose script had run kept this run's record."""
+    monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "state"))
+    limits: list[str] = []
+
+    def play(name: str, *_a: object, **k: object) -> runner.RunResult:
+        limits.append(str(k["limit"]))
+        if len(limits) == 1:
+            raise KeyboardInterrupt
+        return _result(("h1", "ok", {"released": True}), ("h2", "ok", {"released": False}))
+
+    monkeypatch.setattr(runner, "run_playbook", play)
+    lock = hostlock.HostLock(tmp_path / "inv.yml")
+    with pytest.raises(KeyboardInterrupt):
+        lock.take(["h1", "h2"])
+    lock.release()
+    assert limits == ["h1,h2", "h1,h2"]
 
 
 def test_a_dry_run_reads_the_record_and_writes_none(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "state"))
-    ours, theirs = _holder("a" * 32, hostlock.owner()), _holder("b" * 32, "bastion2:/srv")
+    ours, theirs = _holder("a" * 32, hostlock.owner(), 0), _holder("b" * 32, "bastion2:/srv")
     calls = _play(monkeypatch, [_result(
         ("h1", "ok", {"taken": False, "holder": None}),
         ("h2", "ok", {"taken": False, "holder": ours}),

@@ -41,7 +41,8 @@ def test_another_controllers_lock_blocks_the_host_until_forced(make_lab) -> None
     other = {"token": "a" * 32, "owner": "bastion2:/srv/gpufix", "pid": 4242, "since": "earlier"}
     _put(lab, "h1", other)
     # h2 holds a record of this controller from a run that died: taken over, not obeyed
-    _put(lab, "h2", {**other, "token": "b" * 32, "owner": f"{socket.gethostname()}:{lab.state}"})
+    mine = {"token": "b" * 32, "owner": f"{socket.gethostname()}:{lab.state}", "pid": "0"}
+    _put(lab, "h2", {**other, **mine})  # pid 0: no process, so the run is gone
     # a dry run takes no lock, but its diffs mean nothing while another run changes the host
     code, doc, err = _apply(lab, "--check")
     hosts = {h["host"]: h for h in doc["hosts"]}

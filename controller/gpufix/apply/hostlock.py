@@ -1,17 +1,19 @@
 """gpufix's apply lock on the hosts themselves (playbooks/host_lock.yml), beside the lock in
 the controller's state directory: that one cannot see another controller (a second bastion,
-an AWX job beside the CLI), and two controllers changing one host at once would interleave
-packages, reboots and journals.
+an AWX job beside the CLI), nor one machine under two inventory names, and two runs changing
+one host at once would interleave packages, reboots and journals.
 
-A holder from this controller (same machine and state directory) is stale by construction:
-apply holds the state directory's own lock for that host, so no live run of ours holds it; it
-is taken over. Another controller's holder blocks the host unless `--force host-lock`. What the
-file says is data from the host: parsed and bounded, never trusted to be well formed.
+A record left by a run of this controller (same machine and state directory) whose process is
+gone is stale and is taken over; one whose process still runs (the machine under another name)
+or that this very run wrote under another name blocks the host, as another controller's does
+unless `--force host-lock`. What the file says is data from the host: parsed and bounded, never
+trusted to be well formed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import secrets
 import socket
@@ -21,7 +23,7 @@ from typing import Any
 
 from gpufix import runner
 from gpufix.apply.journal import now
-from gpufix.apply.locks import me
+from gpufix.apply.locks import me, process_alive
 from gpufix.inputs import one_line
 from gpufix.paths import state_path
 
@@ -35,22 +37,35 @@ def owner() -> str:
     return f"{socket.gethostname()}:{state_path()}"
 
 
-def describe(text: str | None) -> tuple[str | None, str, str]:
-    """(token, owner, one line for people) of a holder's file text, whatever it holds."""
+@dataclass(frozen=True)
+class Holder:
+    """What a host's lock record says, as far as it can be read."""
+
+    token: str | None  # None: not a record gpufix could take over
+    owner: str
+    pid: int
+    start: str | None
+    line: str  # for people: one bounded line
+
+
+def describe(text: str | None) -> Holder:
     try:
         doc = json.loads(text or "")
-    except ValueError:
+    except (ValueError, RecursionError):
         doc = None
     if not isinstance(doc, dict):
-        return None, "", f"an unreadable record ({one_line(repr(text or ''), 80)})"
+        return Holder(None, "", 0, None, f"an unreadable record ({one_line(repr(text or ''), 80)})")
     token = doc.get("token")
     token = token if isinstance(token, str) and _TOKEN.fullmatch(token) else None
     who = str(doc["owner"]) if isinstance(doc.get("owner"), str) else ""
+    pid_text = str(doc.get("pid", ""))
+    start = doc.get("pid_start")
     line = (
-        f"{one_line(who or '?', 200)} (pid {one_line(str(doc.get('pid', '?')), 20)}, "
+        f"{one_line(who or '?', 200)} (pid {one_line(pid_text or '?', 20)}, "
         f"since {one_line(str(doc.get('since', '?')), 40)})"
     )
-    return token, who, line
+    pid = int(pid_text) if pid_text.isdigit() and len(pid_text) < 10 else 0
+    return Holder(token, who, pid, start if isinstance(start, str) else None, line)
 
 
 @dataclass
@@ -63,11 +78,22 @@ class HostLock:
     report: runner.Progress | None = None
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     taken: list[str] = field(default_factory=list)
+    # every host a take was sent to: one cut short (Ctrl-C, a time limit) may have written our
+    # record there, and release() removes only records that carry our token
+    sent: list[str] = field(default_factory=list)
 
     def _record(self) -> dict[str, Any]:
-        return {"token": self.token, "owner": owner(), "pid": str(me()["pid"]), "since": now()}
+        mine = me()
+        return {
+            "token": self.token,
+            "owner": owner(),
+            "pid": str(mine["pid"]),
+            "pid_start": str(mine["start"] or ""),
+            "since": now(),
+        }
 
     def _play(self, hosts: list[str], action: str, takeover: str = "") -> runner.RunResult:
+        rounds = math.ceil(len(hosts) / max(1, self.forks))
         return runner.run_playbook(
             "host_lock.yml",
             self.inventory,
@@ -77,18 +103,42 @@ class HostLock:
                 "gpufix_host_lock_holder": self._record(),
                 "gpufix_host_lock_takeover": takeover,
             },
-            timeout=300,
+            timeout=120 + 60 * rounds,  # a connection and two short tasks per host
             forks=self.forks,
             progress=self.report,
         )
 
+    def _why_held(self, h: Holder) -> str | None:
+        """None when the record may be taken over; else why not, for the operator."""
+        if h.token is None:
+            return (
+                f"the host's apply lock {LOCK_PATH} holds {h.line}: once no gpufix run is "
+                "changing this host, remove that file there and apply again"
+            )
+        if h.token == self.token:
+            return "this run holds this machine already, under another inventory name"
+        if h.owner == owner():
+            if process_alive(h.pid, h.start or None):
+                return (
+                    f"another run of this controller holds this machine ({h.line}): the same "
+                    "machine under another inventory name?"
+                )
+            return None  # a run of ours that is gone
+        if self.force:
+            return None
+        return (
+            f"another gpufix run holds this host: {h.line}; let it finish, or if it is gone, "
+            f"apply again with --force {FORCE}"
+        )
+
     def take(self, hosts: list[str]) -> tuple[dict[str, str], dict[str, str]]:
-        """Lock hosts; returns ({host: why} held by another controller, {host: why} not
-        reached). Taken hosts are in self.taken."""
+        """Lock hosts; returns ({host: why} held by another run, {host: why} not reached).
+        Taken hosts are in self.taken."""
         held: dict[str, str] = {}
         lost: dict[str, str] = {}
         if not hosts:
             return held, lost
+        self.sent += [h for h in hosts if h not in self.sent]
         res = self._play(hosts, "take")
         again: dict[str, list[str]] = {}
         for h in hosts:
@@ -98,19 +148,12 @@ class HostLock:
             if got.get("taken"):
                 self.taken.append(h)
                 continue
-            token, who, line = describe(got.get("holder"))
-            if token and (who == owner() or self.force):
-                again.setdefault(token, []).append(h)  # stale (ours) or overridden
-            elif not token:
-                held[h] = (
-                    f"the host's apply lock {LOCK_PATH} holds {line}: once no gpufix run is "
-                    "changing this host, remove that file there and apply again"
-                )
+            holder = describe(got.get("holder"))
+            why = self._why_held(holder)
+            if why is None and holder.token is not None:
+                again.setdefault(holder.token, []).append(h)
             else:
-                held[h] = (
-                    f"another gpufix run holds this host: {line}; let it finish, or if it is "
-                    f"gone, apply again with --force {FORCE}"
-                )
+                held[h] = why or "the host's apply lock is held"
         for token, group in again.items():
             res = self._play(group, "take", takeover=token)
             for h in group:
@@ -122,8 +165,8 @@ class HostLock:
         return held, lost
 
     def peek(self, hosts: list[str]) -> tuple[dict[str, str], dict[str, str]]:
-        """For a dry run, which takes no lock: ({host: why} held by another controller's run,
-        {host: why} not reached). Its diffs would mean nothing while that run changes the host."""
+        """For a dry run, which takes no lock and writes nothing: ({host: why} held by another
+        run, {host: why} not reached). Its diffs would mean nothing while that run changes it."""
         held: dict[str, str] = {}
         lost: dict[str, str] = {}
         if not hosts:
@@ -134,25 +177,37 @@ class HostLock:
             text = got.get("holder") if got is not None else None
             if text is None:
                 continue
-            token, who, line = describe(text)
-            if who != owner() or not token:
-                held[h] = (
-                    f"another gpufix run holds this host: {line}; its diffs would mean nothing now"
-                )
+            holder = describe(text)
+            ours = holder.owner == owner() and holder.token is not None
+            if ours and not process_alive(holder.pid, holder.start or None):
+                continue  # a run of ours that is gone: the next real run takes it over
+            held[h] = (
+                f"another gpufix run holds this host: {holder.line}; its diffs would mean nothing now"
+            )
         return held, lost
 
     def release(self) -> None:
-        """Release what take() got; a host that cannot be reached keeps a record of ours,
-        which the next apply from this controller takes over."""
-        if not self.taken:
+        """Remove our record wherever a take was sent (the script removes only a record with
+        our token); a host that cannot be reached keeps it, and the next apply from this
+        controller takes it over. A second Ctrl-C here leaves the records, not the first error."""
+        if not self.sent:
             return
-        res = self._play(self.taken, "release")
-        for h in self.taken:
+        try:
+            res = self._play(self.sent, "release")
+        except KeyboardInterrupt:
+            self._warn(self.sent, "interrupted")
+            return
+        finally:
+            hosts, self.sent, self.taken = self.sent, [], []
+        for h in hosts:
             hr = res.hosts.get(h)
-            if (hr is None or hr.status != "ok") and self.report is not None:
-                why = hr.message if hr else f"no result ({res.status})"
-                self.report(h, f"warning: the host's apply lock stays: {one_line(why, 200)}")
-        self.taken = []
+            if hr is None or hr.status != "ok":
+                self._warn([h], hr.message if hr else f"no result ({res.status})")
+
+    def _warn(self, hosts: list[str], why: str) -> None:
+        if self.report is not None:
+            for h in hosts:
+                self.report(h, f"warning: the host's apply lock may stay: {one_line(why, 200)}")
 
     @staticmethod
     def _result(

@@ -345,6 +345,11 @@ class FileJournal(Journal):
         final = self.path.with_name(self.run_id)
         os.rename(self.path, final)
         self.path = final
+        fd = os.open(final.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)  # the rename itself reaches the disk before any host is changed
+        finally:
+            os.close(fd)
 
     @classmethod
     def open(cls, run_id: str) -> FileJournal:

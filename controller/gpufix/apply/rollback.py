@@ -151,13 +151,23 @@ def precheck(
     return rec, ev
 
 
+def _machine(name: str, rec: dict[str, Any]) -> tuple[str, str]:
+    """The machine a journaled host is: its recorded address and port, else its name (a record
+    without a target, or an inventory that connects by the name)."""
+    target: dict[str, Any] = rec["target"] if isinstance(rec.get("target"), dict) else {}
+    return (str(target.get("ansible_host") or name), str(target.get("ansible_port") or ""))
+
+
 def later_changes(journal: Journal, host: str) -> list[str]:
     """Later runs that changed what this rollback would put back on the same machine (a
-    package, a file, the boot kernel) and were not rolled back: restoring this run's `before`
-    would undo their change too, with no record of it. A later run that cannot be read, or
-    whose changes were not read back, is named as well."""
+    package, a file, the boot kernel; by target address where recorded, so under any name) and
+    were not rolled back: restoring this run's `before` would undo their change too, with no
+    record of it. A later run that cannot be read, or whose changes were not read back, is named
+    as well; so is any later change when this run's own were not read back (the rollback would
+    read the host now, with theirs in it)."""
     rec = journal.host(host)
-    mine, ours = rec.get("target"), _touches(rollback_vars(rec))
+    mine, unread = _machine(host, rec), not rec.get("after")
+    ours = _touches(rollback_vars(rec))
     out = []
     for run_id in (r for r in list_runs() if r > journal.run_id):
         meta = runs_dir() / run_id / "run.json"
@@ -168,20 +178,22 @@ def later_changes(journal: Journal, host: str) -> list[str]:
         except GpufixError:
             out.append(f"{run_id} (unreadable)")
             continue
-        if host not in later.hosts:
-            continue
-        other = later.host(host)
-        if mine and other.get("target") and other["target"] != mine:
-            continue  # the same name for another machine (another inventory)
-        ran = any(s.get("state") != "pending" for s in other["steps"])
-        if other["state"] == "rolled-back" or not ran:
-            continue
-        if not other.get("before") or not other.get("after"):
-            out.append(f"{run_id} (its changes were not read)")
-            continue
-        both = sorted(ours & _touches(rollback_vars(other)))
-        if both:
-            out.append(f"{run_id} ({', '.join(both[:3])})")
+        for name in later.hosts:
+            other = later.host(name)
+            if _machine(name, other) != mine:
+                continue  # another machine
+            ran = any(s.get("state") != "pending" for s in other["steps"])
+            if other["state"] == "rolled-back" or not ran:
+                continue
+            if unread:
+                out.append(f"{run_id} (this run's own changes were not read back)")
+            elif not other.get("before") or not other.get("after"):
+                out.append(f"{run_id} (its changes were not read)")
+            elif both := sorted(ours & _touches(rollback_vars(other))):
+                out.append(f"{run_id} ({', '.join(both[:3])})")
+            else:
+                continue
+            break
     return out
 
 

@@ -176,7 +176,11 @@ class Applier:
                 report=self.report,
             )
             try:
-                busy = [h for h in self.order if actions[h][0] not in ("skip", "retry")]
+                busy = [
+                    h
+                    for h, (act, _) in actions.items()
+                    if act not in ("skip", "retry") and (act != "step" or self.plans[h].changes)
+                ]
                 try:
                     held, lost = lock.take(busy)
                 except KeyboardInterrupt:
@@ -347,7 +351,9 @@ class Applier:
                 phases.set(h, "unreachable", unreachable[h])
                 failures += 1
             elif h in held:
-                phases.set(h, "blocked", held[h])
+                # a host part-way (rebooting, verifying) keeps its state, so the next apply
+                # picks it up where it stopped; `blocked` would start its steps over
+                phases.set(h, "blocked" if act == "step" else phases.state(h), held[h])
                 failures += 1
             elif act in ("skip", "retry"):
                 continue

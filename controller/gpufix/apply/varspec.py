@@ -39,7 +39,7 @@ PATTERNS: dict[str, str] = {
     "ifname": r"^[A-Za-z0-9_.:-]{1,15}$",
     "store_key": r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
     # the fields of the host lock's record (gpufix.apply.hostlock)
-    "lock_field": r"^(token|owner|pid|since)$",
+    "lock_field": r"^(token|owner|pid|pid_start|since)$",
     "lock_token": r"^[0-9a-f]{32}$",
     # a login name as useradd takes it (shadow-utils' default NAME_REGEX, plus digits first)
     "account": r"^[a-z0-9_][a-z0-9_.-]{0,31}$",

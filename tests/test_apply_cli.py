@@ -72,6 +72,19 @@ def _live_inventory(tmp_path: Path) -> str:
     return str(inv)
 
 
+def _healthy_run(inv: str) -> FileJournal:
+    """A finished run whose NCCL profile left h1 healthy, with before and after states."""
+    steps = [{"playbook": "nccl_profile.yml", "vars": {"gpufix_nccl_profile_names": ["no-p2p"]}}]
+    j = FileJournal.start([{"host": "h1", "strategy": "nccl-profile", "steps": steps}],
+                          plan_digest="sha256:z", options={"inventory": inv})  # fmt: skip
+    j.step_started("h1", 0)
+    j.step_finished("h1", 0, ok=True, changed=1, files=["/etc/nccl.conf"])
+    j.update("h1", before={"packages": {}, "files": {}}, after={"packages": {}, "files": {}})
+    j.set_state("h1", "healthy", "probe: healthy")
+    j.finish("complete")
+    return j
+
+
 def test_rollback_refuses_what_it_cannot_do(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -469,14 +482,7 @@ def test_a_rollback_that_waited_for_the_lock_reads_the_journal_again(
     from gpufix.apply import locks, rollback
 
     inv = _live_inventory(tmp_path)
-    steps = [{"playbook": "nccl_profile.yml", "vars": {"gpufix_nccl_profile_names": ["no-p2p"]}}]
-    j = FileJournal.start([{"host": "h1", "strategy": "nccl-profile", "steps": steps}],
-                          plan_digest="sha256:z", options={"inventory": inv})  # fmt: skip
-    j.step_started("h1", 0)
-    j.step_finished("h1", 0, ok=True, changed=1, files=["/etc/nccl.conf"])
-    j.update("h1", before={"packages": {}, "files": {}}, after={"packages": {}, "files": {}})
-    j.set_state("h1", "healthy", "probe: healthy")
-    j.finish("complete")
+    j = _healthy_run(inv)
     real = locks.HostLocks
 
     class OtherRollbackFirst(real):  # type: ignore[misc,valid-type]
@@ -596,14 +602,7 @@ def test_a_rollback_waits_for_no_other_controller(
     from gpufix.apply import rollback
 
     inv = _live_inventory(tmp_path)
-    steps = [{"playbook": "nccl_profile.yml", "vars": {"gpufix_nccl_profile_names": ["no-p2p"]}}]
-    j = FileJournal.start([{"host": "h1", "strategy": "nccl-profile", "steps": steps}],
-                          plan_digest="sha256:z", options={"inventory": inv})  # fmt: skip
-    j.step_started("h1", 0)
-    j.step_finished("h1", 0, ok=True, changed=1, files=["/etc/nccl.conf"])
-    j.update("h1", before={"packages": {}, "files": {}}, after={"packages": {}, "files": {}})
-    j.set_state("h1", "healthy", "probe: healthy")
-    j.finish("complete")
+    j = _healthy_run(inv)
     monkeypatch.setattr(rollback, "rollback", lambda *a, **k: pytest.fail("rolled back"))
     _no_host_lock(monkeypatch, {"h1": "another gpufix run holds this host: bastion2:/srv"})
     code, _, err = run(capsys, "rollback", j.run_id, "h1", "-i", inv)

@@ -157,7 +157,7 @@ class Applier:
                     held, lost = peek.peek(self.order)
                 except KeyboardInterrupt:
                     raise KeyboardInterrupt("interrupted before any host was changed") from None
-                live = {h: ("skip", -1) if h in held or h in lost else a for h, a in fresh.items()}
+                live = _unlocked_skipped(fresh, held, lost)
                 unreachable = self._fresh(live, None, new_run=True)
                 unreachable.update(lost)
                 dry = self._start(pd, plan_file, {})
@@ -167,7 +167,7 @@ class Applier:
             old, actions, mode = self._decide(pd)
             if mode == "noop":
                 assert old is not None
-                return self._result(old, resumed=True, stopped=False, noop=True)
+                return _result(self, old, resumed=True, stopped=False, noop=True)
             # the lock on the hosts themselves: another controller's run may be changing one
             lock = HostLock(
                 self.opts.inventory,
@@ -176,18 +176,12 @@ class Applier:
                 report=self.report,
             )
             try:
-                busy = [
-                    h
-                    for h, (act, _) in actions.items()
-                    if act not in ("skip", "retry") and (act != "step" or self.plans[h].changes)
-                ]
+                busy = [h for h, (act, _) in actions.items() if _changes(act, self.plans[h])]
                 try:
                     held, lost = lock.take(busy)
                 except KeyboardInterrupt:
                     raise KeyboardInterrupt("interrupted before any host was changed") from None
-                live = {
-                    h: ("skip", -1) if h in held or h in lost else a for h, a in actions.items()
-                }
+                live = _unlocked_skipped(actions, held, lost)
                 # facts again before anything is written: a stale plan leaves no run behind
                 unreachable = self._fresh(live, old if mode == "resume" else None, mode != "resume")
                 unreachable.update(lost)
@@ -332,7 +326,7 @@ class Applier:
         journal.finish(
             "stopped" if stopped else "complete", {h: journal.host(h)["state"] for h in self.order}
         )
-        return self._result(journal, resumed=resumed, stopped=stopped)
+        return _result(self, journal, resumed=resumed, stopped=stopped)
 
     def _rollout(
         self,
@@ -376,40 +370,54 @@ class Applier:
             failures += phases.batch(group, actions)
         return False
 
-    def _result(
-        self, journal: Journal, *, resumed: bool, stopped: bool, noop: bool = False
-    ) -> Result:
-        t0 = self.t0
-        outcomes = []
-        for h in self.order:
-            rec = journal.host(h)
-            verdicts = [v for v in rec.get("verdicts") or [] if v.get("phase") != "rolled-back"]
-            verdict = rec.get("failed_verdict") if rec["state"] == "rolled-back" else None
-            if verdict is None and verdicts:
-                verdict = verdicts[-1].get("verdict")
-            start = t0.get(h)
-            outcomes.append(
-                Outcome(
-                    host=h,
-                    strategy=str(rec["strategy"]),
-                    state=str(rec["state"]),
-                    changed=journal.changed(h),
-                    rebooted=bool(rec.get("rebooted")),
-                    verdict=verdict,
-                    elapsed_s=(time.monotonic() - start) if start else 0.0,
-                    message=str(rec.get("reason") or ""),
-                    diffs=tuple(rec.get("diffs") or ()),
-                )
+
+def _result(
+    self: Applier, journal: Journal, *, resumed: bool, stopped: bool, noop: bool = False
+) -> Result:
+    """The run's outcome per host, from its journal."""
+    t0 = self.t0
+    outcomes = []
+    for h in self.order:
+        rec = journal.host(h)
+        verdicts = [v for v in rec.get("verdicts") or [] if v.get("phase") != "rolled-back"]
+        verdict = rec.get("failed_verdict") if rec["state"] == "rolled-back" else None
+        if verdict is None and verdicts:
+            verdict = verdicts[-1].get("verdict")
+        start = t0.get(h)
+        outcomes.append(
+            Outcome(
+                host=h,
+                strategy=str(rec["strategy"]),
+                state=str(rec["state"]),
+                changed=journal.changed(h),
+                rebooted=bool(rec.get("rebooted")),
+                verdict=verdict,
+                elapsed_s=(time.monotonic() - start) if start else 0.0,
+                message=str(rec.get("reason") or ""),
+                diffs=tuple(rec.get("diffs") or ()),
             )
-        return Result(
-            run_id=journal.run_id if journal.persistent else None,
-            outcomes=tuple(outcomes),
-            stopped=stopped,
-            resumed=resumed,
-            check=self.opts.check,
-            noop=noop,
-            retry_of=journal.meta.get("retry_of"),
         )
+    return Result(
+        run_id=journal.run_id if journal.persistent else None,
+        outcomes=tuple(outcomes),
+        stopped=stopped,
+        resumed=resumed,
+        check=self.opts.check,
+        noop=noop,
+        retry_of=journal.meta.get("retry_of"),
+    )
+
+
+def _changes(act: str, plan: Plan) -> bool:
+    """Whether the run may change the host: it is locked (on the host) first."""
+    return act not in ("skip", "retry") and (act != "step" or plan.changes)
+
+
+def _unlocked_skipped(
+    actions: dict[str, tuple[str, int]], held: dict[str, str], lost: dict[str, str]
+) -> dict[str, tuple[str, int]]:
+    """The actions with the hosts the lock did not get passed over (their facts are not read)."""
+    return {h: ("skip", -1) if h in held or h in lost else a for h, a in actions.items()}
 
 
 def _steps(plan: Plan) -> list[dict[str, Any]]:

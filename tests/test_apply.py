@@ -493,6 +493,55 @@ def test_a_resumed_reboot_checks_for_gpu_work_first(
         assert next_action(rec) == ("skip", -1)  # and apply --allow-reboot tries again
 
 
+@pytest.mark.parametrize(
+    "got, state, said",
+    [
+        (safety.Preflight("h1", (safety.Blocker("preflight", "preflight failed: boom"),)),
+         "reboot-pending", "preflight failed: boom"),
+        (safety.evaluate("h1", {"python": "3.6.9", "dpkg": {"locks_held": ["/var/lib/dpkg/lock"]}},
+                         strategy="none", kernel_step=False), "reboot-pending", "dpkg/apt lock"),
+        (safety.evaluate("h1", {"python": "3.6.9", "dpkg": {"audit": "half-configured: x"}},
+                         strategy="none", kernel_step=False), "reboot-pending", "dpkg --configure"),
+        (safety.unreachable("h1", "ssh: no route to host"), "unreachable", "no route"),
+    ],
+)  # fmt: skip
+def test_a_reboot_waits_for_a_host_it_cannot_read_or_that_runs_packages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, got: safety.Preflight, state: str, said: str
+) -> None:
+    """Before 2026-12-07 a resumed reboot and a rollback's reboot held only for GPU processes:
+    a host check that failed (no report, so nobody knew what ran there), an apt run holding the
+    dpkg lock or a half-configured dpkg let the reboot go ahead. Both hold now, with the reason."""
+    from dataclasses import replace
+
+    from gpufix import runner
+    from gpufix.apply.journal import Journal
+    from gpufix.errors import GpufixError
+
+    plan = replace(_plan(FACTS), reboot_required=True)
+    steps = [{"playbook": s.playbook, "vars": s.vars} for s in plan.steps]
+    j = Journal.start([{"host": "h1", "strategy": plan.strategy, "steps": steps}],
+                      plan_digest="x", options={})  # fmt: skip
+    j.step_started("h1", 0)
+    j.step_finished("h1", 0, ok=True, changed=1)
+    j.set_state("h1", "reboot-pending", "the change needs a reboot: re-run with --allow-reboot")
+    monkeypatch.setattr(safety, "run_preflight", lambda *a, **k: {"h1": got})
+    ran: list[str] = []
+
+    def play(name: str, *_a: object, **_k: object) -> runner.RunResult:
+        ran.append(name)
+        return runner.RunResult("x", 0, "successful", {"h1": runner.HostResult("h1", "ok")})
+
+    monkeypatch.setattr(runner, "run_playbook", play)
+    opts = result.Options(tmp_path / "inv.yml", allow_reboot=True, verify=False)
+    phases.Phases(j, {"h1": plan}, opts, lambda h, m: None, {}).batch(["h1"], {"h1": ("reboot", -1)})
+    rec = j.host("h1")
+    assert ran == [] and not rec.get("rebooted")
+    assert rec["state"] == state and said in rec["reason"]
+    # a rollback's reboot holds for the same reasons
+    with pytest.raises(GpufixError, match="not rolling back with a reboot: .*" + said):
+        rollback._gpu_work("h1", tmp_path / "inv.yml", (), None)
+
+
 def test_a_resumed_host_the_check_blocks_says_it_is_part_way(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -233,3 +233,33 @@ def run_preflight(
                 force=force,
             )
     return out
+
+
+# What holds a reboot of a host whose change already ran (a resumed reboot, a rollback's): the
+# host cannot be read, or it is busy (GPU jobs, another package run, a half-configured dpkg).
+REBOOT_HOLDS = ("unreachable", "python", "preflight", "gpu-processes", "dpkg-lock", "dpkg-broken")
+
+
+def before_reboot(
+    hosts: Iterable[str],
+    inventory: Path,
+    *,
+    force: Iterable[str] = (),
+    progress: runner.Progress | None = None,
+    forks: int = runner.FORKS,
+) -> dict[str, Preflight]:
+    """The host check before a reboot whose steps ran earlier: read-only, no dpkg wait (a busy
+    host waits for the next run). `reboot_hold` reads the answer."""
+    return run_preflight(
+        {h: {"strategy": "none", "files": []} for h in hosts},
+        inventory,
+        force=force,
+        dpkg_wait=0,
+        progress=progress,
+        forks=forks,
+    )
+
+
+def reboot_hold(got: Preflight) -> Blocker | None:
+    """The first reason not to reboot this host now, or None."""
+    return next((b for b in got.blockers if b.check in REBOOT_HOLDS), None)

@@ -132,14 +132,14 @@ class Phases(After):
     def idle(self, hosts: list[str]) -> list[str]:
         """A resumed reboot (its steps ran in an earlier run, maybe days ago) is checked for GPU
         work first, as a rollback's reboot is: the host may run jobs again by now. A host that
-        runs some stays reboot-pending (or unreachable) for the next apply."""
+        runs some, runs another package job, or cannot be read stays reboot-pending (or
+        unreachable) for the next apply."""
         if not hosts:
             return []
-        res = hostcheck.run_preflight(
-            {h: {"strategy": "none", "files": []} for h in hosts},
+        res = hostcheck.before_reboot(
+            hosts,
             self.opts.inventory,
             force=self.opts.force,
-            dpkg_wait=0,
             progress=self.report,
             forks=self.opts.forks,
         )
@@ -148,12 +148,10 @@ class Phases(After):
             got = res[h]
             for w in got.warnings:
                 self.report(h, "warning: " + w)
-            if got.unreachable:
-                self.set(h, "unreachable", "not rebooted: " + got.summary())
-                continue
-            busy = [b for b in got.blockers if b.check == "gpu-processes"]
-            if busy:
-                self.set(h, "reboot-pending", "not rebooted: " + busy[0].message)
+            hold = hostcheck.reboot_hold(got)
+            if hold is not None:
+                state = "unreachable" if got.unreachable else "reboot-pending"
+                self.set(h, state, "not rebooted: " + hold.message)
                 continue
             ok.append(h)
         return ok

@@ -200,18 +200,12 @@ def later_changes(journal: Journal, host: str) -> list[str]:
 def _gpu_work(
     host: str, inventory: Path, force: Iterable[str], report: runner.Progress | None
 ) -> None:
-    """Refuse to reboot a host that runs GPU work (unless --force gpu-processes)."""
-    strategy = "none"
-    got = hostcheck.run_preflight(
-        {host: {"strategy": strategy, "files": []}},
-        inventory,
-        force=force,
-        dpkg_wait=0,
-        progress=report,
-    )[host]
-    gpu = [b for b in got.blockers if b.check in ("gpu-processes", "unreachable", "python")]
-    if gpu:
-        raise GpufixError(f"{host}: not rolling back with a reboot: {gpu[0].message}")
+    """Refuse to reboot a host that runs GPU work (unless --force gpu-processes), or that cannot
+    be read."""
+    got = hostcheck.before_reboot([host], inventory, force=force, progress=report)[host]
+    hold = hostcheck.reboot_hold(got)
+    if hold is not None:
+        raise GpufixError(f"{host}: not rolling back with a reboot: {hold.message}")
 
 
 def read_after(

@@ -533,7 +533,9 @@ def test_a_reboot_waits_for_a_host_it_cannot_read_or_that_runs_packages(
 
     monkeypatch.setattr(runner, "run_playbook", play)
     opts = result.Options(tmp_path / "inv.yml", allow_reboot=True, verify=False)
-    phases.Phases(j, {"h1": plan}, opts, lambda h, m: None, {}).batch(["h1"], {"h1": ("reboot", -1)})
+    phases.Phases(j, {"h1": plan}, opts, lambda h, m: None, {}).batch(
+        ["h1"], {"h1": ("reboot", -1)}
+    )
     rec = j.host("h1")
     assert ran == [] and not rec.get("rebooted")
     assert rec["state"] == state and said in rec["reason"]

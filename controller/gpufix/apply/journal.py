@@ -427,6 +427,12 @@ def list_runs() -> list[str]:
 
 
 # -- resume state machine ---------------------------------------------------------------------
+def step_ran(rec: dict[str, Any]) -> bool:
+    """A step of this host started in its run (done, failed or cut short): the run may have
+    changed the host."""
+    return any(s.get("state") != "pending" for s in rec.get("steps") or [])
+
+
 def next_action(rec: dict[str, Any]) -> tuple[str, int]:
     """Where a second apply of the same plan picks this host up.
 

@@ -11,7 +11,7 @@ from typing import Any
 from gpufix import runner, strategies
 from gpufix.apply import hostcheck
 from gpufix.apply.after import After, kernel_step, needs_reboot, role_reboots
-from gpufix.apply.journal import FINAL_OK
+from gpufix.apply.journal import FINAL_OK, step_ran
 from gpufix.engine.plan import Step
 
 __all__ = ["Phases", "kernel_step", "needs_reboot", "role_reboots", "step_vars"]
@@ -121,7 +121,7 @@ class Phases(After):
         who re-plans starts a new run whose `before` is the half-made change."""
         steps = self.journal.host(h)["steps"]
         done = sum(1 for s in steps if s.get("state") == "done")
-        if not any(s.get("state") != "pending" for s in steps) or not self.journal.persistent:
+        if not step_ran(self.journal.host(h)) or not self.journal.persistent:
             return ""
         return (
             f"; part-way through the change ({done} of {len(steps)} steps done in run "

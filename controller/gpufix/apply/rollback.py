@@ -11,7 +11,7 @@ from typing import Any
 
 from gpufix import runner, strategies
 from gpufix.apply import hostcheck
-from gpufix.apply.journal import FileJournal, Journal, list_runs, now, runs_dir
+from gpufix.apply.journal import FileJournal, Journal, list_runs, now, runs_dir, step_ran
 from gpufix.apply.varspec import SAVED_FILE_KEYS
 from gpufix.errors import GpufixError, InvalidInput
 from gpufix.inputs import one_line
@@ -114,7 +114,7 @@ def check_can_roll_back(journal: Journal, host: str) -> dict[str, Any]:
     rec = journal.host(host)
     if rec["state"] == "rolled-back":
         raise InvalidInput(f"{host} was already rolled back in run {journal.run_id}")
-    if rec["state"] == "pending" or not any(s.get("state") != "pending" for s in rec["steps"]):
+    if rec["state"] == "pending" or not step_ran(rec):
         raise InvalidInput(f"{host} had no step run in {journal.run_id}: nothing to roll back")
     if not rec.get("before"):
         raise GpufixError(
@@ -182,8 +182,7 @@ def later_changes(journal: Journal, host: str) -> list[str]:
             other = later.host(name)
             if _machine(name, other) != mine:
                 continue  # another machine
-            ran = any(s.get("state") != "pending" for s in other["steps"])
-            if other["state"] == "rolled-back" or not ran:
+            if other["state"] == "rolled-back" or not step_ran(other):
                 continue
             if unread:
                 out.append(f"{run_id} (this run's own changes were not read back)")

@@ -8,6 +8,8 @@ new run. Ctrl-C or SIGTERM ends the run `interrupted` (exit 130): nothing starts
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from gpufix import runner, strategies
 from gpufix.apply import freshness, hostlock, request, targets
 from gpufix.apply.batches import batches, parse_batch
 from gpufix.apply.hostlock import HostLock
-from gpufix.apply.journal import FileJournal, Journal, next_action
+from gpufix.apply.journal import FileJournal, Journal, next_action, step_ran
 from gpufix.apply.locks import HostLocks, check_host_name
 from gpufix.apply.phases import Phases, role_reboots
 from gpufix.apply.result import Options, Outcome, Result
@@ -153,10 +155,8 @@ class Applier:
             with HostLocks(self.order) as locks:
                 fresh = {h: ("step", 0) for h in self.order}
                 peek = HostLock(self.opts.inventory, forks=self.opts.forks, report=self.report)
-                try:
+                with _before_any_change():
                     held, lost = peek.peek(self.order)
-                except KeyboardInterrupt:
-                    raise KeyboardInterrupt("interrupted before any host was changed") from None
                 live = _unlocked_skipped(fresh, held, lost)
                 unreachable = self._fresh(live, None, new_run=True)
                 unreachable.update(lost)
@@ -177,10 +177,8 @@ class Applier:
             )
             try:
                 busy = [h for h, (act, _) in actions.items() if _changes(act, self.plans[h])]
-                try:
+                with _before_any_change():
                     held, lost = lock.take(busy)
-                except KeyboardInterrupt:
-                    raise KeyboardInterrupt("interrupted before any host was changed") from None
                 live = _unlocked_skipped(actions, held, lost)
                 # facts again before anything is written: a stale plan leaves no run behind
                 unreachable = self._fresh(live, old if mode == "resume" else None, mode != "resume")
@@ -236,11 +234,7 @@ class Applier:
                 {h: ("skip", -1) if a == "skip" else ("step", 0) for h, (a, _) in actions.items()},
                 "retry",
             )
-        touched = {
-            h: old.host(h)
-            for h in self.order
-            if any(s.get("state") != "pending" for s in old.host(h)["steps"])
-        }
+        touched = {h: old.host(h) for h in self.order if step_ran(old.host(h))}
         targets.check_same(
             touched,
             old.meta.get("options", {}).get("inventory"),
@@ -264,10 +258,9 @@ class Applier:
         untouched = [
             h
             for h in self.order
-            if actions[h][0] == "step"
-            and (old is None or not any(s.get("state") != "pending" for s in old.host(h)["steps"]))
+            if actions[h][0] == "step" and (old is None or not step_ran(old.host(h)))
         ]
-        try:
+        with _before_any_change():
             return freshness.check_fresh(
                 [self.source[h] for h in untouched],
                 self.opts.inventory,
@@ -275,8 +268,6 @@ class Applier:
                 forks=self.opts.forks,
                 timeout=self.opts.facts_timeout,
             )
-        except KeyboardInterrupt:
-            raise KeyboardInterrupt("interrupted before any host was changed") from None
 
     def _start(self, pd: str, plan_file: str | None, extra: dict[str, Any]) -> Journal:
         cls = Journal if self.opts.check else FileJournal
@@ -406,6 +397,15 @@ def _result(
         noop=noop,
         retry_of=journal.meta.get("retry_of"),
     )
+
+
+@contextmanager
+def _before_any_change() -> Iterator[None]:
+    """A Ctrl-C in here came before any host was changed: the message says so."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt("interrupted before any host was changed") from None
 
 
 def _changes(act: str, plan: Plan) -> bool:

@@ -21,6 +21,12 @@ SCRIPT = yaml.safe_load(playbook("host_lock.yml").read_text())[0]["vars"][
 ]
 
 
+def test_the_controller_names_the_path_the_playbook_locks() -> None:
+    """Errors and docs name hostlock.LOCK_PATH; the playbook writes its own variable."""
+    play = yaml.safe_load(playbook("host_lock.yml").read_text())[0]
+    assert play["vars"]["__gpufix_host_lock_path"] == hostlock.LOCK_PATH
+
+
 def _lock(path: Path, action: str, token: str, takeover: str = "") -> dict:
     mine = json.dumps({"token": token, "owner": "me:/state", "pid": 1, "since": "now"})
     r = subprocess.run(

@@ -645,3 +645,15 @@ def test_a_failed_step_has_the_host_read_back_at_once(
     assert rec["after"]["packages"] == {"docker-ce": "24.0.7", "libnccl2": "2.21.5"}
     # so a later rollback removes what the step installed and nothing changed since
     assert rollback.rollback_vars(rec)["gpufix_rollback_remove"] == ["libnccl2"]
+
+
+def test_only_a_resumed_host_left_rebooting_gets_the_lock_wait() -> None:
+    from gpufix.apply.journal import Journal
+
+    j = Journal.start([{"host": h, "strategy": "kernel-upgrade", "steps": []} for h in "abc"],
+                      plan_digest="x", options={})  # fmt: skip
+    j.set_state("a", "rebooting")
+    j.set_state("b", "unreachable", "did not come back within 1200 s of the reboot")
+    assert rollout._rebooting(j, ["a", "b", "c"], "resume") == ["a"]
+    assert rollout._rebooting(j, ["a", "b", "c"], "retry") == []
+    assert rollout._rebooting(None, ["a"], "new") == []

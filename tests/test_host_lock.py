@@ -237,3 +237,31 @@ def test_a_dry_run_reads_the_record_and_writes_none(
     path.write_text(theirs)
     assert json.loads(_lock(path, "peek", "c" * 32)["holder"])["owner"] == "bastion2:/srv"
     assert path.read_text() == theirs  # read, not taken over
+
+
+@pytest.mark.integration
+def test_a_host_still_rebooting_is_waited_for_and_no_other_is(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Real ansible-playbook runs against a port nothing listens on. Before 2026-12-07 a resumed
+    run's host that was down for its reboot (a Ctrl-C while it rebooted, apply again at once) was
+    `unreachable` at the lock's first try and counted toward --max-fail. A host the last run left
+    `rebooting` gets the wait; any other host is not waited for (one dead host would hold up
+    the run). Either, not answering, is not reached: never `blocked`."""
+    monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "state"))
+    inv = tmp_path / "inv.yml"
+    down = {"ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_connection": "ssh"}
+    inv.write_text(yaml.safe_dump({"all": {"hosts": {"booting": down, "dead": down}}}))
+    plays: list[tuple[str, int]] = []
+    real = runner.run_playbook
+
+    def spy(name: str, *a: object, **k: object) -> runner.RunResult:
+        plays.append((str(k["limit"]), k["extravars"]["gpufix_host_lock_wait"]))  # type: ignore[index]
+        return real(name, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "run_playbook", spy)
+    lock = hostlock.HostLock(inv)
+    held, lost = lock.take(["booting", "dead"], booting=["booting"], wait=3)
+    assert plays == [("dead", 0), ("booting", 3)]
+    assert not held and set(lost) == {"booting", "dead"}
+    assert "timed out waiting for" in lost["booting"] and "refused" in lost["dead"]

@@ -17,6 +17,7 @@ import math
 import re
 import secrets
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,9 @@ class HostLock:
             "since": now(),
         }
 
-    def _play(self, hosts: list[str], action: str, takeover: str = "") -> runner.RunResult:
+    def _play(
+        self, hosts: list[str], action: str, takeover: str = "", wait: int = 0
+    ) -> runner.RunResult:
         rounds = math.ceil(len(hosts) / max(1, self.forks))
         return runner.run_playbook(
             "host_lock.yml",
@@ -102,8 +105,10 @@ class HostLock:
                 "gpufix_host_lock_action": action,
                 "gpufix_host_lock_holder": self._record(),
                 "gpufix_host_lock_takeover": takeover,
+                "gpufix_host_lock_wait": wait,
             },
-            timeout=120 + 60 * rounds,  # a connection and two short tasks per host
+            # a connection and two short tasks per host, after the wait
+            timeout=120 + 60 * rounds + wait,
             forks=self.forks,
             progress=self.report,
         )
@@ -131,18 +136,26 @@ class HostLock:
             f"apply again with --force {FORCE}"
         )
 
-    def take(self, hosts: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    def take(
+        self, hosts: list[str], booting: Iterable[str] = (), wait: int = 0
+    ) -> tuple[dict[str, str], dict[str, str]]:
         """Lock hosts; returns ({host: why} held by another run, {host: why} not reached).
-        Taken hosts are in self.taken."""
+        Taken hosts are in self.taken. Hosts in `booting` (a resumed run's, left rebooting) are
+        given `wait` seconds to answer first; the others are not waited for."""
         held: dict[str, str] = {}
         lost: dict[str, str] = {}
         if not hosts:
             return held, lost
         self.sent += [h for h in hosts if h not in self.sent]
-        res = self._play(hosts, "take")
+        late = [h for h in hosts if h in set(booting)] if wait > 0 else []
+        first: dict[str, runner.RunResult] = {}
+        for group, secs in (([h for h in hosts if h not in late], 0), (late, wait)):
+            if group:
+                played = self._play(group, "take", wait=secs)
+                first.update({h: played for h in group})
         again: dict[str, list[str]] = {}
         for h in hosts:
-            got = self._result(res, h, held, lost)
+            got = self._result(first[h], h, held, lost)
             if got is None:
                 continue
             if got.get("taken"):
@@ -220,7 +233,9 @@ class HostLock:
         if isinstance(got, dict) and hr is not None and hr.status == "ok":
             return got
         why = one_line((hr.message if hr is not None else "") or f"no result ({res.status})", 300)
-        if hr is None or hr.status == "unreachable" or runner.python_unmanageable(why):
+        # a host that did not answer within the wait for its reboot is not reached either
+        late = why.startswith("timed out waiting for")
+        if hr is None or hr.status == "unreachable" or late or runner.python_unmanageable(why):
             lost[h] = f"not reached for the host's apply lock: {why}"
         else:
             held[h] = f"the host's apply lock could not be taken: {why}"

@@ -178,7 +178,9 @@ class Applier:
             try:
                 busy = [h for h, (act, _) in actions.items() if _changes(act, self.plans[h])]
                 with _before_any_change():
-                    held, lost = lock.take(busy)
+                    held, lost = lock.take(
+                        busy, _rebooting(old, busy, mode), self.opts.reboot_timeout
+                    )
                 live = _unlocked_skipped(actions, held, lost)
                 # facts again before anything is written: a stale plan leaves no run behind
                 unreachable = self._fresh(live, old if mode == "resume" else None, mode != "resume")
@@ -411,6 +413,14 @@ def _before_any_change() -> Iterator[None]:
 def _changes(act: str, plan: Plan) -> bool:
     """Whether the run may change the host: it is locked (on the host) first."""
     return act not in ("skip", "retry") and (act != "step" or plan.changes)
+
+
+def _rebooting(old: Journal | None, hosts: list[str], mode: str) -> list[str]:
+    """A resumed run's hosts whose reboot the last run did not see end (a Ctrl-C while they
+    were down): the host lock waits --reboot-timeout for them, as the reboot would have."""
+    if mode != "resume" or old is None:
+        return []
+    return [h for h in hosts if old.host(h).get("state") == "rebooting"]
 
 
 def _unlocked_skipped(

@@ -114,6 +114,8 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     # bytes of a file the host check saves: at most what the journal's content_b64 holds
     # (the `base64` pattern's 400000 characters are 300000 bytes)
     "gpufix_preflight_save_limit": (1, 300000),
+    # seconds; apply's --reboot-timeout allows at most a day
+    "gpufix_host_lock_wait": (0, 86400),
 }
 # What rollback.yml takes of a saved file (gpufix.apply.rollback passes no more; the host check
 # also records the owner's and group's names, for people reading the journal).
@@ -205,6 +207,7 @@ SHARED: dict[str, dict[str, dict[str, Any]]] = {
         "gpufix_host_lock_action": {"type": "str", "choices": ["take", "release", "peek"]},
         "gpufix_host_lock_holder": {"type": "dict"},
         "gpufix_host_lock_takeover": {"type": "str"},
+        "gpufix_host_lock_wait": {"type": "int"},
     },
     "probe_stop.yml": {
         "gpufix_probe_store_key": {"type": "str"},

@@ -354,8 +354,9 @@ def test_a_failed_step_whose_host_cannot_be_read_is_not_rolled_back_blind(
     monkeypatch.setattr(rollback.runner, "run_playbook", lambda name, *a, **k: ran.append(name))
     with pytest.raises(
         GpufixError, match=r"what the failed step changed cannot be read .*No route"
-    ):
+    ) as err:
         rollback.rollback(j, "h1", tmp_path / "inv.yml", allow_reboot=True)
+    assert err.value.exit_code == 4  # unreachable, as for apply
     assert ran == [] and not j.host("h1").get("after") and j.host("h1").get("rollback") is None
 
 
@@ -540,8 +541,9 @@ def test_a_reboot_waits_for_a_host_it_cannot_read_or_that_runs_packages(
     assert ran == [] and not rec.get("rebooted")
     assert rec["state"] == state and said in rec["reason"]
     # a rollback's reboot holds for the same reasons
-    with pytest.raises(GpufixError, match="not rolling back with a reboot: .*" + said):
+    with pytest.raises(GpufixError, match="not rolling back with a reboot: .*" + said) as err:
         rollback._gpu_work("h1", tmp_path / "inv.yml", (), None)
+    assert err.value.exit_code == (4 if state == "unreachable" else 1)
 
 
 def test_a_resumed_host_the_check_blocks_says_it_is_part_way(

@@ -581,14 +581,17 @@ def test_rolling_back_a_run_that_later_runs_changed_over_is_refused(
     assert rolled == [old.run_id]
 
 
-def _no_host_lock(monkeypatch: pytest.MonkeyPatch, held: dict | None = None) -> None:
-    """The lock on the host (tests/test_host_lock.py, tests/e2e/test_apply_host_lock.py) as taken, or
-    held by another controller; these hosts are TEST-NET addresses nothing reaches."""
+def _no_host_lock(
+    monkeypatch: pytest.MonkeyPatch, held: dict | None = None, lost: dict | None = None
+) -> None:
+    """The lock on the host (tests/test_host_lock.py, tests/e2e/test_apply_host_lock.py) as taken,
+    held by another controller, or not reached; these hosts are TEST-NET addresses nothing
+    reaches."""
     from gpufix.apply import hostlock
 
-    def take(self: hostlock.HostLock, hosts: list[str]) -> tuple[dict, dict]:
-        self.taken.extend(h for h in hosts if h not in (held or {}))
-        return dict(held or {}), {}
+    def take(self: hostlock.HostLock, hosts: list[str], *_a: object) -> tuple[dict, dict]:
+        self.taken.extend(h for h in hosts if h not in (held or {}) and h not in (lost or {}))
+        return dict(held or {}), dict(lost or {})
 
     monkeypatch.setattr(hostlock.HostLock, "take", take)
     monkeypatch.setattr(hostlock.HostLock, "release", lambda self: None)
@@ -607,6 +610,11 @@ def test_a_rollback_waits_for_no_other_controller(
     _no_host_lock(monkeypatch, {"h1": "another gpufix run holds this host: bastion2:/srv"})
     code, _, err = run(capsys, "rollback", j.run_id, "h1", "-i", inv)
     assert code == 1 and "not rolled back: another gpufix run holds this host" in err, err
+    assert FileJournal.open(j.run_id).host("h1")["state"] == "healthy"
+    # a host the lock does not reach is unreachable (exit 4, as for apply), not an error (1)
+    _no_host_lock(monkeypatch, lost={"h1": "not reached for the host's apply lock: no route"})
+    code, _, err = run(capsys, "rollback", j.run_id, "h1", "-i", inv)
+    assert code == 4 and "not rolled back: not reached" in err, err
     assert FileJournal.open(j.run_id).host("h1")["state"] == "healthy"
 
 

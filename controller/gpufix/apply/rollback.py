@@ -13,7 +13,7 @@ from gpufix import runner, strategies
 from gpufix.apply import hostcheck
 from gpufix.apply.journal import FileJournal, Journal, list_runs, now, runs_dir, step_ran
 from gpufix.apply.varspec import SAVED_FILE_KEYS
-from gpufix.errors import GpufixError, InvalidInput
+from gpufix.errors import GpufixError, InvalidInput, Unreachable
 from gpufix.inputs import one_line
 
 
@@ -204,7 +204,8 @@ def _gpu_work(
     got = hostcheck.before_reboot([host], inventory, force=force, progress=report)[host]
     hold = hostcheck.reboot_hold(got)
     if hold is not None:
-        raise GpufixError(f"{host}: not rolling back with a reboot: {hold.message}")
+        error = Unreachable if got.unreachable else GpufixError
+        raise error(f"{host}: not rolling back with a reboot: {hold.message}")
 
 
 def read_after(
@@ -224,7 +225,7 @@ def read_after(
     )[host]
     if got.unreachable or not got.report.get("packages"):
         why = got.blockers[0].message if got.blockers else "no package list"
-        raise GpufixError(
+        raise (Unreachable if got.unreachable else GpufixError)(
             f"{host}: not rolling back: what the failed step changed cannot be read ({why})"
         )
     journal.update(host, after=got.report)

@@ -28,7 +28,14 @@ from gpufix.cli.common import (
     timeout_option,
 )
 from gpufix.engine.plan import Plan
-from gpufix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, GpufixError, InvalidInput
+from gpufix.errors import (
+    EXIT_CHANGES,
+    EXIT_ERROR,
+    EXIT_OK,
+    GpufixError,
+    InvalidInput,
+    Unreachable,
+)
 from gpufix.inputs import one_line
 from gpufix.paths import state_path
 from gpufix.strategies import NAMES as STRATEGIES
@@ -519,8 +526,10 @@ def rollback_cmd(
         precheck(j, host, allow_reboot)  # what the journal alone says, before the host is locked
         lock = HostLock(inv, force=FORCE_HOST_LOCK in force, report=progress)
         held, lost = lock.take([host])
-        if held or lost:
-            raise GpufixError(f"{host}: not rolled back: {(held or lost)[host]}")
+        if lost:
+            raise Unreachable(f"{host}: not rolled back: {lost[host]}")
+        if held:
+            raise GpufixError(f"{host}: not rolled back: {held[host]}")
         try:
             state = rollback(
                 j,

@@ -4,6 +4,7 @@ vars, validation, reboot gating."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gpufix.apply import batches, freshness, phases, result, rolevars, rollback, rollout
@@ -445,17 +446,11 @@ def test_resume_probes_a_host_lost_after_its_reboot(
     assert j.host("h1")["state"] == "unreachable"  # and still down: said so again
 
 
-@pytest.mark.parametrize("force", [frozenset(), frozenset({"gpu-processes"})])
-def test_a_resumed_reboot_checks_for_gpu_work_first(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, force: frozenset[str]
-) -> None:
-    """A review (2026-12-06, L6): a host left reboot-pending by a run without --allow-reboot was
-    rebooted by the next apply of the plan, days later, without the host check: training jobs
-    started since were killed. It is checked now, as a rollback's reboot is."""
+def _reboot_pending() -> tuple[Plan, Any]:
+    """A one-step plan that needs a reboot, its step done and the host left reboot-pending."""
     from dataclasses import replace
 
-    from gpufix import runner
-    from gpufix.apply.journal import Journal, next_action
+    from gpufix.apply.journal import Journal
 
     plan = replace(_plan(FACTS), reboot_required=True)
     steps = [{"playbook": s.playbook, "vars": s.vars} for s in plan.steps]
@@ -464,6 +459,20 @@ def test_a_resumed_reboot_checks_for_gpu_work_first(
     j.step_started("h1", 0)
     j.step_finished("h1", 0, ok=True, changed=1)
     j.set_state("h1", "reboot-pending", "the change needs a reboot: re-run with --allow-reboot")
+    return plan, j
+
+
+@pytest.mark.parametrize("force", [frozenset(), frozenset({"gpu-processes"})])
+def test_a_resumed_reboot_checks_for_gpu_work_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, force: frozenset[str]
+) -> None:
+    """A review (2026-12-06, L6): a host left reboot-pending by a run without --allow-reboot was
+    rebooted by the next apply of the plan, days later, without the host check: training jobs
+    started since were killed. It is checked now, as a rollback's reboot is."""
+    from gpufix import runner
+    from gpufix.apply.journal import next_action
+
+    plan, j = _reboot_pending()
     report = {"python": "3.6.9", "gpu_processes": [{"pid": 4242, "name": "python3"}]}
     checked: list[dict] = []
 
@@ -512,19 +521,10 @@ def test_a_reboot_waits_for_a_host_it_cannot_read_or_that_runs_packages(
     """Before 2026-12-07 a resumed reboot and a rollback's reboot held only for GPU processes:
     a host check that failed (no report, so nobody knew what ran there), an apt run holding the
     dpkg lock or a half-configured dpkg let the reboot go ahead. Both hold now, with the reason."""
-    from dataclasses import replace
-
     from gpufix import runner
-    from gpufix.apply.journal import Journal
     from gpufix.errors import GpufixError
 
-    plan = replace(_plan(FACTS), reboot_required=True)
-    steps = [{"playbook": s.playbook, "vars": s.vars} for s in plan.steps]
-    j = Journal.start([{"host": "h1", "strategy": plan.strategy, "steps": steps}],
-                      plan_digest="x", options={})  # fmt: skip
-    j.step_started("h1", 0)
-    j.step_finished("h1", 0, ok=True, changed=1)
-    j.set_state("h1", "reboot-pending", "the change needs a reboot: re-run with --allow-reboot")
+    plan, j = _reboot_pending()
     monkeypatch.setattr(safety, "run_preflight", lambda *a, **k: {"h1": got})
     ran: list[str] = []
 

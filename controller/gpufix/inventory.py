@@ -65,6 +65,30 @@ def check_pattern(pattern: str) -> None:
         raise InvalidInput(f"target {pattern!r} has an empty element: name a host or group")
 
 
+def _elements(pattern: str) -> list[str]:
+    """A list target's elements: split at `,` and `:` outside `[...]` (a range or slice)."""
+    out, depth, cur = [], 0, ""
+    for ch in pattern:
+        depth += (ch == "[") - (ch == "]")
+        if ch in ",:" and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*out, cur]
+
+
+def _matches(im: Any, element: str) -> bool:
+    """Whether one element of a list target (`!` exclude and `&` intersect stripped) names at
+    least one host of the inventory."""
+    from ansible.errors import AnsibleError
+
+    try:
+        return bool(im.get_hosts(pattern=element.lstrip("!&")))
+    except AnsibleError:
+        return False
+
+
 def _manager(inventory: Path) -> Any:
     """Parse the inventory quietly; a source no plugin can read is one line naming the cause."""
     from ansible.errors import AnsibleError
@@ -178,6 +202,14 @@ def resolve(pattern: str, inventory: Path) -> list[Target]:
         raise InvalidInput(
             f"no host or group {pattern!r} in {inventory} "
             f"(known groups: {', '.join(sorted(im.groups)) or 'none'})"
+        )
+    parts = _elements(pattern)
+    unknown = [e for e in parts if len(parts) > 1 and not _matches(im, e)]
+    if unknown:
+        # a typo must not shrink the run (or, after `!`, widen it) without a word
+        raise InvalidInput(
+            f"target {pattern!r}: {', '.join(repr(e) for e in unknown)} matches no host or "
+            f"group in {inventory}: nothing was done; fix or drop it"
         )
     vm = VariableManager(loader=DataLoader(), inventory=im)
     targets = []

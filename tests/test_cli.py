@@ -198,6 +198,7 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
         (("plan", "host01,web*"), "'web*' matches no host or group"),
         (("diff", "host01,host99", "host02"), "'host99' matches no host or group"),
         (("facts", "host01,host99"), "'host99' matches no host or group"),
+        (("plan", "host01", "-o", "no/such/dir/plan.json"), "no/such/dir is not a directory"),
         (("plan",), "Missing argument"),
         # the job's settings: only where a probe runs, and only as data (docs/probe.md)
         (("plan", "host01", "--job-env", "NCCL_ALGO=Tree"), "only with --probe"),

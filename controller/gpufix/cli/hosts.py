@@ -67,7 +67,7 @@ def _not_an_input(output: str | None, *inputs: str | None) -> None:
     "python_envs",
     multiple=True,
     metavar="PYTHON",
-    help="Interpreter whose packages to read (repeatable).",
+    help="Interpreter whose packages to read: an absolute path (repeatable).",
 )
 @timeout_option
 @json_option
@@ -170,7 +170,10 @@ def _only_with(flag: str, names: tuple[str, ...]) -> None:
     "python_envs",
     multiple=True,
     metavar="PYTHON",
-    help="Interpreter on the hosts whose torch stack to read (repeatable; default: python3).",
+    help=(
+        "Interpreter on the hosts whose torch stack to read: an absolute path (repeatable; "
+        "default: the host's python3)."
+    ),
 )
 @file_option("-o", "--output", help="Save the plan to PLANFILE.")
 @click.option(
@@ -387,7 +390,10 @@ def _soak_option(name: str, flag: str, **kw: Any) -> Any:
     "--python-env",
     "python",
     metavar="PYTHON",
-    help="The training environment's interpreter on the hosts (default: python3; here: this one).",
+    help=(
+        "The training environment's interpreter on the hosts (default: the host's python3; "
+        "here: this one)."
+    ),
 )
 @click.option("--no-experiments", is_flag=True, help="No reruns with one mechanism changed.")
 @click.option("--experiment-budget", type=click.IntRange(0, 3600), default=180, show_default=True)

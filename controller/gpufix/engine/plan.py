@@ -186,6 +186,9 @@ def write_atomic(path: Path, text: str, *, what: str, mode: int = 0o644) -> None
     Only a regular file is replaced: a device, FIFO, socket, directory or link at `path` is
     refused (run as root, `-o /dev/null` would otherwise replace the device node)."""
     directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        # the user named it (-o): input to fix, as a path that is a device is
+        raise InvalidInput(f"cannot write {what} {path}: {directory} is not a directory")
     try:
         st = os.lstat(path)
     except FileNotFoundError:

@@ -68,6 +68,19 @@ def test_first_difference_names_the_field() -> None:
     assert request.first_difference(a, b) == "steps/0/vars/x"
 
 
+def test_an_edited_strategy_is_named_before_what_follows_from_it(tmp_path: Path) -> None:
+    """A review (2026-12-07): with keys compared in alphabetical order, a plan whose recorded
+    strategy constraint was edited was reported as differing at `outcome`."""
+    plan = _plans(Path("tests/fixtures/hosts/a100-fm-mismatch.json"))[0]
+    assert plan.strategy == "driver-pin"
+    save_plans([plan], tmp_path / "p.json")
+    doc = json.loads((tmp_path / "p.json").read_text())
+    doc["plans"][0]["inputs"]["constraints"]["strategy"] = "kernel-upgrade"
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    with pytest.raises(InvalidInput, match=r"differs at h1 \(plans/0/strategy\)"):
+        request.check_plans(load_plans(tmp_path / "p.json"), KB, RULES, "plan file")
+
+
 @pytest.mark.parametrize(
     ("given", "why"),
     [

@@ -94,13 +94,16 @@ def rederive(
 
 
 def _normal(plan: Plan) -> Any:
-    return json.loads(json.dumps(plan.to_dict(), sort_keys=True, default=str))
+    # the plan's own key order (strategy before steps before outcome): the first difference
+    # named is the one a reviewer should read first
+    return json.loads(json.dumps(plan.to_dict(), default=str))
 
 
 def first_difference(a: Any, b: Any, path: str = "") -> str | None:
-    """The first path (a/b/0/c) where two JSON values differ, or None when they are equal."""
+    """The first path (a/b/0/c) where two JSON values differ, or None when they are equal;
+    keys in a's order, then b's own."""
     if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
+        for k in [*a, *(k for k in b if k not in a)]:
             if k not in a or k not in b:
                 return f"{path}/{k}".lstrip("/")
             d = first_difference(a[k], b[k], f"{path}/{k}")

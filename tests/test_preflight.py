@@ -165,6 +165,8 @@ def test_recorded_host_passes_but_warns_about_its_kernel() -> None:
         "shm": "pass",
         "acs-iommu": "pass",
         "nccl-config": "pass",
+        "fabric-manager": "skip",
+        "gpu-arch": "pass",
     }
     assert report.status == "warn" and report.exit_code == 0
 
@@ -437,7 +439,7 @@ def test_main_with_a_facts_file(tmp_path: Path) -> None:
     save_snapshot(Snapshot("host02", "2026-11-29T21:00:00Z", bad), path)
     code, out, _ = _main(facts_file=str(path))
     assert code == 1
-    assert out.splitlines()[-1] == "host02: fail (5 pass, 1 warn, 1 fail)"
+    assert out.splitlines()[-1] == "host02: fail (6 pass, 1 warn, 1 fail, 1 skip)"
     assert any(line.startswith("FAIL  shm ") for line in out.splitlines())
 
 
@@ -477,3 +479,25 @@ def test_probe_skips_without_gpu() -> None:
     # The facts claim two GPUs but this host has none: the probe itself says not applicable.
     r = preflight.check_probe(facts(), args=("--quick", "--deadline", "30"))
     assert r.status == "skip" and r.message.startswith("probe: not applicable")
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "check_id", "status", "needle"),
+    [
+        # a review (2026-12-07): preflight passed both, where `gpufix plan` reports errors
+        ("a100-fm-mismatch", "fabric-manager", "fail", "vs driver 535.154.05"),
+        ("a100-fm-mismatch", "gpu-arch", "pass", "kernels for every GPU"),
+        ("jammy-4xp100-torch28", "gpu-arch", "fail", "no kernels for this GPU architecture"),
+        ("jammy-4xp100-torch28", "fabric-manager", "skip", "no NVSwitch"),
+        ("bionic-hwe-8xa100", "fabric-manager", "pass", "515.105.01 running"),
+    ],
+)
+def test_fabric_manager_and_gpu_arch_read_the_facts_as_plan_does(
+    snapshot: str, check_id: str, status: str, needle: str
+) -> None:
+    """Recorded hosts (tests/fixtures/hosts): the engine's findings, through preflight."""
+    doc = json.loads((Path(__file__).parent / "fixtures/hosts" / f"{snapshot}.json").read_text())
+    r = run(doc).check(check_id)
+    assert (r.status, needle in r.message) == (status, True), r
+    if status == "fail":
+        assert r.evidence["source"].startswith("https://")

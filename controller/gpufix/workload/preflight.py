@@ -494,6 +494,75 @@ def check_acs_iommu(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env) -> Ch
     return CheckResult(cid, "pass", f"no ACS redirect above the GPUs; IOMMU {iommu}", ev)
 
 
+def _engine(facts: Mapping[str, Any], kb: KnowledgeBase) -> Any:
+    """The decision engine's inputs for these facts, as `gpufix plan` builds them (no verdict,
+    judged today), so a check and the plan read the facts with one rule."""
+    from datetime import date
+
+    from gpufix.engine.diagnose import Inputs
+    from gpufix.engine.rules import load as load_rules
+    from gpufix.engine.stack import stack
+    from gpufix.facts.host import from_facts
+
+    host = from_facts(facts)
+    return Inputs(host, None, kb, load_rules(), stack(host, kb), date.today())
+
+
+def check_fabric_manager(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env) -> CheckResult:
+    """An NVSwitch system needs fabric manager running at the driver's own version, or CUDA and
+    NCCL stall or fail at start-up: the engine's `fabricmanager-missing` and
+    `fabricmanager-version-mismatch`, with their source."""
+    from gpufix.engine.diagnose import check_fabricmanager
+
+    cid = "fabric-manager"
+    gpus, skip = _gpus(facts)
+    if gpus is None:
+        return CheckResult(cid, "skip", skip or NO_GPU)
+    i = _engine(facts, kb)
+    h = i.host
+    if not h.nvswitch:
+        return CheckResult(cid, "skip", "no NVSwitch on this host: fabric manager not needed")
+    if h.from_container:
+        return CheckResult(
+            cid, "skip", "inside a container: the host's fabric manager is not visible here"
+        )
+    if not h.fabricmanager_known:
+        return CheckResult(cid, "skip", "fabric manager's state was not read")
+    ev = {"fabricmanager": h.fabricmanager, "running": h.fabricmanager_running, "driver": h.driver}
+    found = list(check_fabricmanager(i))
+    if found:
+        ev["source"] = found[0].source
+        msg = "; ".join(f.message for f in found)
+        return CheckResult(cid, "fail", f"{msg}: NCCL and CUDA stall or fail at start-up", ev)
+    return CheckResult(cid, "pass", f"fabric manager {h.fabricmanager} running, as the driver", ev)
+
+
+def check_gpu_arch(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env) -> CheckResult:
+    """The torch build must carry kernels for every GPU: the engine's `gpu-arch-dropped` (fail:
+    "no kernel image is available") and `gpu-arch-newer-than-wheel` (warn), with their source."""
+    from gpufix.engine.diagnose import check_stack
+
+    cid = "gpu-arch"
+    gpus, skip = _gpus(facts)
+    if gpus is None:
+        return CheckResult(cid, "skip", skip or NO_GPU)
+    i = _engine(facts, kb)
+    torch = i.host.env.torch if i.host.env else None
+    if not torch:
+        return CheckResult(cid, "skip", "no torch in the Python environments read")
+    if not i.stack.cuda:
+        return CheckResult(cid, "skip", f"torch {torch}: the CUDA it was built for is unknown")
+    if not i.host.compute_caps:
+        return CheckResult(cid, "skip", "the GPUs' compute capability is unknown")
+    ev = {"torch": torch, "compute_capability": list(i.host.compute_caps)}
+    arch = [f for f in check_stack(i) if f.id in ("gpu-arch-dropped", "gpu-arch-newer-than-wheel")]
+    for f in arch:
+        ev["source"] = f.source
+        status = "fail" if f.id == "gpu-arch-dropped" else "warn"
+        return CheckResult(cid, status, f"torch {torch}: {f.message}", ev)
+    return CheckResult(cid, "pass", f"torch {torch} has kernels for every GPU here", ev)
+
+
 CHECKS: tuple[tuple[str, CheckFn], ...] = (
     ("kernel", check_kernel),
     ("driver-mismatch", check_driver_mismatch),
@@ -502,6 +571,8 @@ CHECKS: tuple[tuple[str, CheckFn], ...] = (
     ("shm", check_shm),
     ("acs-iommu", check_acs_iommu),
     ("nccl-config", check_nccl_config),
+    ("fabric-manager", check_fabric_manager),
+    ("gpu-arch", check_gpu_arch),
 )
 CHECK_IDS: tuple[str, ...] = tuple(cid for cid, _ in CHECKS)
 

@@ -518,7 +518,7 @@ def test_a_resumed_reboot_checks_for_gpu_work_first(
 def test_a_reboot_waits_for_a_host_it_cannot_read_or_that_runs_packages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, got: safety.Preflight, state: str, said: str
 ) -> None:
-    """Before 2026-12-07 a resumed reboot and a rollback's reboot held only for GPU processes:
+    """Before 2026-12-06 a resumed reboot and a rollback's reboot held only for GPU processes:
     a host check that failed (no report, so nobody knew what ran there), an apt run holding the
     dpkg lock or a half-configured dpkg let the reboot go ahead. Both hold now, with the reason."""
     from gpufix import runner

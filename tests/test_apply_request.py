@@ -69,7 +69,7 @@ def test_first_difference_names_the_field() -> None:
 
 
 def test_an_edited_strategy_is_named_before_what_follows_from_it(tmp_path: Path) -> None:
-    """A review (2026-12-07): with keys compared in alphabetical order, a plan whose recorded
+    """A review (2026-12-06): with keys compared in alphabetical order, a plan whose recorded
     strategy constraint was edited was reported as differing at `outcome`."""
     plan = _plans(Path("tests/fixtures/hosts/a100-fm-mismatch.json"))[0]
     assert plan.strategy == "driver-pin"

@@ -190,7 +190,7 @@ def test_text_plan_names_a_table_row_whose_fix_was_not_chosen(tmp_path: Path) ->
         ),
         (("facts", "nosuchhost"), "nosuchhost"),
         (("diff", "host01", "nosuchhost"), "nosuchhost"),
-        # a review (2026-12-07): a list with one unknown name ran on the others, exit 0; a typo
+        # a review (2026-12-06): a list with one unknown name ran on the others, exit 0; a typo
         # in an exclusion would have acted on the host it meant to leave out
         (("plan", "host01,host99"), "'host99' matches no host or group"),
         (("plan", "host01:host99"), "'host99' matches no host or group"),

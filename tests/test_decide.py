@@ -254,3 +254,27 @@ def test_kernel_upgrade_leaves_a_cloud_kernel_variant_alone(running: str, refuse
     flavour = running.rsplit("-", 1)[1]
     with pytest.raises(InvalidInput, match=f"Ubuntu's {flavour} kernel variant"):
         decide(f, constraints=c, host_name="h")
+
+
+@pytest.mark.parametrize(
+    ("driver", "unlisted"),
+    [("530.30.02", True), ("390.157", True), ("465.19.01", True), ("535.154.05", False),
+     ("999.10", False)],
+)  # fmt: skip
+def test_a_branch_nvidia_does_not_list_is_unsupported(driver: str, unlisted: bool) -> None:
+    """A review (2026-12-06): R530 (CUDA 12.1's own driver), R390 or R465 have no row, so a host
+    on one got no warning at all, while an older listed branch (R470) did. A branch older than
+    the table's newest and not in it is not among those NVIDIA supports; one newer than the
+    table (released after it) is not judged."""
+    from gpufix.engine.diagnose import unlisted_branch
+
+    got = facts("jammy-470-torch23")
+    got["driver"] = {**got["driver"], "kernel_module": driver, "userspace": driver}
+    plan = decide(got, None, host_name="h")
+    found = [f for f in plan.findings if f.id == "driver-branch-unsupported"]
+    assert (unlisted_branch(load(), driver) is not None) is unlisted
+    if unlisted:
+        assert found and found[0].evidence["branch.kind"] == "unlisted"
+        assert f"R{driver.split('.')[0]} is older than the newest branch" in found[0].message
+    elif driver.startswith("999"):
+        assert not found

@@ -243,7 +243,7 @@ def test_a_dry_run_reads_the_record_and_writes_none(
 def test_a_host_still_rebooting_is_waited_for_and_no_other_is(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Real ansible-playbook runs against a port nothing listens on. Before 2026-12-07 a resumed
+    """Real ansible-playbook runs against a port nothing listens on. Before 2026-12-06 a resumed
     run's host that was down for its reboot (a Ctrl-C while it rebooted, apply again at once) was
     `unreachable` at the lock's first try and counted toward --max-fail. A host the last run left
     `rebooting` gets the wait; any other host is not waited for (one dead host would hold up

@@ -238,7 +238,7 @@ def test_driver_branches(k: kb.KnowledgeBase) -> None:
     [
         (535, "lts", "2026-06", "2026-11-30"),
         (570, "production", "2026-02", "2026-11-30"),
-        (580, "lts", "2028-06", "2026-11-30"),
+        (580, "lts", "2028-06", "2026-12-06"),
         (595, "production", "2027-03", "2026-12-05"),
         (620, "lts", "2029-09", "2026-11-30"),
     ],
@@ -285,7 +285,7 @@ def test_supported_on_a_plan_date(k: kb.KnowledgeBase) -> None:
     assert 535 in supported(date(2026, 6, 30)) and 535 not in supported(date(2026, 7, 1))
     # New-feature branches are never a target, even inside a dated window.
     assert 610 not in supported(date(2026, 7, 1))
-    assert k.checked() == date(2026, 12, 5)  # the newest row check (driver_branches.yaml)
+    assert k.checked() == date(2026, 12, 6)  # the newest row check (driver_branches.yaml)
 
 
 def test_archive_membership_has_one_home(k: kb.KnowledgeBase) -> None:

@@ -484,7 +484,7 @@ def test_probe_skips_without_gpu() -> None:
 @pytest.mark.parametrize(
     ("snapshot", "check_id", "status", "needle"),
     [
-        # a review (2026-12-07): preflight passed both, where `gpufix plan` reports errors
+        # a review (2026-12-06): preflight passed both, where `gpufix plan` reports errors
         ("a100-fm-mismatch", "fabric-manager", "fail", "vs driver 535.154.05"),
         ("a100-fm-mismatch", "gpu-arch", "pass", "kernels for every GPU"),
         ("jammy-4xp100-torch28", "gpu-arch", "fail", "no kernels for this GPU architecture"),

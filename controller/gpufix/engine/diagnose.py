@@ -133,7 +133,16 @@ def check_driver_support(i: Inputs) -> Iterator[Finding]:
             {"driver": h.driver, "gpus.compute_capability": list(h.compute_caps)},
         )
     row = i.kb.driver_branch(h.driver) if h.driver else None
-    if row is not None and not row.supported_on(i.day):
+    unlisted = unlisted_branch(i.kb, h.driver)
+    if unlisted is not None:
+        yield i.finding(
+            "driver-branch-unsupported",
+            f"driver {h.driver}: R{unlisted} is older than the newest branch in NVIDIA's table and "
+            "not in it: NVIDIA lists every branch it still supports, so R"
+            f"{unlisted} is not supported (plan date {i.day.isoformat()})",
+            {"driver": h.driver, "branch.eol": None, "branch.kind": "unlisted"},
+        )
+    elif row is not None and not row.supported_on(i.day):
         status = (
             f"R{row.branch}'s support ended {row.eol}"
             if row.eol and row.kind != "new-feature"
@@ -154,6 +163,17 @@ def check_driver_support(i: Inputs) -> Iterator[Finding]:
             {"driver": h.driver, "branch.eol": row.eol, "branch.kind": row.kind},
             row.source,
         )
+
+
+def unlisted_branch(kb: KnowledgeBase, driver: str | None) -> int | None:
+    """A driver branch the table has no row for, older than its newest row (R390, R530): not
+    among the branches NVIDIA's support table lists, so not supported. A branch newer than the
+    table (released after it) is not judged."""
+    branch = versions.driver_branch(driver) if driver else None
+    rows = [d.branch for d in kb.driver_branches]
+    if branch is None or not rows or branch in rows or branch > max(rows):
+        return None
+    return branch
 
 
 def check_kernel(i: Inputs) -> Iterator[Finding]:

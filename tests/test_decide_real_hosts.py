@@ -107,7 +107,7 @@ def test_kepler_has_no_supported_branch_and_says_so() -> None:
     pin_ = option(plan, "driver-pin")
     assert not pin_.feasible and "Kepler" in pin_.reason
     assert pin_.reason.endswith(
-        "R470, the newest that drives them, left support in 2024-09 and is below 530.30.02"
+        "R470, the newest that drives them, left support in 2024-07 and is below 530.30.02"
     )
 
 

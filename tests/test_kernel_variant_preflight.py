@@ -29,12 +29,15 @@ def preflight(tmp_path: Path, running: str, **vars_: object) -> subprocess.Compl
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("running", ["5.4.0-1103-aws", "5.4.0-1109-azure", "5.0.0-1070-oem-osp1"])
+@pytest.mark.parametrize(
+    "running",
+    ["5.4.0-1103-aws", "5.4.0-1109-azure", "5.0.0-1070-oem-osp1", "4.15.0-213-lowlatency"],
+)
 def test_a_cloud_or_oem_variant_is_refused(tmp_path: Path, running: str) -> None:
     r = preflight(tmp_path, running)
     flavour = running.split("-", 2)[2]
     assert r.returncode != 0, r.stdout[-3000:]
-    assert f"{running} is Ubuntu's {flavour} kernel variant" in r.stdout
+    assert f"{running} is Ubuntu's {flavour} kernel:" in r.stdout
     assert f"(linux-{flavour}) moves it forward" in r.stdout
 
 
@@ -42,9 +45,9 @@ def test_a_cloud_or_oem_variant_is_refused(tmp_path: Path, running: str) -> None
 # the last: host data with Jinja in it is no release, and is never evaluated
 @pytest.mark.parametrize(
     "running",
-    ["4.15.0-213-generic", "4.15.0-213-lowlatency", "not-a-release", "'{{ 7 * 191 }}-1103-aws'"],
+    ["4.15.0-213-generic", "not-a-release", "'{{ 7 * 191 }}-1103-aws'"],
 )
-def test_generic_lowlatency_and_unreadable_releases_pass(tmp_path: Path, running: str) -> None:
+def test_generic_and_unreadable_releases_pass(tmp_path: Path, running: str) -> None:
     r = preflight(tmp_path, running)
     assert r.returncode == 0, r.stdout[-3000:]
     assert "1337" not in r.stdout

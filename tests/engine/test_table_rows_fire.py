@@ -157,7 +157,7 @@ def _driver_issue(f: Facts, v: Verdict, row: EvidenceFix) -> None:
 
 
 def _eol_driver(f: Facts, v: Verdict, row: EvidenceFix) -> None:
-    _driver(f, "470.256.02")  # driver_branches.yaml: R470 support ended 2024-09
+    _driver(f, "470.256.02")  # driver_branches.yaml: R470 support ended 2024-07
 
 
 def _new_feature_driver(f: Facts, v: Verdict, row: EvidenceFix) -> None:

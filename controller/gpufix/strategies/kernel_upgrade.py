@@ -11,12 +11,14 @@ from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
 
 PLAYBOOK = "kernel_upgrade.yml"
-# Ubuntu kernel releases are VERSION-ABI-FLAVOUR (5.4.0-150-generic). The HWE metapackages install
-# -generic kernels; a cloud or OEM variant (aws, azure, gcp, oracle, ...; ubuntu.com/kernel/variants)
-# moves with its own metapackage, and its ABI numbers from 1000 up sort after -generic's in GRUB's
-# newest-first order, so the variant would boot again once GRUB's own order is back.
+# Ubuntu kernel releases are VERSION-ABI-FLAVOUR (5.4.0-150-generic). The HWE metapackages the
+# release table names (linux-generic-hwe-*) install -generic kernels; any other flavour moves with
+# its own metapackage: lowlatency (linux-lowlatency-hwe-*) would be switched to -generic for good
+# once the new kernel is made the default, and a cloud or OEM variant (aws, azure, gcp, oracle, ...;
+# ubuntu.com/kernel/variants), whose ABI numbers from 1000 up sort after -generic's in GRUB's
+# newest-first order, would boot again once GRUB's own order is back.
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+-\d+-([a-z][a-z0-9-]*)$")
-_HWE_FLAVOURS = ("generic", "lowlatency")
+_HWE_FLAVOURS = ("generic",)
 
 
 def evaluate(ctx: Ctx) -> Candidate:
@@ -49,10 +51,10 @@ def evaluate(ctx: Ctx) -> Candidate:
         return Candidate(
             "kernel-upgrade",
             False,
-            f"{h.kernel} is Ubuntu's {variant.group(1)} kernel variant: {rel.hwe_metapackage} "
-            f"would add a -generic kernel that GRUB's newest-first order puts after it, so "
-            f"{variant.group(1)} boots again after the one-shot; its own metapackage "
-            f"(linux-{variant.group(1)}) moves it forward",
+            f"{h.kernel} is Ubuntu's {variant.group(1)} kernel: {rel.hwe_metapackage} installs a "
+            f"-generic kernel, so the host would either leave the {variant.group(1)} flavour or "
+            f"boot it again after the one-shot (a variant's ABI sorts after -generic's in GRUB); "
+            f"its own metapackage (linux-{variant.group(1)}...) moves it forward",
         )
     if running >= target:
         return Candidate(

@@ -265,3 +265,17 @@ def test_a_host_still_rebooting_is_waited_for_and_no_other_is(
     assert plays == [("dead", 0), ("booting", 3)]
     assert not held and set(lost) == {"booting", "dead"}
     assert "timed out waiting for" in lost["booting"] and "refused" in lost["dead"]
+
+
+@pytest.mark.parametrize("wait", ["{{ 7 * 191 }}", -1, 86401, True, "60"])
+def test_the_wait_is_a_bounded_number_or_nothing_runs(wait: object, tmp_path: Path) -> None:
+    """An attack on the new variable: it reaches a playbook as data checked against varspec
+    (an int in 0..86400) before ansible-playbook starts, never as a template."""
+    from gpufix.apply.rolevars import check_vars
+    from gpufix.errors import InvalidInput
+
+    good = {"gpufix_host_lock_action": "take", "gpufix_host_lock_holder": {"token": "a" * 32},
+            "gpufix_host_lock_takeover": ""}  # fmt: skip
+    check_vars("host_lock.yml", {**good, "gpufix_host_lock_wait": 1200}, "host lock")
+    with pytest.raises(InvalidInput):
+        check_vars("host_lock.yml", {**good, "gpufix_host_lock_wait": wait}, "host lock")

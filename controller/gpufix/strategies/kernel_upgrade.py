@@ -54,7 +54,7 @@ def evaluate(ctx: Ctx) -> Candidate:
             f"{h.kernel} is Ubuntu's {variant.group(1)} kernel: {rel.hwe_metapackage} installs a "
             f"-generic kernel, so the host would either leave the {variant.group(1)} flavour or "
             f"boot it again after the one-shot (a variant's ABI sorts after -generic's in GRUB); "
-            f"its own metapackage (linux-{variant.group(1)}...) moves it forward",
+            f"its own metapackage (linux-{variant.group(1)}, or its -hwe- one) moves it forward",
         )
     if running >= target:
         return Candidate(

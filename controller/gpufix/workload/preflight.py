@@ -555,12 +555,13 @@ def check_gpu_arch(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env) -> Che
     if not i.host.compute_caps:
         return CheckResult(cid, "skip", "the GPUs' compute capability is unknown")
     ev = {"torch": torch, "compute_capability": list(i.host.compute_caps)}
+    # check_stack yields at most one of the two: a build too new or too old for the GPUs
     arch = [f for f in check_stack(i) if f.id in ("gpu-arch-dropped", "gpu-arch-newer-than-wheel")]
-    for f in arch:
-        ev["source"] = f.source
-        status = "fail" if f.id == "gpu-arch-dropped" else "warn"
-        return CheckResult(cid, status, f"torch {torch}: {f.message}", ev)
-    return CheckResult(cid, "pass", f"torch {torch} has kernels for every GPU here", ev)
+    if not arch:
+        return CheckResult(cid, "pass", f"torch {torch} has kernels for every GPU here", ev)
+    ev["source"] = arch[0].source
+    status = "fail" if arch[0].id == "gpu-arch-dropped" else "warn"
+    return CheckResult(cid, status, f"torch {torch}: {arch[0].message}", ev)
 
 
 CHECKS: tuple[tuple[str, CheckFn], ...] = (

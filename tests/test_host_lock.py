@@ -230,9 +230,9 @@ def test_a_dry_run_reads_the_record_and_writes_none(
         ("h2", "ok", {"taken": False, "holder": ours}),
         ("h3", "ok", {"taken": False, "holder": theirs}),
     )])  # fmt: skip
-    held, lost = hostlock.HostLock(tmp_path / "inv.yml").peek(["h1", "h2", "h3"])
+    held, lost, unread = hostlock.HostLock(tmp_path / "inv.yml").peek(["h1", "h2", "h3"])
     assert [c["gpufix_host_lock_action"] for c in calls] == ["peek"]
-    assert set(held) == {"h3"} and "bastion2:/srv" in held["h3"] and not lost
+    assert set(held) == {"h3"} and "bastion2:/srv" in held["h3"] and not lost and not unread
     path = tmp_path / "apply.lock"
     path.write_text(theirs)
     assert json.loads(_lock(path, "peek", "c" * 32)["holder"])["owner"] == "bastion2:/srv"

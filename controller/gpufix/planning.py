@@ -362,9 +362,12 @@ def make_plans(
         opts = ProbeOptions(job_env=job_env)
         hosts = [s.host for s in snaps]
         probed = probe_hosts(hosts, inventory, options=opts, progress=progress, forks=forks)
-        # a host the probe never reached has no verdict (and no plan: it answered nothing now)
+        # a host the probe never reached has no verdict (and no plan: it answered nothing now);
+        # nor has one another gpufix run is changing (not probed: exit 1, not 4)
         lost = {h: v for h, v in probed.items() if v.get("reached") is False}
-        out.failures += [Failure(h, str(v.get("error")), True) for h, v in lost.items()]
+        out.failures += [
+            Failure(h, str(v.get("error")), not v.get("held")) for h, v in lost.items()
+        ]
         snaps = [s for s in snaps if s.host not in lost]
         verdicts.update({h: v for h, v in probed.items() if h not in lost})
     refused: list[str] = []

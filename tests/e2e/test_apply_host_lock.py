@@ -43,6 +43,12 @@ def test_another_controllers_lock_blocks_the_host_until_forced(make_lab) -> None
     # h2 holds a record of this controller from a run that died: taken over, not obeyed
     mine = {"token": "b" * 32, "owner": f"{socket.gethostname()}:{lab.state}", "pid": "0"}
     _put(lab, "h2", {**other, **mine})  # pid 0: no process, so the run is gone
+    # a probe leaves the held host alone: its verdict would describe a host half-changed
+    r = lab.gpufix("probe", "h1,h2", "-i", str(lab.inventory), "--json", timeout=600)
+    probed = json.loads(r.stdout)
+    assert probed["h1"]["held"] is True and "bastion2:/srv/gpufix" in probed["h1"]["error"]
+    assert "held" not in probed["h2"] and probed["h2"]["verdict"] == "not-applicable", r.stderr
+    assert r.returncode == 1 and json.loads(lab.sh("h1", f"cat {LOCK}").stdout) == other
     # a dry run takes no lock, but its diffs mean nothing while another run changes the host
     code, doc, err = _apply(lab, "--check")
     hosts = {h["host"]: h for h in doc["hosts"]}

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import secrets
 import socket
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +69,31 @@ def describe(text: str | None) -> Holder:
     )
     pid = int(pid_text) if pid_text.isdigit() and len(pid_text) < 10 else 0
     return Holder(token, who, pid, start if isinstance(start, str) else None, line)
+
+
+def busy_with(text: str | None) -> str | None:
+    """The holder's line when a record may name a run still changing the host; None for no
+    record, or one a run of this controller left and is gone (the next run takes it over)."""
+    if text is None:
+        return None
+    holder = describe(text)
+    ours = holder.owner == owner() and holder.token is not None
+    if ours and not process_alive(holder.pid, holder.start or None):
+        return None
+    return holder.line
+
+
+def read_local() -> str | None:
+    """This machine's own record (a probe of localhost reads it without Ansible), or None when
+    there is none. OSError when it cannot be read (another account's, not a regular file)."""
+    try:
+        fd = os.open(LOCK_PATH, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{LOCK_PATH} is not a regular file")
+        return fh.read(4096).decode("utf-8", "replace")
 
 
 @dataclass
@@ -177,27 +204,22 @@ class HostLock:
                     held[h] = "the lock changed hands while it was taken over: apply again"
         return held, lost
 
-    def peek(self, hosts: list[str]) -> tuple[dict[str, str], dict[str, str]]:
-        """For a dry run, which takes no lock and writes nothing: ({host: why} held by another
-        run, {host: why} not reached). Its diffs would mean nothing while that run changes it."""
+    def peek(self, hosts: list[str]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        """Read the records, take no lock and write nothing: ({host: holder's line} for hosts
+        another run holds, {host: why} not reached, {host: why} whose record could not be read,
+        no root there for one)."""
         held: dict[str, str] = {}
         lost: dict[str, str] = {}
+        unread: dict[str, str] = {}
         if not hosts:
-            return held, lost
+            return held, lost, unread
         res = self._play(hosts, "peek")
         for h in hosts:
-            got = self._result(res, h, held, lost)
-            text = got.get("holder") if got is not None else None
-            if text is None:
-                continue
-            holder = describe(text)
-            ours = holder.owner == owner() and holder.token is not None
-            if ours and not process_alive(holder.pid, holder.start or None):
-                continue  # a run of ours that is gone: the next real run takes it over
-            held[h] = (
-                f"another gpufix run holds this host: {holder.line}; its diffs would mean nothing now"
-            )
-        return held, lost
+            got = self._result(res, h, unread, lost, verb="read")
+            line = busy_with(got.get("holder") if got is not None else None)
+            if line is not None:
+                held[h] = line
+        return held, lost, unread
 
     def release(self) -> None:
         """Remove our record wherever a take was sent (the script removes only a record with
@@ -224,7 +246,11 @@ class HostLock:
 
     @staticmethod
     def _result(
-        res: runner.RunResult, h: str, held: dict[str, str], lost: dict[str, str]
+        res: runner.RunResult,
+        h: str,
+        held: dict[str, str],
+        lost: dict[str, str],
+        verb: str = "taken",
     ) -> dict[str, Any] | None:
         """The play's report for h, or None with the reason in lost (not reached) or held (the
         lock could not be taken there)."""
@@ -238,5 +264,5 @@ class HostLock:
         if hr is None or hr.status == "unreachable" or late or runner.python_unmanageable(why):
             lost[h] = f"not reached for the host's apply lock: {why}"
         else:
-            held[h] = f"the host's apply lock could not be taken: {why}"
+            held[h] = f"the host's apply lock could not be {verb}: {why}"
         return None

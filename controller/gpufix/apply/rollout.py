@@ -156,7 +156,11 @@ class Applier:
                 fresh = {h: ("step", 0) for h in self.order}
                 peek = HostLock(self.opts.inventory, forks=self.opts.forks, report=self.report)
                 with _before_any_change():
-                    held, lost = peek.peek(self.order)
+                    others, lost, held = peek.peek(self.order)
+                for h, line in others.items():
+                    held[h] = (
+                        f"another gpufix run holds this host: {line}; its diffs would mean nothing now"
+                    )
                 live = _unlocked_skipped(fresh, held, lost)
                 unreachable = self._fresh(live, None, new_run=True)
                 unreachable.update(lost)

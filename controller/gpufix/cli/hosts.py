@@ -415,7 +415,10 @@ def _soak_option(name: str, flag: str, **kw: Any) -> Any:
 @forks_option
 @json_option
 def probe(target: str, inventory: str | None, forks: int, as_json: bool, **kw: Any) -> None:
-    """Run the multi-GPU probe on TARGET; exit 0 healthy or not applicable, 5 otherwise."""
+    """Run the multi-GPU probe on TARGET; exit 0 healthy or not applicable, 5 otherwise.
+
+    A host another gpufix run is changing is not probed (exit 1 when nothing worse happened).
+    """
     from gpufix.probe import command
     from gpufix.probe.options import ProbeOptions, Soak
 

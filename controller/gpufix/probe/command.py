@@ -1,6 +1,6 @@
 """`gpufix probe TARGET`: probe each host, or the hosts as one multi-node job, print the verdicts
-and say the exit code (0 healthy or not applicable, 4 a host not reached, 5 otherwise;
-docs/exit-codes.md)."""
+and say the exit code (0 healthy or not applicable, 4 a host not reached, 5 otherwise, 1 a host
+another gpufix run is changing; docs/exit-codes.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import runner
-from gpufix.errors import EXIT_OK, EXIT_UNREACHABLE, EXIT_VERIFY_FAILED
+from gpufix.errors import EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, EXIT_VERIFY_FAILED
 from gpufix.probe.options import ProbeOptions
 
 _FINE = ("healthy", "not-applicable")
@@ -38,10 +38,13 @@ def run(
         None, inventory, pattern=target, options=options, progress=progress, forks=forks
     )
     _print(verdicts if as_json else None, verdicts)
-    if any(v.get("reached") is False for v in verdicts.values()):
+    held = [v for v in verdicts.values() if v.get("held")]
+    if any(v.get("reached") is False and not v.get("held") for v in verdicts.values()):
         return EXIT_UNREACHABLE  # a host gave no verdict at all
-    bad = [v for v in verdicts.values() if v.get("verdict") not in _FINE]
-    return EXIT_VERIFY_FAILED if bad else EXIT_OK
+    bad = [v for v in verdicts.values() if v.get("verdict") not in _FINE and not v.get("held")]
+    if bad:
+        return EXIT_VERIFY_FAILED
+    return EXIT_ERROR if held else EXIT_OK  # another run is changing a host: not probed
 
 
 def _print(doc: Any, verdicts: dict[str, dict[str, Any]]) -> None:

@@ -20,7 +20,7 @@ from gpufix.engine.signals import NCCL_ONLY
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
 from gpufix.facts.host import from_facts as host_of
 from gpufix.inventory import Target, resolve
-from gpufix.probe import merge, multiverdict, nodes, stop
+from gpufix.probe import busy, merge, multiverdict, nodes, stop
 from gpufix.probe.merge import MergedOutcome, Part
 from gpufix.probe.options import ProbeOptions
 
@@ -273,6 +273,9 @@ def probe_group(
     t0 = time.monotonic()
     targets = _targets(pattern, inventory)
     hosts = [t.name for t in targets]
+    held = busy.held_hosts(hosts, [], inventory, progress=progress, forks=forks)
+    if held:  # one job over every host: none is probed
+        raise GpufixError("; ".join(f"{h}: {why}" for h, why in held.items()))
     facts = _facts(pattern, inventory, progress, forks)
     check_same_ranks(targets, facts, opts)
     addr = opts.master_addr or nodes.master_addr(

@@ -12,7 +12,7 @@ from gpufix import inputs, runner
 from gpufix.engine.signals import MADE_BY_GPUFIX
 from gpufix.errors import InvalidInput
 from gpufix.inventory import resolve
-from gpufix.probe import stop
+from gpufix.probe import busy, stop
 from gpufix.probe.options import PYTHON, ProbeOptions
 
 _LOCAL = ("localhost", "127.0.0.1")
@@ -81,6 +81,18 @@ def probe_hosts(
     limit = opts.total_s() + 30
     out: dict[str, dict[str, Any]] = {}
     local = [t for t in targets if t.name in _LOCAL or t.vars.get("ansible_connection") == "local"]
+    held = busy.held_hosts(
+        [t.name for t in targets if t not in local],
+        [t.name for t in local],
+        inventory,
+        progress=progress,
+        forks=forks,
+    )
+    for name, why in held.items():
+        # no verdict, as for a host not reached, but the reason is another run (exit 1, not 4)
+        out[name] = {**_parse(name, "", why), "reached": False, "held": True}
+    targets = [t for t in targets if t.name not in held]
+    local = [t for t in local if t.name not in held]
     for t in local:
         if progress:
             progress(t.name, "probe (local)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -111,7 +111,8 @@ def lint_paths(
     config = config if config is not None else load_config(paths, config_file)
     named = {p for p in paths if not os.path.isdir(p)}
     files, skipped, seen = [], [], []
-    for path, rel in iter_python_files(paths, config):
+    unreadable: list[str] = []
+    for path, rel in once(iter_python_files(paths, config, unreadable)):
         seen.append(rel)
         # the input layer: a regular file of bounded size (not a FIFO or /dev/zero behind a link)
         try:
@@ -122,11 +123,26 @@ def lint_paths(
             # one stray file a directory holds (an editor's lock link, a FIFO, a huge
             # generated file) is reported and passed over, not the end of the run
             skipped.append(f"{path}: {str(exc).removeprefix('gpufix: error: ')}")
+    skipped += unreadable
     _check_include(paths, config, seen)
     if not seen:
         _nothing_found(paths, config)
     result = lint_files(files, config, whole=all(_whole_project(p) for p in paths))
     return replace(result, skipped=tuple(skipped)) if skipped else result
+
+
+def once(found: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Each file once, however often it was reached (`lint . src`, `./a.py a.py`, a link to a
+    file of the run): read twice, every finding would be reported twice. The file's own path
+    wins over a symbolic link's (a result at a link cannot be shown on GitHub), else the first
+    path given."""
+    by_real: dict[str, tuple[str, str]] = {}
+    for path, rel in found:
+        real = os.path.realpath(path)
+        kept = by_real.get(real)
+        if kept is None or (os.path.islink(kept[0]) and not os.path.islink(path)):
+            by_real[real] = (path, rel)
+    return list(by_real.values())
 
 
 def _check_include(paths: Sequence[str], config: LintConfig, found: list[str]) -> None:

@@ -10,11 +10,11 @@ from typing import TextIO
 
 import click
 
-from gpufix.errors import EXIT_INVALID, GpufixError, InvalidInput
+from gpufix.errors import EXIT_INVALID, EXIT_OK, GpufixError, InvalidInput
 from gpufix.inputs import one_line
 
 from .api import lint_paths
-from .config import CONTEXTS, load_config, parse_target
+from .config import CONTEXTS, load_config, parse_target, source_root
 from .formatters import FORMATS, format_text, summary, to_json, to_sarif
 
 
@@ -26,8 +26,9 @@ def main_lint(
     target_version: str | None = None,
     config_file: str | None = None,
     all_contexts: bool = False,
+    exit_zero: bool = False,
 ) -> int:
-    """0 clean (or notes only), 1 errors or warnings, 3 bad input."""
+    """0 clean (or notes only), 1 errors or warnings (0 with exit_zero), 3 bad input."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     try:
@@ -45,11 +46,12 @@ def main_lint(
     if fmt == "json":
         out.write(json.dumps(to_json(result), indent=2) + "\n")
     elif fmt == "sarif":
-        out.write(json.dumps(to_sarif(result), indent=2) + "\n")
+        out.write(json.dumps(to_sarif(result, source_root(given, config)), indent=2) + "\n")
     else:
         out.write(format_text(result))
+    if fmt == "text" or result.skipped:  # a file not checked is said in every format
         print(summary(result), file=err)
-    return result.exit_code
+    return EXIT_OK if exit_zero else result.exit_code
 
 
 @click.command("lint")
@@ -74,12 +76,18 @@ def main_lint(
     is_flag=True,
     help="Report in tests, examples and installed/vendored code at the rules' own levels.",
 )
+@click.option(
+    "--exit-zero",
+    is_flag=True,
+    help="Exit 0 even with findings (to upload SARIF); bad input is still 3, a crash 1.",
+)
 def lint(
     paths: tuple[str, ...],
     fmt: str | None,
     target_version: str | None,
     config_file: str | None,
     all_contexts: bool,
+    exit_zero: bool,
 ) -> None:
     """Find CUDA_VISIBLE_DEVICES set after torch is imported, and other start-up mistakes.
 
@@ -92,5 +100,6 @@ def lint(
             target_version=target_version,
             config_file=config_file,
             all_contexts=all_contexts,
+            exit_zero=exit_zero,
         )
     )

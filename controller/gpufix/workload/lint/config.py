@@ -34,6 +34,9 @@ POLICIES = ("off", "note", "as-is")
 # not the user's to change; examples are what users copy, so they are shown but do not fail.
 DEFAULT_POLICY: Mapping[str, str] = {"tests": "off", "examples": "note", "library": "off"}
 _TARGET = re.compile(r"^(?:py)?3\.?(\d{1,2})$")
+# The newest Python 3 release: 3.15.0 came out in October 2026 (PEP 790's schedule,
+# https://peps.python.org/pep-0790/). A higher target is a typo (py399), not a future Python.
+NEWEST_MINOR = 15
 _KEYS = frozenset({"include", "exclude", "target-version", "severity", "contexts"})
 
 
@@ -50,10 +53,13 @@ class LintConfig:
 
 
 def parse_target(text: str) -> tuple[int, int]:
-    """'py311', '3.11' or 'py3.11' -> (3, 11)."""
+    """'py311', '3.11' or 'py3.11' -> (3, 11); only a Python 3 release that exists."""
     m = _TARGET.match(text.strip())
-    if not m:
-        raise InvalidInput(f"bad target version {text!r}; use e.g. py311 or 3.11")
+    if not m or int(m.group(1)) > NEWEST_MINOR:
+        raise InvalidInput(
+            f"bad target version {text!r}; use a Python release from 3.0 to 3.{NEWEST_MINOR}, "
+            "e.g. py311 or 3.11"
+        )
     return (3, int(m.group(1)))
 
 
@@ -90,12 +96,16 @@ def _load_toml(path: Path) -> dict[str, Any]:
 
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above `start`."""
+    """The nearest pyproject.toml at or above `start`, up to the checkout's root (`.git`): one
+    above it is another project's, whose root would make the checkout's own paths (its
+    `examples/`) decide how every file is judged."""
     here = start if start.is_dir() else start.parent
     for d in (here, *here.parents):
         candidate = d / "pyproject.toml"
         if candidate.is_file():
             return candidate
+        if (d / ".git").exists():
+            return None
     return None
 
 
@@ -118,9 +128,18 @@ def _rooted(patterns: tuple[str, ...], root: Path) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _upper_keys(table: Any) -> Any:
-    """Rule ids in any case (`gpf002`), as `# noqa` takes them."""
-    return {str(k).upper(): v for k, v in table.items()} if isinstance(table, dict) else table
+def _upper_keys(table: Any, where: str) -> Any:
+    """Rule ids in any case (`gpf002`), as `# noqa` takes them; one rule twice is refused, not
+    settled by which spelling comes last."""
+    if not isinstance(table, dict):
+        return table
+    out: dict[str, Any] = {}
+    for k, v in table.items():
+        key = str(k).upper()
+        if key in out:
+            raise InvalidInput(f"{where}: {key} is given twice ({k!r} and another spelling)")
+        out[key] = v
+    return out
 
 
 def _choices(table: Any, allowed_keys: Any, allowed: tuple[str, ...], where: str) -> dict[str, str]:
@@ -150,11 +169,9 @@ def from_table(
     unknown = set(table) - _KEYS
     if unknown:
         raise InvalidInput(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    sev_where = f"{name}[tool.gpufix.lint.severity]"
     severity = _choices(
-        _upper_keys(table.get("severity", {})),
-        RULES_BY_ID,
-        (*LEVELS, "off"),
-        f"{name}[tool.gpufix.lint.severity]",
+        _upper_keys(table.get("severity", {}), sev_where), RULES_BY_ID, (*LEVELS, "off"), sev_where
     )
     contexts = {
         **DEFAULT_POLICY,
@@ -229,7 +246,10 @@ def load_config(
         requires = None  # --target-version wins: a bad requires-python does not matter
     elif requires is not None and not isinstance(requires, str):
         raise InvalidInput(f"{pyproject}: requires-python must be a string")
-    return from_table(tool, pyproject.parent, requires, str(pyproject), target_override)
+    # --config names a file that may live anywhere (ci/gpufix.toml): its globs are read from
+    # the directory lint runs in, as ruff reads a --config file's relative paths
+    root = Path.cwd() if config_file is not None else pyproject.parent
+    return from_table(tool, root, requires, str(pyproject), target_override)
 
 
 def _project_root(common: Path) -> Path:
@@ -239,6 +259,18 @@ def _project_root(common: Path) -> Path:
         if (d / ".git").exists():
             return d
     return common
+
+
+def source_root(paths: list[str], config: LintConfig) -> Path | None:
+    """What SARIF's paths are relative to: the checkout (`.git`) that holds the paths, as
+    GitHub reads them relative to the repository's root, else the project's root; None (whole
+    file URIs) when that is the filesystem's root (paths from unrelated trees)."""
+    common = Path(_common_dir(paths)).resolve()
+    for d in (common, *common.parents):
+        if (d / ".git").exists():
+            return d
+    root = Path(config.root).resolve()
+    return None if root.parent == root else root
 
 
 def _common_dir(paths: list[str]) -> str:

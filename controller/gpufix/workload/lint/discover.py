@@ -110,9 +110,17 @@ def _wanted(rel: str, config: LintConfig) -> bool:
     return not config.include or any(matches(rel, p) for p in config.include)
 
 
-def iter_python_files(paths: Sequence[str], config: LintConfig) -> Iterator[tuple[str, str]]:
+def iter_python_files(
+    paths: Sequence[str], config: LintConfig, unreadable: list[str] | None = None
+) -> Iterator[tuple[str, str]]:
     """(path, root-relative path): files named on the command line always, *.py under
-    directories when include/exclude allow (hidden directories and virtualenvs skipped)."""
+    directories when include/exclude allow (hidden directories and virtualenvs skipped). A
+    directory that cannot be listed goes to `unreadable` ("path: why"), never passed over unsaid."""
+
+    def cannot_list(exc: OSError) -> None:
+        if unreadable is not None:
+            unreadable.append(f"{exc.filename}: directory not readable ({exc.strerror})")
+
     for p in paths:
         if not os.path.isdir(p):
             if p.endswith(".ipynb"):
@@ -123,7 +131,7 @@ def iter_python_files(paths: Sequence[str], config: LintConfig) -> Iterator[tupl
                 )
             yield p, relative(p, config)
             continue
-        for root, dirs, files in os.walk(p):
+        for root, dirs, files in os.walk(p, onerror=cannot_list):
             dirs[:] = sorted(
                 d
                 for d in dirs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 from urllib.parse import quote
 
@@ -60,50 +62,103 @@ def to_json(result: LintResult) -> dict[str, object]:
     }
 
 
-def _uri(path: str) -> str:
-    p = Path(path)
-    return p.as_uri() if p.is_absolute() else quote(p.as_posix())
+# SARIF's name for the checkout's root: GitHub reads a relative uri from the repository's root,
+# and a run from a subdirectory must not shift every path (SARIF 2.1.0, 3.4.4 and 3.14.14).
+SRCROOT = "%SRCROOT%"
+
+
+class _Paths:
+    """Artifact locations relative to the source root (`uriBaseId`), or file:// URIs for a file
+    outside it; and each result's fingerprint from its line's text."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root
+        self._lines: dict[str, list[str]] = {}
+        self._seen: dict[str, int] = {}
+
+    def location(self, path: str) -> dict[str, str]:
+        full = Path(os.path.abspath(path))
+        if self.root is not None:
+            try:
+                rel = full.relative_to(self.root)
+            except ValueError:
+                return {"uri": full.as_uri()}
+            return {"uri": quote(rel.as_posix()), "uriBaseId": SRCROOT}
+        p = Path(path)
+        return {"uri": p.as_uri() if p.is_absolute() else quote(p.as_posix())}
+
+    def fingerprint(self, f: LintFinding) -> str:
+        """The rule, the file and the finding's line with its spaces collapsed, and how many
+        such lines came before: stable when lines are added above it (as GitHub's own
+        primaryLocationLineHash), so an alert is not closed and opened again."""
+        lines = self._lines.get(f.path)
+        if lines is None:
+            try:
+                lines = Path(f.path).read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                lines = []
+            self._lines[f.path] = lines
+        text = " ".join(lines[f.line - 1].split()) if 0 < f.line <= len(lines) else ""
+        key = "\0".join((f.rule, self.location(f.path)["uri"], text))
+        n = self._seen[key] = self._seen.get(key, 0) + 1
+        return hashlib.sha256(f"{key}\0{n}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _region(line: int, col: int, end_line: int, end_col: int) -> dict[str, int]:
     return {"startLine": line, "startColumn": col, "endLine": end_line, "endColumn": end_col}
 
 
-def _physical(path: str, region: dict[str, int]) -> dict[str, object]:
-    return {"artifactLocation": {"uri": _uri(path)}, "region": region}
+def _physical(paths: _Paths, path: str, region: dict[str, int]) -> dict[str, object]:
+    return {"artifactLocation": paths.location(path), "region": region}
 
 
-def _related(related: tuple[Related, ...]) -> list[dict[str, object]]:
+def _related(paths: _Paths, related: tuple[Related, ...]) -> list[dict[str, object]]:
+    """A related place is a line (SARIF 3.30.2: a region whose start and end column are equal
+    is an empty insertion point, which nothing can show)."""
     return [
         {
             "id": i,
             "message": {"text": r.message},
-            "physicalLocation": _physical(r.path, _region(r.line, r.col, r.line, r.col)),
+            "physicalLocation": _physical(paths, r.path, {"startLine": r.line}),
         }
         for i, r in enumerate(related, start=1)
     ]
 
 
-def _result(f: LintFinding) -> dict[str, object]:
+def _message(f: LintFinding) -> str:
+    """GitHub links a related location only where the message embeds it: `[text](id)`
+    (SARIF 3.11.6); brackets of the finding's own text are escaped (3.11.5)."""
+    text = _escaped(f.message)
+    if f.related:
+        links = (f"[{_escaped(r.path)}:{r.line}]({i})" for i, r in enumerate(f.related, start=1))
+        text += " (see " + ", ".join(links) + ")"
+    return text
+
+
+def _escaped(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+
+
+def _result(paths: _Paths, f: LintFinding) -> dict[str, object]:
+    region = _region(f.line, f.col, f.end_line, f.end_col)
     entry: dict[str, object] = {
         "ruleId": f.rule,
         "ruleIndex": RULE_INDEX[f.rule],
         "level": f.effective_level,
-        "message": {"text": f.message},
-        "locations": [
-            {"physicalLocation": _physical(f.path, _region(f.line, f.col, f.end_line, f.end_col))}
-        ],
+        "message": {"text": _message(f)},
+        "locations": [{"physicalLocation": _physical(paths, f.path, region)}],
+        "partialFingerprints": {"gpufixLineHash/v1": paths.fingerprint(f)},
         "properties": {"context": f.context},
     }
     if f.related:
-        entry["relatedLocations"] = _related(f.related)
+        entry["relatedLocations"] = _related(paths, f.related)
     if f.fix is not None:
         entry["fixes"] = [
             {
                 "description": {"text": f.fix.description},
                 "artifactChanges": [
                     {
-                        "artifactLocation": {"uri": _uri(f.fix.path)},
+                        "artifactLocation": paths.location(f.fix.path),
                         "replacements": [
                             {
                                 "deletedRegion": _region(r.line, r.col, r.end_line, r.end_col),
@@ -118,8 +173,9 @@ def _result(f: LintFinding) -> dict[str, object]:
     return entry
 
 
-def to_sarif(result: LintResult) -> dict[str, object]:
-    """A SARIF 2.1.0 log with one run."""
+def to_sarif(result: LintResult, root: Path | None = None) -> dict[str, object]:
+    """A SARIF 2.1.0 log with one run; paths relative to `root` (the checkout) when given."""
+    paths = _Paths(root.resolve() if root is not None else None)
     rules = [
         {
             "id": r.id,
@@ -133,14 +189,20 @@ def to_sarif(result: LintResult) -> dict[str, object]:
         for r in RULES
     ]
     driver = {"name": "gpufix-lint", "version": __version__, "rules": rules}
-    return {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {"driver": driver},
-                "columnKind": "unicodeCodePoints",
-                "results": [_result(f) for f in result.findings],
-            }
-        ],
-    }
+    run: dict[str, object] = {"tool": {"driver": driver}}
+    if paths.root is not None:
+        run["originalUriBaseIds"] = {SRCROOT: {"uri": paths.root.as_uri().rstrip("/") + "/"}}
+    # A file the run could not read is said here (SARIF 3.20.21: a consumer must not take the
+    # results of such a run for all there is), not only in the text summary.
+    run["invocations"] = [
+        {
+            "executionSuccessful": True,
+            "toolExecutionNotifications": [
+                {"level": "warning", "message": {"text": f"not checked: {printable(why)}"}}
+                for why in result.skipped
+            ],
+        }
+    ]
+    run["columnKind"] = "unicodeCodePoints"
+    run["results"] = [_result(paths, f) for f in result.findings]
+    return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}

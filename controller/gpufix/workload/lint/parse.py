@@ -104,9 +104,13 @@ def _parse(
         return None, _finding("GPF900", path, 1, 1, f"could not parse: {why}; not checked")
 
 
+_NEVER = ("null bytes", "codec can't decode", "unknown encoding", "encoding problem")
+
+
 def _never_python(e: SyntaxError) -> bool:
-    """Errors no Python version accepts: NUL bytes, bytes that are not the file's encoding."""
-    return "null bytes" in (e.msg or "") or "codec can't decode" in (e.msg or "")
+    """Errors no Python version accepts: NUL bytes, bytes that are not the file's encoding, an
+    encoding no codec has, a coding cookie that contradicts the file's UTF-8 BOM."""
+    return any(words in (e.msg or "") for words in _NEVER)
 
 
 class _NewerThanTarget(Exception):

@@ -8,7 +8,9 @@ from .config import LintConfig
 from .model import LintFinding
 from .rules import LEVELS, RULES_BY_ID
 
-_NOQA = re.compile(r"#\s*noqa(?P<colon>:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
+_NOQA = re.compile(
+    r"#\s*noqa(?![\w-])(?P<colon>\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*)?)?", re.I
+)
 _CONTEXT_KEY = {"test": "tests", "example": "examples", "library": "library"}
 
 
@@ -29,11 +31,13 @@ def level_for(finding: LintFinding, config: LintConfig) -> str:
 
 
 def suppressed_by_noqa(finding: LintFinding, line_text: str) -> bool:
-    """`# noqa` silences every rule on the line; `# noqa: GPF001, GPF003` those rules."""
-    m = _NOQA.search(line_text)
-    if not m:
-        return False
-    if not m.group("colon"):
-        return True
-    codes = {c.upper() for c in re.split(r"[\s,]+", m.group("codes")) if c}
-    return finding.rule in codes
+    """`# noqa` silences every rule on the line; `# noqa: GPF001, GPF003` those rules. Every
+    `noqa` of the comment counts (`# nosec # noqa: GPF003 # noqa: GPF001`); one whose codes
+    cannot be read (`# noqa: GPF-001`) silences nothing, rather than everything."""
+    for m in _NOQA.finditer(line_text):
+        if m.group("colon") is None:
+            return True
+        codes = m.group("codes")
+        if codes and finding.rule in {c.upper() for c in re.split(r"[\s,]+", codes) if c}:
+            return True
+    return False

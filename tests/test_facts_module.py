@@ -299,3 +299,28 @@ def test_unattended_upgrades_automatic_reboot(dump: str, reboot: bool) -> None:
     ctx._cache["dpkg"] = {"unattended-upgrades": "2.8ubuntu1"}
     ctx.run = lambda argv, **_: dump  # type: ignore[method-assign]
     assert g.g_unattended(ctx, {})["automatic_reboot"] is reboot
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the module drops root only when it has it")
+def test_an_interpreter_another_account_controls_runs_as_that_account() -> None:
+    """An attack review (2026-12-07): a plan file names the interpreters apply's facts run with
+    (as root, under become): `/tmp/python3`, any account's file, ran as root. Now it runs as its
+    owner (or as nobody when root owns it but others may write there); root's own runs as root."""
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        # prints its uid where the version goes: who ran it
+        script = "#!/bin/sh\necho '[\"'$(id -u)'.0.0\"]'\n"
+        theirs, loose, mine = top / "theirs", top / "loose", top / "mine"
+        for d in (theirs, loose, mine):
+            d.mkdir()
+            (d / "python3").write_text(script)
+            (d / "python3").chmod(0o755)
+        os.chown(theirs / "python3", 4242, 4242)
+        loose.chmod(0o777)  # root's file, in a directory everyone may write
+        envs = g.gather({"python_envs": [str(d / "python3") for d in (theirs, loose, mine)]})
+        assert [e["version"] for e in envs["python_envs"]] == ["4242.0.0", "65534.0.0", "0.0.0"]
+    finally:
+        shutil.rmtree(top)

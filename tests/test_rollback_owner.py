@@ -84,15 +84,16 @@ def test_names_never_reach_rollback_yml() -> None:
 
 
 def test_rollback_yml_puts_owner_group_and_mode_back(tmp_path: Path) -> None:
-    """Real ansible-playbook: a file the change made root's 0644 comes back 4242:4343 0640 with
-    its content; one from a journal without ids keeps the owner it has now."""
+    """Real ansible-playbook: a file the change made root:root 0644 comes back root:4343 0640
+    with its content; one from a journal without ids keeps the owner it has now."""
     kept, legacy = tmp_path / "daemon.json", tmp_path / "nccl.conf"
     for f in (kept, legacy):
         f.write_text("changed\n")
         os.chown(f, 0, 0)
+    os.chmod(kept, 0o644)
     os.chown(legacy, 4141, 4141)
     saved = {
-        str(kept): {"exists": True, "mode": "640", "content_b64": "b2xkCg==", "uid": 4242,
+        str(kept): {"exists": True, "mode": "640", "content_b64": "b2xkCg==", "uid": 0,
                     "gid": 4343},
         str(legacy): {"exists": True, "mode": "600", "content_b64": "b2xkCg=="},
     }  # fmt: skip
@@ -106,7 +107,7 @@ def test_rollback_yml_puts_owner_group_and_mode_back(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     st = kept.stat()
-    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (4242, 4343, 0o640)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 4343, 0o640)
     assert kept.read_text() == "old\n"
     st = legacy.stat()
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (4141, 4141, 0o600)

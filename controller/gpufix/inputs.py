@@ -193,16 +193,16 @@ def parse_json(text: str, what: str, origin: str = "") -> Any:
     return doc
 
 
-def check_tree(doc: Any, where: str) -> None:
-    """Refuse documents nested deeper than MAX_DEPTH or with more than MAX_NODES values
-    (iterative: a deep document cannot exhaust the stack here)."""
+def check_tree(doc: Any, where: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse documents nested deeper than `limit` (MAX_DEPTH) or with more than MAX_NODES
+    values (iterative: a deep document cannot exhaust the stack here)."""
     stack: list[tuple[Any, int]] = [(doc, 1)]
     nodes = 0
     while stack:
         node, depth = stack.pop()
         nodes += 1
-        if depth > MAX_DEPTH:
-            raise InvalidInput(f"{where} is nested too deeply (limit {MAX_DEPTH})")
+        if depth > limit:
+            raise InvalidInput(f"{where} is nested too deeply (limit {limit})")
         if nodes > MAX_NODES:
             raise InvalidInput(f"{where} has too many values (limit {MAX_NODES})")
         if isinstance(node, dict):

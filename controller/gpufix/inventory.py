@@ -10,6 +10,7 @@ import contextlib
 import io
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,7 +144,17 @@ def _bounded(inventory: Path) -> None:
     total = 0
     for f in files:
         if not inventory.is_file() and not f.is_file():
-            continue  # a directory's odd entries are Ansible's to skip
+            try:
+                mode = f.stat().st_mode
+            except (OSError, ValueError):
+                continue  # a dangling link: Ansible's to skip
+            if not stat.S_ISDIR(mode):
+                # Ansible's inventory plugins open a FIFO and wait on it for good
+                raise InvalidInput(
+                    f"inventory {inventory}: {one_line(str(f), 200)} is not a regular file "
+                    "(a FIFO, a device or a socket): Ansible would wait on it; remove it"
+                )
+            continue
         data = read_bytes(f, "inventory", max_bytes=_MAX_BYTES)
         total += len(data)
         if total > _MAX_BYTES:
@@ -225,6 +236,8 @@ def resolve(pattern: str, inventory: Path) -> list[Target]:
             raise InvalidInput(
                 f"{h.name}: gpufix_snapshot is empty: name a snapshot file or drop it"
             )
+        if snap is not None and "\x00" in snap:  # no file system takes it: a path that is none
+            raise InvalidInput(f"{h.name}: gpufix_snapshot holds a NUL character")
         if snap:
             base = inventory if inventory.is_dir() else inventory.parent
             snap_path = (base / str(snap)).resolve()

@@ -20,6 +20,7 @@ import platform
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -789,6 +790,8 @@ class Context:
         self.env["PATH"] = self.env.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"
         self._cache = {}
         self._timed_out = {}
+        # {path: (uid, gid)}: commands run as that account, not as the module's (see run_as)
+        self.run_as = {}
 
     def which(self, tool):
         return shutil.which(tool, path=self.env["PATH"])
@@ -839,6 +842,7 @@ class Context:
             )
         cut = left is not None and left < limit
         limit = left if cut else limit
+        ids = self.run_as.get(argv[0])
         try:
             proc = subprocess.Popen(
                 [path] + list(argv[1:]),
@@ -849,6 +853,8 @@ class Context:
                 universal_newlines=True,
                 errors="replace",
                 start_new_session=True,  # so a timeout can kill the tool's children too
+                preexec_fn=_drop_to(ids) if ids else None,
+                cwd="/" if ids else None,
             )
         except OSError as exc:
             return Unknown("%s: %s" % (argv[0], exc.strerror or exc))
@@ -1426,10 +1432,74 @@ def _default_envs(ctx):
     return out
 
 
+def _drop_to(ids):
+    uid, gid = ids
+
+    def drop():
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+
+    return drop
+
+
+_NOBODY = 65534
+
+
+def interpreter_account(python):
+    """(uid, gid) to run an interpreter as, or None for this process's own account. Run as
+    root, an interpreter that another account owns or can change (the file, a directory above
+    it, its venv's pyvenv.cfg or lib/ writable by a group or everyone, without the sticky bit)
+    would run that account's code as root (a plan file names its interpreters; a training venv
+    is its user's): it runs as its owner, or as nobody when root owns it all but others may
+    write. Only its version and sys.path are read, as any account may."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        real = os.path.realpath(python)
+    except (OSError, ValueError):
+        return None
+    given = os.path.abspath(python)
+    venv = os.path.dirname(os.path.dirname(given))
+    paths = [given, real, os.path.join(venv, "pyvenv.cfg"), os.path.join(venv, "lib")]
+    for start in (os.path.dirname(given), os.path.dirname(real)):
+        here = start
+        while here not in paths:
+            paths.append(here)
+            if here == os.path.dirname(here):
+                break
+            here = os.path.dirname(here)
+    loose = False
+    for path in paths:
+        try:
+            st = os.lstat(path)  # a link's owner counts; its mode bits mean nothing
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid != 0:
+                return (st.st_uid, st.st_gid)
+            continue
+        if st.st_uid != 0:
+            try:
+                import pwd
+
+                gid = pwd.getpwuid(st.st_uid).pw_gid
+            except (ImportError, KeyError):
+                gid = st.st_gid
+            return (st.st_uid, gid)
+        sticky_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & 0o1000
+        if st.st_mode & 0o022 and not sticky_dir:
+            loose = True
+    return (_NOBODY, _NOBODY) if loose else None
+
+
 def g_python_envs(ctx, opts):
     envs = []
     for python in opts.get("python_envs") or _default_envs(ctx):
         entry = {"python": python}
+        account = interpreter_account(python)
+        if account is not None:
+            ctx.run_as[python] = account
         try:
             data = json.loads(ctx.run([python, "-c", _ENV_SCRIPT]))
             entry["version"] = data[0]

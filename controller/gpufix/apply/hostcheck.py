@@ -4,16 +4,26 @@ raised by gpufix.runner as KeyboardInterrupt.)"""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufix import runner, strategies, versions
+from gpufix import inputs, runner, strategies, versions
 from gpufix.inputs import schema_errors
 
 # Checks a user may override with --force.
 FORCEABLE = ("gpu-processes", "disk")
+# The packages the host check reads (playbooks/host_check.yml's `keep`, the same text): what a
+# strategy's roles install, so rollback can put them back. Rollback touches no other package,
+# whatever a journal says (tests/test_rollback_seal.py compares the two).
+TRACKED_PACKAGES = re.compile(
+    r"^(nvidia-|libnvidia-|linux-image-|linux-modules-|linux-headers-|"
+    r"linux-generic|cuda-|libcudnn|libnccl|docker|containerd|"
+    r"libnvidia-container|fabricmanager|gpufix-|(dkms|pciutils)$)"
+)
 # The most of a file playbooks/host_check.yml saves for rollback (bytes); passed to the play as
 # gpufix_preflight_save_limit (the playbook's default, for runs by hand, is the same number).
 SAVE_LIMIT = 262144
@@ -219,20 +229,48 @@ def run_preflight(
                 out[name] = unreachable(name, msg)
             else:
                 out[name] = Preflight(name, (Blocker("preflight", f"preflight failed: {msg}"),))
-        elif problems := schema_errors(hr.data["gpufix_preflight"], "host-check"):
-            # the host wrote this report: one that breaks the schema is not decided from
+        elif problems := _unusable(hr.data["gpufix_preflight"]):
+            # the host wrote this report: one that breaks the schema, or that the journal could
+            # not hold and read back, is not decided from (nor journaled)
             out[name] = Preflight(
-                name, (Blocker("preflight", f"unusable host check report: {problems[0]}"),)
+                name, (Blocker("preflight", f"unusable host check report: {problems}"),)
             )
         else:
             out[name] = evaluate(
                 name,
-                hr.data["gpufix_preflight"],
+                _known(hr.data["gpufix_preflight"]),
                 strategy=want["strategy"],
                 kernel_step=bool(want.get("kernel_step")),
                 force=force,
             )
     return out
+
+
+# A report goes into the journal twice (before and after) a few levels down, and a journal is
+# read back with inputs' bounds: a report near those bounds would make the whole run unreadable
+# (its rollback and resume refused for every host). Far below them, a real report: about 40
+# tracked packages, a few watched files of at most SAVE_LIMIT each, 6 levels deep.
+REPORT_MAX_DEPTH = inputs.MAX_DEPTH - 12
+REPORT_MAX_BYTES = 16 << 20
+
+
+def _unusable(report: Any) -> str | None:
+    problems = schema_errors(report, "host-check")
+    if problems:
+        return problems[0]
+    try:
+        inputs.check_tree(report, "the report", limit=REPORT_MAX_DEPTH)
+    except inputs.InvalidInput as e:
+        return str(e)
+    if len(json.dumps(report, default=str)) > REPORT_MAX_BYTES:
+        return f"over {REPORT_MAX_BYTES >> 20} MiB"
+    return None
+
+
+def _known(report: dict[str, Any]) -> dict[str, Any]:
+    """Only what the schema names: a key it does not know is not journaled."""
+    names = inputs.schema("host-check").get("properties", {})
+    return {k: v for k, v in report.items() if k in names}
 
 
 # What holds a reboot of a host whose change already ran (a resumed reboot, a rollback's): the

@@ -51,9 +51,10 @@ class Holder:
     line: str  # for people: one bounded line
 
 
-def describe(text: str | None) -> Holder:
+def describe(text: object) -> Holder:
     try:
-        doc = json.loads(text or "")
+        # the host's answer: text, or anything else a changed script could send back
+        doc = json.loads(text or "") if text is None or isinstance(text, str) else None
     except (ValueError, RecursionError):
         doc = None
     if not isinstance(doc, dict):
@@ -71,7 +72,7 @@ def describe(text: str | None) -> Holder:
     return Holder(token, who, pid, start if isinstance(start, str) else None, line)
 
 
-def busy_with(text: str | None) -> str | None:
+def busy_with(text: object) -> str | None:
     """The holder's line when a record may name a run still changing the host; None for no
     record, or one a run of this controller left and is gone (the next run takes it over)."""
     if text is None:
@@ -185,7 +186,7 @@ class HostLock:
             got = self._result(first[h], h, held, lost)
             if got is None:
                 continue
-            if got.get("taken"):
+            if got.get("taken") is True:
                 self.taken.append(h)
                 continue
             holder = describe(got.get("holder"))
@@ -198,7 +199,7 @@ class HostLock:
             res = self._play(group, "take", takeover=token)
             for h in group:
                 got = self._result(res, h, held, lost)
-                if got is not None and got.get("taken"):
+                if got is not None and got.get("taken") is True:
                     self.taken.append(h)
                 elif got is not None:
                     held[h] = "the lock changed hands while it was taken over: apply again"

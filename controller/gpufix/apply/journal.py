@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufix import inputs
+from gpufix.apply import seal
 from gpufix.apply.locks import check_host_name, me, process_alive
 from gpufix.errors import GpufixError, InvalidInput
 from gpufix.paths import private_dir, state_exists, state_path
@@ -331,6 +332,7 @@ class FileJournal(Journal):
     """A Journal whose every change is on disk before the call returns."""
 
     persistent = True
+    _loaded: dict[str, dict[str, Any]] | None = None  # the files as read, seals included
 
     @classmethod
     def _new(cls, run_id: str, meta: dict[str, Any]) -> Journal:
@@ -369,6 +371,8 @@ class FileJournal(Journal):
         if not meta_path.is_file():
             raise InvalidInput(f"no run {run_id} under {runs_dir()} (see `gpufix status`)")
         meta = inputs.load_json(meta_path, "journal", schema_name="journal-run")
+        loaded = {"run.json": meta}
+        meta = {k: v for k, v in meta.items() if k != seal.FIELD}
         if meta["run"] != run_id:
             raise InvalidInput(f"journal file {meta_path}: run: names {meta['run']}, not {run_id}")
         if len(set(meta["hosts"])) != len(meta["hosts"]):
@@ -383,8 +387,25 @@ class FileJournal(Journal):
             rec = inputs.load_json(hp, "journal", schema_name="journal-host")
             if rec["host"] != host or rec["run"] != run_id:
                 raise InvalidInput(f"journal file {hp}: names another host or run")
-            j._hosts[host] = rec
+            loaded[hp.name] = rec
+            j._hosts[host] = {k: v for k, v in rec.items() if k != seal.FIELD}
+        j._loaded = loaded
         return j
+
+    def require_sealed(self, doing: str) -> None:
+        """Act on this journal only as this controller wrote it (gpufix.apply.seal): read from
+        disk, every file carries its seal. A journal made in memory has nothing to check."""
+        loaded = self._loaded
+        if not loaded:
+            return
+        bad = sorted(name for name, doc in loaded.items() if not seal.holds(doc))
+        if bad:
+            raise InvalidInput(
+                f"run {self.run_id}: not {doing}: its journal is not as this controller wrote it "
+                f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}: no seal, or changed "
+                "since; a journal from another machine, a ticket or an edit is data gpufix does "
+                "not act on, docs/security.md)"
+            )
 
     @classmethod
     def find_for_plan(cls, plan_digest: str) -> FileJournal | None:
@@ -410,12 +431,21 @@ class FileJournal(Journal):
 
     def _persist_host(self, host: str) -> None:
         super()._persist_host(host)
-        write_json_atomic(self._host_path(host), self._hosts[host])
+        doc = seal.sealed_copy(self._hosts[host])
+        write_json_atomic(self._host_path(host), doc)
+        self._remember(self._host_path(host).name, doc)
 
     def _persist_meta(self) -> None:
         super()._persist_meta()
         assert self.path is not None
-        write_json_atomic(self.path / "run.json", self.meta)
+        doc = seal.sealed_copy(self.meta)
+        write_json_atomic(self.path / "run.json", doc)
+        self._remember("run.json", doc)
+
+    def _remember(self, name: str, doc: dict[str, Any]) -> None:
+        """What is on disk now: a journal opened earlier and written since is checked as it is."""
+        if self._loaded is not None:
+            self._loaded[name] = doc
 
 
 def list_runs() -> list[str]:

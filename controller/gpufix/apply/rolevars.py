@@ -95,6 +95,9 @@ def _check_str(name: str, value: Any, pattern: str | None, where: str) -> None:
     _match(pattern or "text", text, name, where)
 
 
+UNSAFE_MODE_BITS = 0o7022  # set-uid, set-gid, sticky; write for group or others
+
+
 def _check_saved_file(name: str, value: Any, where: str) -> None:
     if not isinstance(value, dict) or set(value) - set(SAVED_FILE_KEYS):
         raise InvalidInput(f"{where}: {name}: a saved file is {{{', '.join(SAVED_FILE_KEYS)}}}")
@@ -105,12 +108,23 @@ def _check_saved_file(name: str, value: Any, where: str) -> None:
             raise InvalidInput(f"{where}: {name}: a saved file that existed has no content_b64")
         _match("file_mode", str(value.get("mode", "")), name, where)
         _match("base64", str(value["content_b64"]), name, where)
+        # every file a strategy watches is root's and read by root (a config file, a script,
+        # a unit): written back set-id or writable by others, it would be a way in
+        if int(str(value["mode"]), 8) & UNSAFE_MODE_BITS:
+            raise InvalidInput(
+                f"{where}: {name}: mode {value['mode']} is set-id or writable by group or others:"
+                " gpufix writes back no such file"
+            )
     for key in ("uid", "gid"):  # absent in journals from before they were recorded
         if key in value:
             n = value[key]
             if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= FILE_ID_MAX:
                 raise InvalidInput(
                     f"{where}: {name}: {key} must be an integer from 0 to {FILE_ID_MAX}"
+                )
+            if key == "uid" and n != 0:  # a group may read one (daemon.json, root:docker)
+                raise InvalidInput(
+                    f"{where}: {name}: uid {n}: gpufix writes back only files root owns"
                 )
 
 

@@ -22,12 +22,15 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
     strategy's watched files are restored: a journal cannot make rollback write anywhere else."""
     before = rec.get("before") or {}
     after = rec.get("after") or {}
-    pkgs_before: dict[str, str] = before.get("packages") or {}
-    pkgs_after: dict[str, str] = after.get("packages") or {}
+    # only the packages the host check reads (what strategies install): whatever else a
+    # journal names, rollback does not move it
+    tracked = hostcheck.TRACKED_PACKAGES.match
+    pkgs_before = {n: v for n, v in (before.get("packages") or {}).items() if tracked(n)}
+    pkgs_after = {n: v for n, v in (after.get("packages") or {}).items() if tracked(n)}
     install = {n: v for n, v in pkgs_before.items() if pkgs_after and pkgs_after.get(n) != v}
     remove = sorted(n for n in pkgs_after if n not in pkgs_before)
-    holds_before = set(before.get("holds") or [])
-    holds_after = set(after["holds"]) if "holds" in after else holds_before
+    holds_before = {n for n in before.get("holds") or [] if tracked(n)}
+    holds_after = {n for n in after["holds"] if tracked(n)} if "holds" in after else holds_before
     strategy = strategies.REGISTRY.get(str(rec.get("strategy")))
     watched = set(strategy.watched_files) if strategy else set()
     files = {}

@@ -215,6 +215,7 @@ class Applier:
             raise GpufixError(
                 f"run {old.run_id} of this plan is still running (pid {old.meta.get('pid')})"
             )
+        old.require_sealed("resumed")  # which steps are done, and what rollback writes back
         actions = {h: next_action(old.host(h)) for h in self.order}
         refused = [h for h, (a, _) in actions.items() if a == "refuse"]
         if refused:

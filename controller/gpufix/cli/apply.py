@@ -490,6 +490,7 @@ def rollback_cmd(
     if j.state == "running":
         raise GpufixError(f"run {j.run_id} is still running (pid {j.meta.get('pid')})")
     j.host(host)
+    j.require_sealed("rolled back")  # it says which files, modes and packages go back, as root
     recorded = j.meta.get("options", {}).get("inventory")
     if not inventory:
         # A journal is data: its inventory path only names what to pass. Ansible runs an
@@ -515,6 +516,7 @@ def rollback_cmd(
         # read again under the lock: a rollback of the same host that ended meanwhile has
         # changed the journal (a second one would roll back twice and overwrite its record)
         j = FileJournal.open(j.run_id)
+        j.require_sealed("rolled back")
         check_can_roll_back(j, host)
         later = later_changes(j, host)
         if later and not over_later_runs:

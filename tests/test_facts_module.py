@@ -320,7 +320,28 @@ def test_an_interpreter_another_account_controls_runs_as_that_account() -> None:
             (d / "python3").chmod(0o755)
         os.chown(theirs / "python3", 4242, 4242)
         loose.chmod(0o777)  # root's file, in a directory everyone may write
-        envs = g.gather({"python_envs": [str(d / "python3") for d in (theirs, loose, mine)]})
-        assert [e["version"] for e in envs["python_envs"]] == ["4242.0.0", "65534.0.0", "0.0.0"]
+        # a review (2026-12-07): root's venv whose site-packages holds another account's .pth
+        # (site runs its import lines), and a link chain with another account's link inside
+        pth = top / "venv"
+        (pth / "bin").mkdir(parents=True)
+        (pth / "bin" / "python3").write_text(script)
+        (pth / "bin" / "python3").chmod(0o755)
+        site = pth / "lib" / "python3.6" / "site-packages"
+        site.mkdir(parents=True)
+        (site / "evil.pth").write_text("import os\n")
+        os.chown(site / "evil.pth", 4343, 4343)
+        hop = top / "hop"
+        hop.mkdir()
+        os.chown(hop, 4444, 4444)
+        (hop / "python3").symlink_to(mine / "python3")
+        (top / "first").mkdir()
+        (top / "first" / "python3").symlink_to(hop / "python3")
+        given = [theirs, loose, mine, pth / "bin", top / "first"]
+        envs = g.gather({"python_envs": [str(d / "python3") for d in given]})
+        got = [e["version"] for e in envs["python_envs"]]
+        assert got == ["4242.0.0", "65534.0.0", "0.0.0", "4343.0.0", "4444.0.0"]
+        # two accounts: neither may run the other's code, so nobody runs it
+        os.chown(mine / "python3", 4545, 4545)
+        assert g.interpreter_account(str(top / "first" / "python3")) == (65534, 65534)
     finally:
         shutil.rmtree(top)

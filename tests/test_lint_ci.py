@@ -226,3 +226,35 @@ def test_exit_zero_keeps_the_findings_and_the_bad_input_code(tmp_path: Path) -> 
         ["gpufix", "lint", "--exit-zero", str(tmp_path / "t.py")], capture_output=True, text=True
     )
     assert r.returncode == 0 and "GPF001" in r.stdout
+
+
+def test_a_named_file_that_cannot_be_read_is_bad_input_however_it_was_reached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review (2026-12-07): `lint . f.py` kept `./f.py` (the walk's spelling), and a FIFO
+    named on the command line became a skipped file, exit 0."""
+    (tmp_path / "a.py").write_text("x = 1\n")
+    os.mkfifo(tmp_path / "f.py")
+    monkeypatch.chdir(tmp_path)
+    for paths in (["f.py"], [".", "f.py"], ["f.py", "."]):
+        assert _run(paths)[0] == 3, paths
+
+
+def test_sarif_through_a_linked_checkout_names_files_the_same_way(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    (tmp_path / "link").symlink_to(repo)
+    direct = json.loads(_run([str(repo / "src")], "sarif")[1])["runs"][0]["results"][0]
+    linked = json.loads(_run([str(tmp_path / "link" / "src")], "sarif")[1])["runs"][0]["results"][0]
+    assert direct["locations"] == linked["locations"]
+    assert direct["partialFingerprints"] == linked["partialFingerprints"]
+
+
+def test_a_fingerprint_hashes_the_line_python_numbers(tmp_path: Path) -> None:
+    """str.splitlines() also breaks at a form feed: the hash was of another line."""
+    (tmp_path / ".git").mkdir()
+    f = tmp_path / "t.py"
+    f.write_text(BAD + "\f\nx = 1\n")
+    first = json.loads(_run([str(f)], "sarif")[1])["runs"][0]["results"][0]
+    f.write_text("import os\nimport torch\n\f\n" + 'os.environ["CUDA_VISIBLE_DEVICES"] = "0"\n')
+    moved = json.loads(_run([str(f)], "sarif")[1])["runs"][0]["results"][0]
+    assert first["partialFingerprints"] == moved["partialFingerprints"]

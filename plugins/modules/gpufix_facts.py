@@ -856,8 +856,8 @@ class Context:
                 preexec_fn=_drop_to(ids) if ids else None,
                 cwd="/" if ids else None,
             )
-        except OSError as exc:
-            return Unknown("%s: %s" % (argv[0], exc.strerror or exc))
+        except (OSError, subprocess.SubprocessError) as exc:  # the latter: a failed drop_to
+            return Unknown("%s: %s" % (argv[0], getattr(exc, "strerror", None) or exc))
         try:
             out, err = proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -1446,51 +1446,97 @@ def _drop_to(ids):
 _NOBODY = 65534
 
 
+def _with_parents(path, out):
+    while path not in out:
+        out.append(path)
+        if path == os.path.dirname(path):
+            break
+        path = os.path.dirname(path)
+
+
+def _venv_home(cfg):
+    """pyvenv.cfg's `home` (the base interpreter's directory), or None."""
+    try:
+        with open(cfg, "r", errors="replace") as fh:
+            for line in fh.read(65536).splitlines():
+                key, sep, value = line.partition("=")
+                if sep and key.strip() == "home" and os.path.isabs(value.strip()):
+                    return value.strip()
+    except (IOError, OSError):
+        pass
+    return None
+
+
+def _trust_paths(python):
+    """What decides the code an interpreter runs at start-up: each hop of its link chain and
+    the directories above each, its venv's and its base's pyvenv.cfg, lib/, site directories,
+    their .pth files (site runs their import lines) and sitecustomize/usercustomize."""
+    paths = []
+    hop, hops = os.path.abspath(python), 0
+    while hops < 40:
+        _with_parents(hop, paths)
+        if not os.path.islink(hop):
+            break
+        hop = os.path.normpath(os.path.join(os.path.dirname(hop), os.readlink(hop)))
+        hops += 1
+    real = os.path.realpath(python)
+    _with_parents(real, paths)
+    prefixes = [os.path.dirname(os.path.dirname(p)) for p in (os.path.abspath(python), real)]
+    home = _venv_home(os.path.join(prefixes[0], "pyvenv.cfg"))
+    if home:
+        _with_parents(home, paths)
+        prefixes.append(os.path.dirname(home))
+    for prefix in prefixes:
+        paths += [os.path.join(prefix, "pyvenv.cfg"), os.path.join(prefix, "lib")]
+        for pattern in (
+            "lib/python3*/site-packages",
+            "lib/python3*/dist-packages",
+            "lib/python3/dist-packages",
+            "local/lib/python3*/dist-packages",
+        ):
+            for site in glob.glob(os.path.join(prefix, pattern)):
+                paths.append(site)
+                paths += glob.glob(os.path.join(site, "*.pth"))
+                paths += [os.path.join(site, n) for n in ("sitecustomize.py", "usercustomize.py")]
+    return paths
+
+
 def interpreter_account(python):
     """(uid, gid) to run an interpreter as, or None for this process's own account. Run as
-    root, an interpreter that another account owns or can change (the file, a directory above
-    it, its venv's pyvenv.cfg or lib/ writable by a group or everyone, without the sticky bit)
-    would run that account's code as root (a plan file names its interpreters; a training venv
-    is its user's): it runs as its owner, or as nobody when root owns it all but others may
-    write. Only its version and sys.path are read, as any account may."""
+    root, an interpreter that another account owns or can change (what _trust_paths names:
+    owned by it, or writable by a group or everyone without the sticky bit) would run that
+    account's code as root (a plan file names its interpreters; a training venv is its
+    user's): it runs as that one owner, or as nobody when several accounts or loose modes are
+    involved. Only its version and sys.path are read, as any account may."""
     if os.geteuid() != 0:
         return None
     try:
-        real = os.path.realpath(python)
+        paths = _trust_paths(python)
     except (OSError, ValueError):
-        return None
-    given = os.path.abspath(python)
-    venv = os.path.dirname(os.path.dirname(given))
-    paths = [given, real, os.path.join(venv, "pyvenv.cfg"), os.path.join(venv, "lib")]
-    for start in (os.path.dirname(given), os.path.dirname(real)):
-        here = start
-        while here not in paths:
-            paths.append(here)
-            if here == os.path.dirname(here):
-                break
-            here = os.path.dirname(here)
-    loose = False
+        return (_NOBODY, _NOBODY)
+    owners, loose = set(), False
     for path in paths:
         try:
             st = os.lstat(path)  # a link's owner counts; its mode bits mean nothing
         except (OSError, ValueError):
             continue
-        if stat.S_ISLNK(st.st_mode):
-            if st.st_uid != 0:
-                return (st.st_uid, st.st_gid)
-            continue
         if st.st_uid != 0:
-            try:
-                import pwd
-
-                gid = pwd.getpwuid(st.st_uid).pw_gid
-            except (ImportError, KeyError):
-                gid = st.st_gid
-            return (st.st_uid, gid)
+            owners.add(st.st_uid)
+        if stat.S_ISLNK(st.st_mode):
+            continue
         sticky_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & 0o1000
         if st.st_mode & 0o022 and not sticky_dir:
             loose = True
-    return (_NOBODY, _NOBODY) if loose else None
+    if len(owners) == 1 and not loose:
+        uid = owners.pop()
+        try:
+            import pwd
+
+            gid = pwd.getpwuid(uid).pw_gid
+        except (ImportError, KeyError):
+            gid = _NOBODY
+        return (uid, gid or _NOBODY)
+    return (_NOBODY, _NOBODY) if owners or loose else None
 
 
 def g_python_envs(ctx, opts):

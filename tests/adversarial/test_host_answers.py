@@ -54,6 +54,7 @@ def test_a_host_check_report_a_journal_could_not_read_back_blocks_the_host(
         "deep": {**REPORT, "zz_extra": deep},
         "wide": {**REPORT, "zz_extra": "y" * (17 << 20)},
         "odd": {**REPORT, "zz_extra": {"a": 1}},
+        "commas": {**REPORT, "packages": {f"p{i}": "," * 199 for i in range(3000)}},
     }
     monkeypatch.setattr(runner, "run_playbook", lambda *_a, **_k: runner.RunResult(
         "x", 0, "successful",
@@ -64,6 +65,7 @@ def test_a_host_check_report_a_journal_could_not_read_back_blocks_the_host(
     assert [b.check for b in got["deep"].blockers] == ["preflight"]
     assert "nested too deeply" in got["deep"].blockers[0].message
     assert "over 16 MiB" in got["wide"].blockers[0].message
+    assert "over 500000 values" in got["commas"].blockers[0].message
     assert got["odd"].ok and "zz_extra" not in got["odd"].report  # known keys only are kept
     # and what is kept, journaled before and after, reads back
     j = FileJournal.start(

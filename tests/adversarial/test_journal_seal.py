@@ -21,7 +21,7 @@ from gpufix import runner
 from gpufix.apply import hostcheck, seal
 from gpufix.apply.journal import FileJournal
 from gpufix.apply.rolevars import check_vars
-from gpufix.apply.rollback import rollback_vars
+from gpufix.apply.rollback import files_kept, rollback_vars
 from gpufix.errors import GpufixError, InvalidInput
 from gpufix.paths import playbook
 
@@ -143,6 +143,11 @@ def test_even_a_sealed_journal_writes_back_no_way_in(tmp_path: Path) -> None:
         with pytest.raises(InvalidInput, match=says):
             check_vars("rollback.yml", {"gpufix_rollback_files": {GRUB: {**saved, **bad}}}, "t")
     check_vars("rollback.yml", {"gpufix_rollback_files": {GRUB: {**saved, "gid": 998}}}, "t")
+    # a record holding such a file (a host whose file really was 0666): that file stays as the
+    # run left it, said in the rollback's record; the rest of the rollback goes on
+    rec["before"]["files"][GRUB] = {**rec["before"]["files"][GRUB], "mode": "4755"}
+    assert GRUB not in rollback_vars(rec)["gpufix_rollback_files"]
+    assert f"{GRUB} (mode 4755) not written back" in files_kept(rec)
 
 
 def test_the_tracked_packages_are_the_host_checks() -> None:

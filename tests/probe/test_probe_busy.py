@@ -147,3 +147,24 @@ def test_a_multi_node_probe_starts_on_no_host_when_one_is_held(
     with pytest.raises(GpufixError, match=r"^h2: not probed: .*bastion2:/srv"):
         probe_group("h1,h2", _inventory(tmp_path), ProbeOptions(multi_node=True))
     assert len(calls) == 1  # no facts gathered, no rank started
+
+
+def test_a_remote_lock_the_host_could_not_read_is_probed_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, verdict: str
+) -> None:
+    """host_lock.yml answers "unreadable: ..." for a FIFO or a file it may not read: a review
+    (2026-12-07) found that read as a holder, so the host was not probed (exit 1), unlike the
+    local case and docs/probe.md."""
+    monkeypatch.setenv("GPUFIX_STATE_DIR", str(tmp_path / "state"))
+    _peek(monkeypatch, {"h1": "unreadable: not a regular file", "h2": None})
+    said: list[tuple[str, str]] = []
+    result = {h: runner.HostResult(h, stdout=verdict) for h in ("h1", "h2")}
+    monkeypatch.setattr(
+        runner, "run_script", lambda *_a, **_k: runner.RunResult("x", 0, "successful", result)
+    )
+    code = command.run(
+        "h1,h2", _inventory(tmp_path), ProbeOptions(), as_json=False,
+        progress=lambda h, m: said.append((h, m)),
+    )  # fmt: skip
+    assert code == 0
+    assert [h for h, m in said if "could not be read" in m] == ["h1"]

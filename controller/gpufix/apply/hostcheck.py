@@ -18,7 +18,7 @@ from gpufix.inputs import schema_errors
 FORCEABLE = ("gpu-processes", "disk")
 # The packages the host check reads (playbooks/host_check.yml's `keep`, the same text): what a
 # strategy's roles install, so rollback can put them back. Rollback touches no other package,
-# whatever a journal says (tests/test_rollback_seal.py compares the two).
+# whatever a journal says (tests/adversarial/test_journal_seal.py compares the two).
 TRACKED_PACKAGES = re.compile(
     r"^(nvidia-|libnvidia-|linux-image-|linux-modules-|linux-headers-|"
     r"linux-generic|cuda-|libcudnn|libnccl|docker|containerd|"
@@ -250,8 +250,11 @@ def run_preflight(
 # read back with inputs' bounds: a report near those bounds would make the whole run unreadable
 # (its rollback and resume refused for every host). Far below them, a real report: about 40
 # tracked packages, a few watched files of at most SAVE_LIMIT each, 6 levels deep.
+# The reader counts bytes and every comma of the file (inside strings too) against its limits:
+# two reports and the rest of the record stay under them with a quarter each.
 REPORT_MAX_DEPTH = inputs.MAX_DEPTH - 12
-REPORT_MAX_BYTES = 16 << 20
+REPORT_MAX_BYTES = inputs.MAX_BYTES["journal"] // 4
+REPORT_MAX_COMMAS = inputs.MAX_NODES // 4
 
 
 def _unusable(report: Any) -> str | None:
@@ -262,8 +265,11 @@ def _unusable(report: Any) -> str | None:
         inputs.check_tree(report, "the report", limit=REPORT_MAX_DEPTH)
     except inputs.InvalidInput as e:
         return str(e)
-    if len(json.dumps(report, default=str)) > REPORT_MAX_BYTES:
+    text = json.dumps(report, indent=2, sort_keys=True, default=str)  # as the journal writes it
+    if len(text.encode("utf-8", "surrogatepass")) > REPORT_MAX_BYTES:
         return f"over {REPORT_MAX_BYTES >> 20} MiB"
+    if text.count(",") > REPORT_MAX_COMMAS:
+        return f"over {REPORT_MAX_COMMAS} values"
     return None
 
 

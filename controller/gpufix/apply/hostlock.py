@@ -33,6 +33,7 @@ from gpufix.paths import state_path
 FORCE = "host-lock"
 LOCK_PATH = "/var/lib/gpufix/apply.lock"  # playbooks/host_lock.yml's
 _TOKEN = re.compile(r"^[0-9a-f]{32}$")
+_UNREADABLE = "unreadable: "  # host_lock.yml's answer for a file it could not read
 
 
 def owner() -> str:
@@ -217,7 +218,12 @@ class HostLock:
         res = self._play(hosts, "peek")
         for h in hosts:
             got = self._result(res, h, unread, lost, verb="read")
-            line = busy_with(got.get("holder") if got is not None else None)
+            text = got.get("holder") if got is not None else None
+            if isinstance(text, str) and text.startswith(_UNREADABLE):
+                # the script could not read the file (a FIFO, no permission): not a holder
+                unread[h] = f"the host's apply lock could not be read: {one_line(text, 200)}"
+                continue
+            line = busy_with(text)
             if line is not None:
                 held[h] = line
         return held, lost, unread

@@ -404,7 +404,9 @@ class FileJournal(Journal):
                 f"run {self.run_id}: not {doing}: its journal is not as this controller wrote it "
                 f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}: no seal, or changed "
                 "since; a journal from another machine, a ticket or an edit is data gpufix does "
-                "not act on, docs/security.md)"
+                f"not act on, docs/security.md): `gpufix status {self.run_id}` shows what it "
+                "records; undo that by hand, or move the run's directory out of runs/ to apply "
+                "the plan afresh"
             )
 
     @classmethod

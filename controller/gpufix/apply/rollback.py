@@ -12,6 +12,7 @@ from typing import Any
 from gpufix import runner, strategies
 from gpufix.apply import hostcheck
 from gpufix.apply.journal import FileJournal, Journal, list_runs, now, runs_dir, step_ran
+from gpufix.apply.rolevars import UNSAFE_MODE_BITS
 from gpufix.apply.varspec import SAVED_FILE_KEYS
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
 from gpufix.inputs import one_line
@@ -39,7 +40,9 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(saved, dict) or path not in watched:
             continue
         after_saved = (after.get("files") or {}).get(path)
-        if path in written or (after_saved is not None and after_saved != saved):
+        if (path in written or (after_saved is not None and after_saved != saved)) and not (
+            unsafe_to_restore(saved)
+        ):
             # the owner's and group's names are for people; rollback puts back the numbers
             files[path] = {k: saved[k] for k in SAVED_FILE_KEYS if k in saved}
     kernel_before = (before.get("kernel") or {}).get("running") if _kernel_may_move(rec) else None
@@ -62,6 +65,37 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
         "gpufix_rollback_ml_venv_remove": venv_before.get("exists") is False
         and venv_after.get("exists") is True,
     }
+
+
+def unsafe_to_restore(saved: dict[str, Any]) -> str:
+    """Why a saved file is not written back (another account's, set-id, writable by a group or
+    others: a way in as root, whoever wrote the record), or ""."""
+    if not saved.get("exists"):
+        return ""
+    uid = saved.get("uid", 0)
+    if uid != 0:
+        return f"owned by uid {uid}"
+    try:
+        mode = int(str(saved.get("mode", "")), 8)
+    except ValueError:
+        return ""  # the role spec refuses it with its own message
+    return f"mode {saved.get('mode')}" if mode & UNSAFE_MODE_BITS else ""
+
+
+def files_kept(rec: dict[str, Any]) -> str:
+    """The watched files rollback leaves as the run left them, with why, or ""."""
+    before = (rec.get("before") or {}).get("files") or {}
+    out = [
+        f"{path} ({why})"
+        for path, saved in sorted(before.items())
+        if isinstance(saved, dict) and (why := unsafe_to_restore(saved))
+    ]
+    if not out:
+        return ""
+    return one_line(
+        f"{', '.join(out)} not written back (gpufix restores only root's files that are not "
+        "set-id or writable by group or others): put back by hand what the run changed there"
+    )
 
 
 def venv_kept(rec: dict[str, Any]) -> str:
@@ -275,7 +309,7 @@ def rollback(
         "rebooted": reboots(ev),
         "ml_venv_removed": ev["gpufix_rollback_ml_venv_remove"],
     }
-    kept = venv_kept(rec)
+    kept = "; ".join(k for k in (venv_kept(rec), files_kept(rec)) if k)
     if kept:
         done["kept"] = kept
     if hr is not None and hr.status == "ok":

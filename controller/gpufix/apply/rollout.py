@@ -215,7 +215,6 @@ class Applier:
             raise GpufixError(
                 f"run {old.run_id} of this plan is still running (pid {old.meta.get('pid')})"
             )
-        old.require_sealed("resumed")  # which steps are done, and what rollback writes back
         actions = {h: next_action(old.host(h)) for h in self.order}
         refused = [h for h, (a, _) in actions.items() if a == "refuse"]
         if refused:
@@ -241,6 +240,10 @@ class Applier:
                 {h: ("skip", -1) if a == "skip" else ("step", 0) for h, (a, _) in actions.items()},
                 "retry",
             )
+        # a resume goes on from where the journal says, and a failure then rolls back from its
+        # records: only a journal this controller wrote (a no-op or a retry in a new run acts
+        # on nothing it says)
+        old.require_sealed("resumed")
         touched = {h: old.host(h) for h in self.order if step_ran(old.host(h))}
         targets.check_same(
             touched,

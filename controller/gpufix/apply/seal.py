@@ -7,13 +7,16 @@ no seal: its text is escaped wherever it is shown."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import stat
+from pathlib import Path
 from typing import Any
 
 from gpufix.errors import GpufixError
@@ -21,6 +24,7 @@ from gpufix.paths import private_dir
 
 FIELD = "seal"
 _KEY_FILE = "journal.key"
+_HEX64 = re.compile(rb"[0-9a-f]{64}")
 
 
 def _key() -> bytes:
@@ -41,25 +45,33 @@ def _key() -> bytes:
                     f"the journal key {path} is not a private file of this user: refusing it"
                 )
             text = fh.read(200).strip()
-        if len(text) != 64:
-            raise GpufixError(f"the journal key {path} is damaged: journals cannot be checked")
-        return bytes.fromhex(text.decode("ascii", "replace"))
+        if not _HEX64.fullmatch(text):
+            raise GpufixError(
+                f"the journal key {path} is damaged: journals cannot be sealed or checked; "
+                "remove it only if no run of this state directory is to be resumed or rolled back"
+            )
+        return bytes.fromhex(text.decode("ascii"))
     raise GpufixError(f"cannot create the journal key {path}")
 
 
-def _new_key(path: os.PathLike[str]) -> None:
+def _new_key(path: Path) -> None:
+    """Written whole under another name, then linked into place: a reader never sees half a
+    key, two first runs at once end with one key, and a crash leaves no empty one."""
+    tmp = path.with_name(f".{_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        return  # another run made it first
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        with contextlib.suppress(FileExistsError):  # another run made it first: theirs wins
+            os.link(tmp, path)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise GpufixError(f"the journal key {path} is a symbolic link: refusing it") from None
         raise GpufixError(f"cannot create the journal key {path}: {e.strerror}") from None
-    with os.fdopen(fd, "w") as fh:
-        fh.write(secrets.token_hex(32) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _digest(doc: dict[str, Any]) -> str:

@@ -109,7 +109,7 @@ def lint_paths(
             )
         raise InvalidInput(f"no such file or directory: {missing[0]}")
     config = config if config is not None else load_config(paths, config_file)
-    named = {p for p in paths if not os.path.isdir(p)}
+    named = {os.path.realpath(p) for p in paths if not os.path.isdir(p)}
     files, skipped, seen = [], [], []
     unreadable: list[str] = []
     for path, rel in once(iter_python_files(paths, config, unreadable)):
@@ -118,7 +118,7 @@ def lint_paths(
         try:
             files.append((path, rel, inputs.read_bytes(path, "source")))
         except InvalidInput as exc:
-            if path in named:
+            if os.path.realpath(path) in named:  # named on the command line: bad input
                 raise
             # one stray file a directory holds (an editor's lock link, a FIFO, a huge
             # generated file) is reported and passed over, not the end of the run
@@ -135,7 +135,8 @@ def once(found: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """Each file once, however often it was reached (`lint . src`, `./a.py a.py`, a link to a
     file of the run): read twice, every finding would be reported twice. The file's own path
     wins over a symbolic link's (a result at a link cannot be shown on GitHub), else the first
-    path given."""
+    path given. (A file named on the command line stays bad input when it cannot be read,
+    whichever path reached it first: the caller compares real paths with `named`.)"""
     by_real: dict[str, tuple[str, str]] = {}
     for path, rel in found:
         real = os.path.realpath(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -77,7 +78,10 @@ class _Paths:
         self._seen: dict[str, int] = {}
 
     def location(self, path: str) -> dict[str, str]:
-        full = Path(os.path.abspath(path))
+        # the directory resolved as the root is (a run through a linked checkout names the
+        # same file the same way), the file's own name kept
+        absolute = os.path.abspath(path)
+        full = Path(os.path.realpath(os.path.dirname(absolute))) / os.path.basename(absolute)
         if self.root is not None:
             try:
                 rel = full.relative_to(self.root)
@@ -94,7 +98,8 @@ class _Paths:
         lines = self._lines.get(f.path)
         if lines is None:
             try:
-                lines = Path(f.path).read_text(encoding="utf-8", errors="replace").splitlines()
+                text = Path(f.path).read_text(encoding="utf-8", errors="replace")
+                lines = _LINE_END.split(text)  # as Python numbers lines (not at \f or U+2028)
             except OSError:
                 lines = []
             self._lines[f.path] = lines
@@ -112,13 +117,16 @@ def _physical(paths: _Paths, path: str, region: dict[str, int]) -> dict[str, obj
     return {"artifactLocation": paths.location(path), "region": region}
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 def _related(paths: _Paths, related: tuple[Related, ...]) -> list[dict[str, object]]:
     """A related place is a line (SARIF 3.30.2: a region whose start and end column are equal
     is an empty insertion point, which nothing can show)."""
     return [
         {
             "id": i,
-            "message": {"text": r.message},
+            "message": {"text": _escaped(r.message)},
             "physicalLocation": _physical(paths, r.path, {"startLine": r.line}),
         }
         for i, r in enumerate(related, start=1)
@@ -127,7 +135,8 @@ def _related(paths: _Paths, related: tuple[Related, ...]) -> list[dict[str, obje
 
 def _message(f: LintFinding) -> str:
     """GitHub links a related location only where the message embeds it: `[text](id)`
-    (SARIF 3.11.6); brackets of the finding's own text are escaped (3.11.5)."""
+    (SARIF 3.11.6); brackets of the finding's own text are escaped there so that none reads
+    as a link."""
     text = _escaped(f.message)
     if f.related:
         links = (f"[{_escaped(r.path)}:{r.line}]({i})" for i, r in enumerate(f.related, start=1))
@@ -136,7 +145,7 @@ def _message(f: LintFinding) -> str:
 
 
 def _escaped(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    return text.replace("[", "\\[").replace("]", "\\]")
 
 
 def _result(paths: _Paths, f: LintFinding) -> dict[str, object]:

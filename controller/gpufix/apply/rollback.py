@@ -33,18 +33,12 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
     holds_before = {n for n in before.get("holds") or [] if tracked(n)}
     holds_after = {n for n in after["holds"] if tracked(n)} if "holds" in after else holds_before
     strategy = strategies.REGISTRY.get(str(rec.get("strategy")))
-    watched = set(strategy.watched_files) if strategy else set()
-    files = {}
-    written = {f for s in rec.get("steps") or [] for f in s.get("files") or []}
-    for path, saved in (before.get("files") or {}).items():
-        if not isinstance(saved, dict) or path not in watched:
-            continue
-        after_saved = (after.get("files") or {}).get(path)
-        if (path in written or (after_saved is not None and after_saved != saved)) and not (
-            unsafe_to_restore(saved)
-        ):
-            # the owner's and group's names are for people; rollback puts back the numbers
-            files[path] = {k: saved[k] for k in SAVED_FILE_KEYS if k in saved}
+    files = {
+        # the owner's and group's names are for people; rollback puts back the numbers
+        path: {k: saved[k] for k in SAVED_FILE_KEYS if k in saved}
+        for path, saved in _to_restore(rec)
+        if not unsafe_to_restore(saved)
+    }
     kernel_before = (before.get("kernel") or {}).get("running") if _kernel_may_move(rec) else None
     venv_before, venv_after = before.get("ml_venv") or {}, after.get("ml_venv") or {}
     # the host runs another kernel than before the run: it was rebooted, whether or not the
@@ -67,6 +61,22 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _to_restore(rec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The strategy's watched files that the run wrote or that differ after it, as saved."""
+    before, after = rec.get("before") or {}, rec.get("after") or {}
+    strategy = strategies.REGISTRY.get(str(rec.get("strategy")))
+    watched = set(strategy.watched_files) if strategy else set()
+    written = {f for s in rec.get("steps") or [] for f in s.get("files") or []}
+    out = []
+    for path, saved in (before.get("files") or {}).items():
+        if not isinstance(saved, dict) or path not in watched:
+            continue
+        after_saved = (after.get("files") or {}).get(path)
+        if path in written or (after_saved is not None and after_saved != saved):
+            out.append((path, saved))
+    return out
+
+
 def unsafe_to_restore(saved: dict[str, Any]) -> str:
     """Why a saved file is not written back (another account's, set-id, writable by a group or
     others: a way in as root, whoever wrote the record), or ""."""
@@ -84,11 +94,8 @@ def unsafe_to_restore(saved: dict[str, Any]) -> str:
 
 def files_kept(rec: dict[str, Any]) -> str:
     """The watched files rollback leaves as the run left them, with why, or ""."""
-    before = (rec.get("before") or {}).get("files") or {}
     out = [
-        f"{path} ({why})"
-        for path, saved in sorted(before.items())
-        if isinstance(saved, dict) and (why := unsafe_to_restore(saved))
+        f"{path} ({why})" for path, saved in _to_restore(rec) if (why := unsafe_to_restore(saved))
     ]
     if not out:
         return ""

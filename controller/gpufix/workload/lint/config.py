@@ -263,14 +263,14 @@ def _project_root(common: Path) -> Path:
 
 def source_root(paths: list[str], config: LintConfig) -> Path | None:
     """What SARIF's paths are relative to: the checkout (`.git`) that holds the paths, as
-    GitHub reads them relative to the repository's root, else the project's root; None (whole
-    file URIs) when that is the filesystem's root (paths from unrelated trees)."""
+    GitHub reads them relative to the repository's root, else the project whose pyproject.toml
+    the run read; None (paths as given, absolute ones as file URIs) for paths in no checkout or
+    project (files from unrelated trees have no common root worth naming)."""
     common = Path(_common_dir(paths)).resolve()
     for d in (common, *common.parents):
         if (d / ".git").exists():
             return d
-    root = Path(config.root).resolve()
-    return None if root.parent == root else root
+    return Path(config.root).resolve() if config.source else None
 
 
 def _common_dir(paths: list[str]) -> str:

@@ -123,6 +123,34 @@ def test_a_key_another_account_could_read_is_refused(tmp_path: Path) -> None:
         seal.sealed_copy({"x": 1})
 
 
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "damaged"])
+def test_a_key_that_is_no_private_key_file_is_refused_without_blocking(
+    tmp_path: Path, kind: str
+) -> None:
+    """The key decides what root acts on: a link to a key elsewhere (or to a file another
+    account writes), a FIFO another process holds open, or a damaged key is refused with one
+    line, never followed, waited on or replaced by a new key."""
+    _run(tmp_path)
+    key = next((Path(os.environ["GPUFIX_STATE_DIR"]) / "keys").iterdir())
+    key.unlink()
+    if kind == "symlink":
+        other = tmp_path / "elsewhere.key"
+        other.write_text("ab" * 32 + "\n")
+        other.chmod(0o600)
+        key.symlink_to(other)
+        want = "is a symbolic link"
+    elif kind == "fifo":
+        os.mkfifo(key, 0o600)
+        want = "not a private file"
+    else:
+        key.write_text("not a key\n")
+        key.chmod(0o600)
+        want = "damaged"
+    with pytest.raises(GpufixError, match=want):
+        seal.sealed_copy({"x": 1})
+    assert key.is_symlink() == (kind == "symlink")  # not replaced by a new key
+
+
 def test_even_a_sealed_journal_writes_back_no_way_in(tmp_path: Path) -> None:
     """Defence in depth behind the seal: the key's owner is root already, but a wrong or old
     record must not leave a set-id file, a file another user owns or move sudo."""
@@ -138,8 +166,8 @@ def test_even_a_sealed_journal_writes_back_no_way_in(tmp_path: Path) -> None:
     ]
     saved = v["gpufix_rollback_files"][GRUB]
     check_vars("rollback.yml", v, "test")
-    for bad, says in (({"mode": "4755"}, "set-id"), ({"mode": "666"}, "writable by group"),
-                      ({"uid": 1000}, "only files root owns")):  # fmt: skip
+    for bad, says in (({"mode": "4755"}, ": mode 4755: "), ({"mode": "666"}, ": mode 666: "),
+                      ({"uid": 1000}, ": owned by uid 1000: ")):  # fmt: skip
         with pytest.raises(InvalidInput, match=says):
             check_vars("rollback.yml", {"gpufix_rollback_files": {GRUB: {**saved, **bad}}}, "t")
     check_vars("rollback.yml", {"gpufix_rollback_files": {GRUB: {**saved, "gid": 998}}}, "t")

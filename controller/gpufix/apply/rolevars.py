@@ -98,6 +98,23 @@ def _check_str(name: str, value: Any, pattern: str | None, where: str) -> None:
 UNSAFE_MODE_BITS = 0o7022  # set-uid, set-gid, sticky; write for group or others
 
 
+def unsafe_saved_file(saved: dict[str, Any]) -> str:
+    """Why a saved file is never written back, or "": every file a strategy watches is root's
+    and read by root (a config file, a script, a unit), so one another account owns, set-id or
+    writable by group or others would be a way in as root, whoever wrote the record. A group
+    may read one (daemon.json, root:docker); records from before owners were kept have none."""
+    if not saved.get("exists"):
+        return ""
+    uid = saved.get("uid", 0)
+    if uid != 0:
+        return f"owned by uid {uid}"
+    try:
+        mode = int(str(saved.get("mode", "")), 8)
+    except ValueError:
+        return ""  # check_vars refuses it with its own message
+    return f"mode {saved.get('mode')}" if mode & UNSAFE_MODE_BITS else ""
+
+
 def _check_saved_file(name: str, value: Any, where: str) -> None:
     if not isinstance(value, dict) or set(value) - set(SAVED_FILE_KEYS):
         raise InvalidInput(f"{where}: {name}: a saved file is {{{', '.join(SAVED_FILE_KEYS)}}}")
@@ -108,13 +125,6 @@ def _check_saved_file(name: str, value: Any, where: str) -> None:
             raise InvalidInput(f"{where}: {name}: a saved file that existed has no content_b64")
         _match("file_mode", str(value.get("mode", "")), name, where)
         _match("base64", str(value["content_b64"]), name, where)
-        # every file a strategy watches is root's and read by root (a config file, a script,
-        # a unit): written back set-id or writable by others, it would be a way in
-        if int(str(value["mode"]), 8) & UNSAFE_MODE_BITS:
-            raise InvalidInput(
-                f"{where}: {name}: mode {value['mode']} is set-id or writable by group or others:"
-                " gpufix writes back no such file"
-            )
     for key in ("uid", "gid"):  # absent in journals from before they were recorded
         if key in value:
             n = value[key]
@@ -122,10 +132,11 @@ def _check_saved_file(name: str, value: Any, where: str) -> None:
                 raise InvalidInput(
                     f"{where}: {name}: {key} must be an integer from 0 to {FILE_ID_MAX}"
                 )
-            if key == "uid" and n != 0:  # a group may read one (daemon.json, root:docker)
-                raise InvalidInput(
-                    f"{where}: {name}: uid {n}: gpufix writes back only files root owns"
-                )
+    if why := unsafe_saved_file(value):
+        raise InvalidInput(
+            f"{where}: {name}: {why}: gpufix writes back only root's files that are not set-id"
+            " or writable by group or others"
+        )
 
 
 def _check_dict(name: str, value: Any, where: str) -> None:

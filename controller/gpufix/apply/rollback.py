@@ -12,7 +12,7 @@ from typing import Any
 from gpufix import runner, strategies
 from gpufix.apply import hostcheck
 from gpufix.apply.journal import FileJournal, Journal, list_runs, now, runs_dir, step_ran
-from gpufix.apply.rolevars import UNSAFE_MODE_BITS
+from gpufix.apply.rolevars import unsafe_saved_file
 from gpufix.apply.varspec import SAVED_FILE_KEYS
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
 from gpufix.inputs import one_line
@@ -37,7 +37,7 @@ def rollback_vars(rec: dict[str, Any]) -> dict[str, Any]:
         # the owner's and group's names are for people; rollback puts back the numbers
         path: {k: saved[k] for k in SAVED_FILE_KEYS if k in saved}
         for path, saved in _to_restore(rec)
-        if not unsafe_to_restore(saved)
+        if not unsafe_saved_file(saved)
     }
     kernel_before = (before.get("kernel") or {}).get("running") if _kernel_may_move(rec) else None
     venv_before, venv_after = before.get("ml_venv") or {}, after.get("ml_venv") or {}
@@ -77,25 +77,10 @@ def _to_restore(rec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def unsafe_to_restore(saved: dict[str, Any]) -> str:
-    """Why a saved file is not written back (another account's, set-id, writable by a group or
-    others: a way in as root, whoever wrote the record), or ""."""
-    if not saved.get("exists"):
-        return ""
-    uid = saved.get("uid", 0)
-    if uid != 0:
-        return f"owned by uid {uid}"
-    try:
-        mode = int(str(saved.get("mode", "")), 8)
-    except ValueError:
-        return ""  # the role spec refuses it with its own message
-    return f"mode {saved.get('mode')}" if mode & UNSAFE_MODE_BITS else ""
-
-
 def files_kept(rec: dict[str, Any]) -> str:
     """The watched files rollback leaves as the run left them, with why, or ""."""
     out = [
-        f"{path} ({why})" for path, saved in _to_restore(rec) if (why := unsafe_to_restore(saved))
+        f"{path} ({why})" for path, saved in _to_restore(rec) if (why := unsafe_saved_file(saved))
     ]
     if not out:
         return ""

@@ -37,6 +37,10 @@ def _key() -> bytes:
             _new_key(path)
             continue
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise GpufixError(
+                    f"the journal key {path} is a symbolic link: refusing it"
+                ) from None
             raise GpufixError(f"cannot read the journal key {path}: {e.strerror}") from None
         with os.fdopen(fd, "rb") as fh:
             st = os.fstat(fd)

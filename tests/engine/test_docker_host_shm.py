@@ -59,3 +59,20 @@ def test_inside_the_container_nothing_changes() -> None:
     verdict, _ = verdict_for(CASE, 2)
     plan = decide(snap["facts"], verdict)
     assert plan.extra["decision"]["row"] == "text-shm-container"
+
+
+@pytest.mark.parametrize("containers", [{"unknown": "not read"}, {"in_container": False}])
+def test_facts_gathered_in_a_container_are_a_container_whatever_containers_says(
+    containers: dict[str, Any],
+) -> None:
+    """A hand-written snapshot (an outside review, 2026-12-07) said `gathered_in: container` and
+    left `containers` unknown: the plan named the container's host for its other steps and
+    still refused container-fix with "training does not run in containers here"."""
+    snap = snapshot_for(CASE)
+    facts = copy.deepcopy(snap["facts"])
+    facts["gathered_in"] = {"where": "container", "evidence": "/.dockerenv"}
+    facts["containers"] = containers
+    verdict, _ = verdict_for(CASE, 2)
+    plan = decide(facts, verdict)
+    assert plan.extra["decision"]["row"] == "text-shm-container"
+    assert plan.strategy == "container-fix"

@@ -189,6 +189,20 @@ def _gathered_in(facts: Mapping[str, Any]) -> str | None:
     return None if inside is None else ("container" if inside else "host")
 
 
+def _fabricmanager_known(section: Any) -> bool:
+    """Whether the facts say if fabric manager is installed (a version, or null: not). A
+    hand-written snapshot may leave the version unknown beside a known service state."""
+    return isinstance(section, dict) and not is_unknown(section.get("installed"))
+
+
+def _in_container(facts: Mapping[str, Any]) -> bool | None:
+    """Facts gathered in a container describe a job that runs in one, whatever a hand-written
+    `containers` section says or leaves out (the module reads both the same way)."""
+    if _str(fget(facts, "gathered_in.where")) == "container":
+        return True
+    return _bool(fget(facts, "containers.in_container"))
+
+
 # The NCCL wheels torch's CUDA wheels depend on (pip METADATA Requires-Dist), newest CUDA first.
 _NCCL_WHEELS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
 
@@ -302,7 +316,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         cpu_vendor=_str(fget(facts, "cpu.vendor")),
         shm_bytes=_int(fget(facts, "shm.size_bytes")),
         gathered_in=_gathered_in(facts),
-        in_container=_bool(fget(facts, "containers.in_container")),
+        in_container=_in_container(facts),
         ipc_host=_bool(fget(facts, "containers.ipc_host")),
         net_host=_bool(fget(facts, "containers.net_host")),
         docker=_str(fget(facts, "containers.docker")),
@@ -339,8 +353,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         infiniband=tuple(str(x) for x in _list(fget(facts, "network.infiniband"))),
         nvlink_min=_nvlink_min(fget(facts, "topology.matrix")),
         network_read=isinstance(fget(facts, "network.infiniband"), list),
-        fabricmanager_known=isinstance(fget(facts, "fabricmanager"), dict)
-        and not is_unknown(fget(facts, "fabricmanager.installed")),
+        fabricmanager_known=_fabricmanager_known(fget(facts, "fabricmanager")),
         gpu_errors=tuple(
             (
                 _str(e.get("pci_bus_id")),

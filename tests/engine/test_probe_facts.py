@@ -58,6 +58,31 @@ def test_build_suffixes_and_bare_driver_versions_are_read(nccl: str, driver: str
     assert got["nccl"] == "2.18.6" and got["driver"].startswith("535.104")
 
 
+@pytest.mark.parametrize(
+    "nccl",
+    [
+        "NCCL version 2.18.6+cuda12.1",  # NCCL's own INFO line
+        "nccl 2.18.6",
+        "(2, 18, 6)",  # torch.cuda.nccl.version() printed
+        "(2, 18, 6, '')",
+        [2, 18, 6],  # the same tuple as JSON writes it
+        21806,  # NCCL_VERSION_CODE from 2.9 on
+    ],
+)
+def test_an_nccl_version_written_by_hand_is_read(nccl: object) -> None:
+    """An outside review (2026-12-07) wrote verdicts by hand as docs/probe.md describes
+    `facts.nccl` (`torch.cuda.nccl.version()`): the tuple, as text or a list, was ignored and the
+    plan lost the NCCL's documented issues. Every form names one version, so each is read."""
+    assert measured({"backend": "nccl", "facts": {"nccl": nccl}})["nccl"] == "2.18.6"
+
+
+@pytest.mark.parametrize(("code", "want"), [(2708, "2.7.8"), (21903, "2.19.3"), (3003, None)])
+def test_version_codes_decode_as_nccl_h_defines_them(code: int, want: str | None) -> None:
+    """NCCL_VERSION(X,Y,Z): X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9 (src/nccl.h.in);
+    3003 (torch before 1.10 packing NCCL 2.10.3) names no NCCL 2 and is no reading."""
+    assert measured({"backend": "nccl", "facts": {"nccl": code}}).get("nccl") == want
+
+
 def test_a_run_off_the_gpus_says_nothing_about_their_stack() -> None:
     """--cpu / gloo: the GPU stack was not used, and the torch may be a CPU build."""
     for backend in ("gloo", None):

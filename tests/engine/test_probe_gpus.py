@@ -39,8 +39,28 @@ def test_the_ranks_own_count_and_names_are_read() -> None:
 def test_an_older_verdict_counts_one_gpu_per_rank_once_cuda_started() -> None:
     assert probe_gpus(run()) == (4, ())
     assert probe_gpus(run(phases=[{**CUDA_STARTED[0], "ok": False, "end": None}])) is None
-    assert probe_gpus(run(phases=[])) is None
+    assert probe_gpus(run(phases=[], stalled=None)) is None
     assert probe_gpus(run(world_size=1)) is None  # one rank shows no second GPU
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"stalled": {"phase": "allreduce", "ranks": [0, 1]}},
+        {"stalled": None, "failed_in": {"phase": "pg_init", "ranks": [1]}},
+        {"stalled": None, "phases": [{"phase": "barrier", "rank": 0, "start": 1.0, "ok": False}]},
+    ],
+)
+def test_a_run_that_reached_a_later_phase_had_started_cuda(where: dict[str, Any]) -> None:
+    """An outside review (2026-12-07) wrote verdicts by hand with no phases, only where the run
+    failed (`failed_in: pg_init`): the ranks run cuda_init before any later phase, so the run
+    counts its GPUs as one whose cuda_init phase is recorded does."""
+    assert probe_gpus(run(phases=[], **where) if "phases" not in where else run(**where)) == (
+        4,
+        (),
+    )
+    early = {"stalled": None, "failed_in": {"phase": "cuda_init", "ranks": [1]}}
+    assert probe_gpus(run(phases=[], **early)) is None
 
 
 @pytest.mark.parametrize(
@@ -78,7 +98,7 @@ def test_gpus_the_facts_listed_are_kept() -> None:
 def test_the_run_decides_where_the_facts_listed_no_gpu() -> None:
     """Before, the plan chose nothing and waited for `gpus`; the run's four ranks on NCCL are that
     fact. The finding says where the count came from."""
-    waiting = decide(no_gpu_list(), run(phases=[]))  # no sign CUDA started: no count
+    waiting = decide(no_gpu_list(), run(phases=[], stalled=None))  # no sign CUDA started
     assert waiting.strategy == "none" and waiting.extra["complete"] is False
     plan = decide(no_gpu_list(), run())
     assert plan.strategy == "nccl-profile" and plan.extra.get("complete") is not False

@@ -43,3 +43,14 @@ def test_each_rank_names_its_own_device(prog: types.ModuleType) -> None:
 def test_ranks_that_never_started_cuda_record_no_count(prog: types.ModuleType) -> None:
     v = _record(prog, [_rank(prog, 0, None), _rank(prog, 1, None)])
     assert "gpu_count" not in v["facts"] and "gpu_names" not in v["facts"]
+
+
+def test_nccl_version_in_every_form_torch_returns(prog: types.ModuleType) -> None:
+    """torch.cuda.nccl.version() is a tuple since torch 1.10 (a fourth item, NCCL's suffix, since
+    2.2) and an int before (NCCL_MAJOR*1000 + NCCL_MINOR*100 + NCCL_PATCH, pytorch#62916): the
+    probe read only tuples, so on the old stacks bionic hosts run the verdict had no NCCL."""
+    assert prog.nccl_text((2, 19, 3)) == "2.19.3"
+    assert prog.nccl_text((2, 21, 5, "+cuda12.4")) == "2.21.5"
+    assert prog.nccl_text(2708) == "2.7.8"  # torch 1.7-1.9's bundled NCCL
+    assert prog.nccl_text(3003) is None  # NCCL 2.10.3 overflowed torch's old encoding
+    assert prog.nccl_text(True) is None and prog.nccl_text("2.19.3") is None

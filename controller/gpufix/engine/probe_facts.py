@@ -14,6 +14,7 @@ from typing import Any, TypeGuard
 
 from gpufix import versions
 from gpufix.facts.host import Host, PyEnv
+from gpufix.probe.merge import PHASES
 
 # torch.__version__: "2.1.2+cu121", "2.1.0a0+32f93b1" (NVIDIA containers' source builds).
 _TORCH = re.compile(r"\d+\.\d+(?:\.\d+)?(?:(?:a|b|rc)\d+)?(?:\+[0-9A-Za-z.]+)?")
@@ -39,6 +40,35 @@ def _read(v: Any, pattern: re.Pattern[str]) -> str | None:
     return (m.group(1) if m.groups() else m.group(0)) if m else None
 
 
+# How people copy an NCCL version into a verdict by hand: "NCCL version 2.19.3+cuda12.2" (NCCL's
+# own INFO line), torch's tuple printed "(2, 19, 3)" or as a JSON list.
+_NCCL_WORDS = re.compile(r"(?i)nccl(?:\s+version)?\s*:?\s*")
+_NCCL_TUPLE = re.compile(r"[(\[]\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*(?:,[^()\[\]]{0,40})?[)\]]")
+
+
+def _nccl(v: Any) -> str | None:
+    """The NCCL version in any form it is printed in: "2.19.3", NCCL's own log line, torch's tuple
+    (a list in JSON, or its text), or a version code: NCCL_VERSION(X,Y,Z) is X*1000+Y*100+Z up
+    to 2.8 and X*10000+Y*100+Z from 2.9 (NVIDIA/nccl src/nccl.h.in; torch before 1.10 returned
+    the first form). Only major version 2 exists: anything else is no reading."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        base = 10000 if v >= 10000 else 1000
+        parts = (v // base, v % base // 100, v % 100)
+    elif isinstance(v, list) and len(v) >= 3 and all(type(x) is int for x in v[:3]):
+        parts = (v[0], v[1], v[2])
+    elif isinstance(v, str) and len(v) <= 200:
+        text = _NCCL_WORDS.sub("", v.strip(), count=1)
+        m = _NCCL_TUPLE.fullmatch(text)
+        if not m:
+            return _read(text, _NCCL)
+        parts = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    else:
+        return None
+    return ".".join(map(str, parts)) if parts[0] == 2 else None
+
+
 def measured(verdict: dict[str, Any] | None) -> dict[str, str]:
     """The probe's readings that read as versions: torch, nccl, python, driver, kernel. Only from
     a run on the GPUs (backend nccl): a --cpu or gloo run did not use the GPU stack, and its
@@ -49,7 +79,7 @@ def measured(verdict: dict[str, Any] | None) -> dict[str, str]:
         return {}
     out = {
         "torch": _read(f.get("torch"), _TORCH),
-        "nccl": _read(f.get("nccl"), _NCCL),
+        "nccl": _nccl(f.get("nccl")),
         "python": _read(f.get("python"), _PYTHON),
         "kernel": _read(f.get("kernel"), _KERNEL),
     }
@@ -73,17 +103,31 @@ def probe_gpus(verdict: dict[str, Any] | None) -> tuple[int, tuple[str, ...]] | 
     f = f if isinstance(f, dict) else {}
     count = f.get("gpu_count")
     if not _count(count):
-        started = any(
-            isinstance(p, dict) and p.get("phase") == "cuda_init" and p.get("ok") is True
-            for p in v.get("phases") or []
-        )
-        count = v.get("world_size") if started else None
+        count = v.get("world_size") if _cuda_started(v) else None
         if not _count(count) or count < 2:
             return None
     raw = f.get("gpu_names")
     names = raw if isinstance(raw, dict) else {}
     read = [_read(names.get(str(i)), _GPU_NAME) for i in range(count)]
     return count, tuple(n for n in read if n) if all(read) else ()
+
+
+_AFTER_CUDA = frozenset(PHASES[PHASES.index("cuda_init") + 1 :])  # in the order ranks run them
+
+
+def _cuda_started(v: dict[str, Any]) -> bool:
+    """The ranks' CUDA start ended: the `cuda_init` phases recorded passed, or, where none is
+    recorded, the run was in a later phase (the verdict's phases, or where it failed or stalled:
+    a hand-written verdict may name only that, `failed_in: pg_init` with no phases)."""
+    phases = [p for p in v.get("phases") or [] if isinstance(p, dict)]
+    starts = [p.get("ok") for p in phases if p.get("phase") == "cuda_init"]
+    if starts:
+        return all(ok is True for ok in starts)  # a rank whose CUDA start failed: no count
+    wheres = [p.get("phase") for p in phases]
+    for key in ("failed_in", "stalled"):
+        where = v.get(key)
+        wheres.append(where.get("phase") if isinstance(where, dict) else None)
+    return any(w in _AFTER_CUDA for w in wheres)
 
 
 def _count(n: Any) -> TypeGuard[int]:

@@ -509,7 +509,7 @@ class Worker(object):
         self.device = torch.device("cuda", dev)
         nccl = None
         with contextlib.suppress(Exception):
-            nccl = ".".join(str(x) for x in torch.cuda.nccl.version())
+            nccl = nccl_text(torch.cuda.nccl.version())
         return {"device_count": count, "name": torch.cuda.get_device_name(dev), "nccl": nccl}
 
     def phase_alloc(self) -> Dict[str, Any]:
@@ -1431,6 +1431,20 @@ def pxb_is_default(facts: Dict[str, Any], ngpu: int) -> bool:
     if key >= (2, 23, 4):
         return not (vendor == "AuthenticAMD" and 0 < ngpu <= 2)
     return key >= (2, 9, 6) and vendor in ("GenuineIntel", "CentaurHauls", "Shanghai")
+
+
+def nccl_text(v: Any) -> Optional[str]:
+    """torch.cuda.nccl.version() as "2.19.3": a tuple since torch 1.10 (its NCCL suffix, where
+    there is one, fourth since 2.2), before that NCCL_MAJOR * 1000 + NCCL_MINOR * 100 +
+    NCCL_PATCH (torch/csrc/cuda/nccl.cpp; pytorch#62916), which a minor of 10 or more overflows:
+    such a number is no reading."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        major, minor, patch = v // 1000, v % 1000 // 100, v % 100
+        return "%d.%d.%d" % (major, minor, patch) if major == 2 else None
+    ints = isinstance(v, (tuple, list)) and len(v) >= 3
+    if ints and all(isinstance(x, int) and not isinstance(x, bool) for x in v[:3]):
+        return ".".join(str(x) for x in v[:3])
+    return None
 
 
 def version_key(text: Any) -> Optional[Tuple[int, ...]]:

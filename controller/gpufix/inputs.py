@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-from jsonschema.exceptions import best_match
 
 from gpufix import schema_check
 from gpufix.errors import InvalidInput
@@ -234,10 +233,13 @@ def schema_errors(doc: Any, name: str) -> list[str]:
     errors = list(_validator(name).iter_errors(doc))
     if not errors:
         return []
-    first = best_match(errors)
+    first, told = schema_check.explain(errors)
     ordered = [first] + [e for e in errors if e is not first]
     return [
-        one_line(f"{'/'.join(str(p) for p in e.absolute_path) or '(document)'}: {e.message}")
+        one_line(
+            f"{'/'.join(str(p) for p in e.absolute_path) or '(document)'}: "
+            f"{told if e is first and told else e.message}"
+        )
         for e in ordered
     ]
 

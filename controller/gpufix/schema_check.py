@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 import jsonschema
-from jsonschema.exceptions import ValidationError
+from jsonschema.exceptions import ValidationError, best_match
 
 
 @cache
@@ -34,3 +34,70 @@ def validator(schema: Mapping[str, Any]) -> jsonschema.Draft202012Validator:
     """A Draft 2020-12 validator for `schema` with ECMA-262 end anchors."""
     made: jsonschema.Draft202012Validator = _Strict(schema)
     return made
+
+
+def _is_unknown_form(branch: Any) -> bool:
+    return isinstance(branch, Mapping) and str(branch.get("$ref", "")).endswith("/unknown")
+
+
+def _meant(err: ValidationError) -> list[ValidationError] | None:
+    """Of an anyOf/oneOf nothing matched, the errors of the one alternative the value was meant
+    for: not one whose type the value does not have; the `{unknown: why}` form exactly when the
+    value has an `unknown` key. None when that is not exactly one alternative."""
+    options = err.validator_value if isinstance(err.validator_value, list) else []
+    says_unknown = isinstance(err.instance, dict) and "unknown" in err.instance
+    branches: dict[Any, list[ValidationError]] = {}
+    for sub in err.context or []:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    meant = []
+    for i, subs in branches.items():
+        if any(s.validator == "type" and not s.relative_path for s in subs):
+            continue
+        unknown_form = isinstance(i, int) and i < len(options) and _is_unknown_form(options[i])
+        if unknown_form == says_unknown:  # with an `unknown` key, the unknown form was meant
+            meant.append(subs)
+    return meant[0] if len(meant) == 1 else None
+
+
+_KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "string": "a string",
+          "number": "a number", "boolean": "true or false", "null": "null"}  # fmt: skip
+
+
+def _forms(options: Any) -> list[str]:
+    """The alternatives as a person writes them, when each is the unknown form or plain types."""
+    out: list[str] = []
+    for o in options if isinstance(options, list) else []:
+        kinds = o.get("type") if isinstance(o, Mapping) else None
+        if _is_unknown_form(o):
+            out.append('{"unknown": "why"}')
+        elif isinstance(kinds, (str, list)):
+            out += [_KINDS.get(k, k) for k in ([kinds] if isinstance(kinds, str) else kinds)]
+        else:
+            return []
+    return out
+
+
+def _short(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 80 else f"a {type(value).__name__}"
+
+
+def explain(errors: list[ValidationError]) -> tuple[ValidationError, str | None]:
+    """The error to tell a person first, and a message for it where jsonschema's would not do:
+    inside an anyOf/oneOf, the error of the alternative the value was meant for, not "is not
+    valid under any of the given schemas"; an object's missing fields named at once, not one
+    per run."""
+    first = best_match(errors)
+    while first.validator in ("anyOf", "oneOf") and first.context:
+        meant = _meant(first)
+        if not meant:
+            forms = _forms(first.validator_value)
+            if forms:
+                return first, f"{_short(first.instance)} is not {' or '.join(forms)}"
+            break
+        first = best_match(meant)
+    if first.validator == "required" and isinstance(first.instance, dict):
+        missing = [str(k) for k in first.validator_value if k not in first.instance]
+        if len(missing) > 1:
+            return first, f"missing required fields: {', '.join(missing)}"
+    return first, None

@@ -159,7 +159,7 @@ def _acs(f: Facts) -> str:
 def _iommu(f: Facts) -> str:
     mode = _text(_at(f, "iommu.mode"))
     flags = _at(f, "iommu.cmdline")
-    if isinstance(flags, Mapping):
+    if isinstance(flags, Mapping) and not is_unknown(flags):
         set_ = [f"{k}={v}" for k, v in sorted(flags.items()) if v not in (None, "")]
         if set_:
             return f"{mode} ({' '.join(set_)})"

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-from jsonschema.exceptions import best_match
 
 from gpufix import schema_check
 from gpufix.errors import InvalidInput
@@ -62,12 +61,12 @@ def schema_errors(doc: object) -> list[str]:
     errors = list(_validator().iter_errors(doc))
     if not errors:
         return []
-    first = best_match(errors)
+    first, told = schema_check.explain(errors)
     ordered = [first] + [e for e in errors if e is not first]
     out = []
     for err in ordered:
         where = "/".join(str(p) for p in err.absolute_path) or "(document)"
-        out.append(_one_line(f"{where}: {_message(err)}"))
+        out.append(_one_line(f"{where}: {told if err is first and told else _message(err)}"))
     return out
 
 

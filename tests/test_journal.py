@@ -249,7 +249,10 @@ def test_a_corrupt_run_is_one_line_and_does_not_hide_the_others() -> None:
     good = FileJournal.start(_plans(), plan_digest="a", options={})
     bad = FileJournal.start(_plans(), plan_digest="b", options={})
     (bad.path / "run.json").write_text('{"format": "gpufix-run", "version": 1, "hosts": 5}')
-    with pytest.raises(InvalidInput, match=r"journal file .*run\.json: .*required property"):
+    with pytest.raises(
+        InvalidInput,
+        match=r"journal file .*run\.json: \(document\): missing required fields: run, ",
+    ):
         FileJournal.open(bad.run_id)
     assert FileJournal.find_for_plan("a").run_id == good.run_id  # type: ignore[union-attr]
     (bad.path / "h1.json").unlink()

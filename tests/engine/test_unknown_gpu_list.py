@@ -45,10 +45,18 @@ def _needs(plan: Any) -> list[str]:
 
 
 def test_shm_off_healthy_with_the_gpus_unlisted_asks_for_them() -> None:
-    plan = decide(_host01(gpus_known=False), _verdict("shm-off"))
+    """Asked for while the verdict shows no count either; since 2026-12-07 a run whose two
+    NCCL ranks stalled in a collective (past cuda_init) counts as two GPUs, as one whose
+    cuda_init phase is recorded did before (engine/probe_facts.py)."""
+    v = _verdict("shm-off")
+    v["stalled"] = None  # where the main run stopped is not in the verdict
+    plan = decide(_host01(gpus_known=False), v)
     assert (plan.strategy, plan.reboot_required) == ("none", False)
     assert "gpus" in _needs(plan)
     assert not any(s.playbook == "kernel_upgrade.yml" for s in plan.steps)
+    counted = decide(_host01(gpus_known=False), _verdict("shm-off"))
+    assert counted.strategy == decide(_host01(), _verdict("shm-off")).strategy == "nccl-profile"
+    assert not any(s.playbook == "kernel_upgrade.yml" for s in counted.steps)
 
 
 def test_with_the_gpus_listed_the_evidence_decides() -> None:
@@ -57,9 +65,13 @@ def test_with_the_gpus_listed_the_evidence_decides() -> None:
 
 
 def test_a_stall_with_no_experiment_and_the_gpus_unlisted_reboots_nothing() -> None:
+    """No kernel upgrade on a risk factor: the collective stall decides as it would with the
+    GPUs listed (the run's ranks count them), by the ACS/IOMMU row the facts support."""
     plan = decide(_host01(gpus_known=False), _verdict(None))
-    assert (plan.strategy, plan.reboot_required) == ("none", False)
-    assert "gpus" in _needs(plan)
+    listed = decide(_host01(), _verdict(None))
+    assert plan.strategy == listed.strategy == "pcie-acs"
+    assert plan.extra["decision"]["row"] == "collective-acs-iommu"
+    assert not any(s.playbook == "kernel_upgrade.yml" for s in plan.steps)
 
 
 def test_a_driver_mismatch_still_pins_the_driver_when_nvidia_smi_cannot_list_the_gpus() -> None:
@@ -78,6 +90,13 @@ def test_multi_gpu_evidence_chooses_no_driver_move_with_the_gpus_unlisted() -> N
     facts["gpus"] = {"unknown": "nvidia-smi: timeout after 10s"}
     v = _verdict("p2p-off")
     v["experiments"][0]["env"] = {"NCCL_P2P_DISABLE": "1"}
+    # Since 2026-12-07 the two ranks that stalled in the all-reduce count as two GPUs: the
+    # P2P evidence decides, but the branch must drive GPUs nobody named, so the plan stays
+    # incomplete and apply refuses it until the facts list them.
+    plan = decide(facts, v)
+    assert plan.strategy == "driver-pin" and plan.extra["complete"] is False
+    assert "gpus" in _needs(plan)
+    v["stalled"] = None  # no count at all: nothing is chosen
     plan = decide(facts, v)
     assert (plan.strategy, plan.reboot_required) == ("none", False)
     assert "gpus" in _needs(plan)
@@ -93,3 +112,18 @@ def test_a_driver_branch_move_on_driver_evidence_waits_for_the_gpus() -> None:
     assert plan.extra["complete"] is False and "gpus" in _needs(plan)
     known = decide(_host01(), v)
     assert known.strategy == "driver-pin" and "gpus" not in _needs(known)
+
+
+def test_cuda_that_does_not_start_names_the_driver_layer_with_the_driver_unread() -> None:
+    """An outside review (2026-12-07): CUDA's start stalled, the facts held no driver, and the
+    plan chose `none` ("no driver evidence"), against decision.md's rule that the evidence's
+    fix class stands and a missing parameter makes it incomplete. Apply refuses it until the
+    driver is read, so nothing moves on an unknown."""
+    facts = _host01()
+    facts["driver"] = {"unknown": "nvidia-smi: not found"}
+    v = _verdict(None)
+    v.update(stalled={"phase": "cuda_init", "ranks": [0, 1]})
+    plan = decide(facts, v)
+    assert plan.extra["decision"]["row"] == "init-stall"
+    assert plan.strategy == "driver-pin" and plan.extra["complete"] is False
+    assert "driver" in _needs(plan)

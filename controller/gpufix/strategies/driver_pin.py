@@ -205,9 +205,16 @@ def _from_table(ctx: Ctx) -> DriverTarget | None:
         return DriverTarget(
             {}, "load the installed driver (reboot) and hold it", missing=["driver"]
         )
-    if "fabricmanager" not in d.row.needs and "fabricmanager-not-ok" not in d.row.when:
-        return None
-    return _fabricmanager(ctx, h.driver)
+    if "fabricmanager" in d.row.needs or "fabricmanager-not-ok" in d.row.when:
+        return _fabricmanager(ctx, h.driver)
+    if h.driver is None and "driver" in d.row.needs:
+        # The evidence names the driver layer (CUDA itself did not start); which branch to move
+        # to depends on the one installed: the class stands, its version is a missing var.
+        return DriverTarget(
+            {}, "a supported driver branch that drives these GPUs, once the driver is read",
+            missing=["driver"],
+        )  # fmt: skip
+    return None
 
 
 def _issue(ctx: Ctx) -> DriverIssue | None:
@@ -391,9 +398,11 @@ def evaluate(ctx: Ctx) -> Candidate:
     if ctx.has("fabric-needs-nvlsm"):
         outcome += "; the NVLink fabric also needs NVLSM, which this plan does not install (risks)"
     missing = list(target.missing)
-    if target.moves and h.gpu_count is None and _branch_changes(h.driver, vars_):
-        # The branch must drive every GPU (Kepler <= R470, Blackwell >= R570): unread GPUs
-        # cannot be checked against it, so the move waits for them.
+    unread = h.gpu_count is None or not (h.compute_caps or h.gpu_names)
+    if target.moves and unread and _branch_changes(h.driver, vars_):
+        # The branch must drive every GPU (Kepler <= R470, Blackwell >= R570): GPUs unread, or
+        # counted by the probe's ranks with no model, cannot be checked against it, so the
+        # move waits for them.
         missing.append("gpus")
     if target.missing:
         outcome += "; the driver version is not in the facts: the role refuses until it is named"

@@ -107,11 +107,16 @@ def test_the_hand_written_verdict_in_the_docs_plans(tmp_path: Path) -> None:
     from gpufix.engine.rules import load as load_rules
 
     text = (Path(__file__).parents[1] / "docs" / "probe.md").read_text()
-    part = text[text.index("**Writing a verdict by hand**") :]
-    block = part[part.index("```json\n") + 8 : part.index("\n```", part.index("```json\n"))]
-    verdict = json.loads(block)
-    assert schema_errors(verdict, "probe") == []
-    facts = json.loads((HOSTS / "container-shm64m.json").read_text())["facts"]
-    plan = decide(facts, verdict, kb=load(), rules=load_rules())
-    assert plan.strategy == "container-fix"
-    assert plan.extra["decision"]["row"] == "shm-off-container"
+    part = text[text.index("**Writing a verdict by hand**") : text.index("The verdict's `host` is")]
+    blocks = [b.split("\n```", 1)[0] for b in part.split("```json\n")[1:]]
+    assert len(blocks) == 2
+    for block, host, strategy, row in (
+        (blocks[0], "container-shm64m", "container-fix", "shm-off-container"),
+        (blocks[1], "bionic-hwe-8xa100", "nccl-profile", "ifname"),
+    ):
+        verdict = json.loads(block)
+        assert schema_errors(verdict, "probe") == []
+        facts = json.loads((HOSTS / f"{host}.json").read_text())["facts"]
+        plan = decide(facts, verdict, kb=load(), rules=load_rules())
+        assert (plan.strategy, plan.extra["decision"]["row"]) == (strategy, row)
+        assert plan.extra.get("complete") is not False

@@ -60,3 +60,22 @@ def test_facts_that_list_no_interface_cannot_confirm_the_verdicts(listed: list[A
 def test_loopback_is_on_every_host_but_only_by_its_own_name() -> None:
     assert decide(_host03(), _decided_by("lo")).extra["complete"] is True
     assert decide(_host03(), _decided_by("l")).extra["complete"] is False
+
+
+@pytest.mark.parametrize("layer", ["bootstrap", "interface"])
+def test_an_interface_no_run_named_is_a_guess_the_plan_does_not_apply(layer: str) -> None:
+    """An outside review (2026-12-07): a multi-node verdict that names the failing layer but no
+    interface pinned the facts' first physical one (eno1), "complete" with no needs, though no
+    run showed it working and NCCL may pick it already (src/misc/socket.cc). The plan names it
+    and waits for the multi-node probe's ifname experiments."""
+    v = {"format": "gpufix-probe", "version": 1, "verdict": "hung", "backend": "nccl",
+         "world_size": 8, "scope": "multi-node", "hosts": ["a", "b"], "failed_layer": layer,
+         "failed_hosts": ["b"], "stalled": {"phase": "pg_init", "ranks": [0, 4]},
+         "experiments": [], "decided_by": None, "causes": []}  # fmt: skip
+    plan = decide(_host03(), v)
+    assert plan.strategy == "nccl-profile"
+    assert plan.steps[0].vars["gpufix_nccl_profile_socket_ifname"] == "eno1"
+    assert plan.extra["complete"] is False
+    assert "interface-choice" in [n["id"] for n in plan.extra["needs"]]
+    named = decide(_host03(), _decided_by("eno1"))  # an experiment named it: nothing to wait for
+    assert "interface-choice" not in [n["id"] for n in named.extra["needs"]]

@@ -88,6 +88,7 @@ NEEDS = (
     "nccl-version",
     "python-env",
     "interfaces",
+    "interface-choice",
     "ib-fabric",
     "image",
     "gpu-diagnostics",

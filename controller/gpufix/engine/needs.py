@@ -39,6 +39,10 @@ TEXT: Mapping[str, str] = MappingProxyType(
         "python-env": "the training environment's torch, Python and glibc: `gpufix facts HOST "
         "--python-env PY`",
         "interfaces": "every host's interfaces: `gpufix facts HOST` on each host",
+        "interface-choice": "which interface reaches the other hosts: the plan names the facts' "
+        "first physical interface, which no run showed working (NCCL may pick it already); "
+        "`gpufix probe GROUP --multi-node` tries each of the hosts' interfaces "
+        "(ifname-NAME experiments) and the plan made from its verdict names the one that works",
         "ib-fabric": "the IB/RoCE devices and fabric (outside gpufix): on each host ibstat or "
         "ibv_devinfo (port state Active, link layer), `dmesg | grep mlx5_core` and the HCA "
         "firmware; show_gids for the RoCE v2 GID index; ib_write_bw between hosts for a job "

@@ -398,8 +398,8 @@ def evaluate(ctx: Ctx) -> Candidate:
     if ctx.has("fabric-needs-nvlsm"):
         outcome += "; the NVLink fabric also needs NVLSM, which this plan does not install (risks)"
     missing = list(target.missing)
-    unread = h.gpu_count is None or not (h.compute_caps or h.gpu_names)
-    if target.moves and unread and _branch_changes(h.driver, vars_):
+    gpus_unread = h.gpu_count is None or not (h.compute_caps or h.gpu_names)
+    if target.moves and gpus_unread and _branch_changes(h.driver, vars_):
         # The branch must drive every GPU (Kepler <= R470, Blackwell >= R570): GPUs unread, or
         # counted by the probe's ranks with no model, cannot be checked against it, so the
         # move waits for them.

@@ -60,6 +60,19 @@ def _legacy_profiles(ctx: Ctx) -> tuple[list[str], list[str]]:
     return profiles, why
 
 
+# Evidence that names an interface: an ifname-NAME experiment that healed the run, or an
+# NCCL_SOCKET_IFNAME exclusion list to complete with NCCL's own exclusions.
+_NAMING = ("experiment:ifname", "override:ifname-filter")
+
+
+def _named_by_evidence(ctx: Ctx) -> bool:
+    """The interface came from evidence, not from the facts' first physical interface: a guess
+    that may be the one NCCL already picks (src/misc/socket.cc: ib* first, then the rest but
+    docker, lo and virbr), so writing it may change nothing."""
+    d = ctx.decision
+    return d is not None and d.evidence in _NAMING and bool(d.ifname)
+
+
 def _ifname(ctx: Ctx) -> str | None:
     """The interface the profile names: the decision's, when the facts list it up (NCCL matches
     a prefix: `eth` names eth0; `lo`, exactly, is on every host), else the host's first physical
@@ -95,6 +108,8 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
         ifname = _ifname(ctx)
         if ifname:
             vars_["gpufix_nccl_profile_socket_ifname"] = ifname
+            if not _named_by_evidence(ctx):
+                missing.append("interface-choice")
         else:
             missing.append("interfaces")
     costs = _costs(ctx, names)
@@ -113,8 +128,10 @@ def for_profiles(ctx: Ctx, profiles: Sequence[str], why: str) -> Candidate:
             f"set GLOO_SOCKET_IFNAME={vars_['gpufix_nccl_profile_socket_ifname']} in the job too"
         )
     what = f"write /etc/nccl.conf from profiles {', '.join(names)}"
-    if missing:
+    if "interfaces" in missing:
         what += " (the interface is not in the facts: the role refuses until it is named)"
+    elif "interface-choice" in missing:
+        what += " (the interface is the facts' first, not one a run showed working)"
     outcome = "NCCL reads /etc/nccl.conf at the next job start, no reboot"
     if ctx.host.from_container:
         outcome += (

@@ -76,3 +76,17 @@ def test_facts_gathered_in_a_container_are_a_container_whatever_containers_says(
     plan = decide(facts, verdict)
     assert plan.extra["decision"]["row"] == "text-shm-container"
     assert plan.strategy == "container-fix"
+
+
+def test_a_container_nobody_measured_is_not_said_to_look_fine() -> None:
+    """The same review: with /dev/shm and host networking unread, container-fix was refused as
+    "container /dev/shm and network look fine"; it says what was not read instead."""
+    snap = snapshot_for(CASE)
+    facts = copy.deepcopy(snap["facts"])
+    facts["shm"] = {"unknown": "not read"}
+    facts["containers"] = {**facts["containers"], "net_host": None, "ipc_host": None}
+    plan = decide(facts, {"format": "gpufix-probe", "version": 1, "verdict": "healthy",
+                          "backend": "nccl", "world_size": 2, "causes": []})  # fmt: skip
+    option = next(o for o in plan.options if o.strategy == "container-fix")
+    assert not option.feasible
+    assert option.reason.endswith("(/dev/shm and its network not read)"), option.reason

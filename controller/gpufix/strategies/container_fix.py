@@ -70,7 +70,15 @@ def evaluate(ctx: Ctx) -> Candidate:
     if not in_containers:
         return Candidate("container-fix", False, "training does not run in containers here")
     if not _shm(ctx) and not _network(ctx):
-        return Candidate("container-fix", False, "container /dev/shm and network look fine")
+        unread = [
+            w for w, v in (("/dev/shm", h.shm_bytes), ("its network", h.net_host)) if v is None
+        ]
+        said = f" ({' and '.join(unread)} not read)" if unread else ""
+        return Candidate(
+            "container-fix",
+            False,
+            f"no evidence against the container's /dev/shm or network{said}",
+        )
     shm = _shm(ctx)
     shm_gib = max(1, ctx.rules.thresholds["shm_min_bytes"] >> 30) if shm else None
     image = ctx.c.container_image

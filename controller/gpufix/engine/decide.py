@@ -17,7 +17,7 @@ from gpufix.engine import signals, table
 from gpufix.engine.context import Candidate, Constraints, Ctx
 from gpufix.engine.diagnose import findings, no_p2p, shares_switch
 from gpufix.engine.explain import explain, interim_for, leftover_workarounds, verify_defaults
-from gpufix.engine.gpu_names import with_named_caps
+from gpufix.engine.gpu_names import with_named_board, with_named_caps
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.needs import name_host
 from gpufix.engine.plan import Option, Plan, digest
@@ -283,7 +283,7 @@ def context(
         # The probe program broke (roles/probe's stand-in), or its own --deadline ended the run
         # before torch had imported: no evidence, as if no probe had run.
         verdict = None
-    host = with_named_caps(with_probe_facts(from_facts(facts), verdict), kb)
+    host = with_named_board(with_named_caps(with_probe_facts(from_facts(facts), verdict), kb), kb)
     day = c.plan_date or kb.checked()
     order_sev = {"error": 0, "warning": 1, "info": 2}
     found = sorted(

@@ -186,6 +186,8 @@ class GpuModel:
     multi_node_nvlink: bool = False  # its systems join several hosts' GPUs in one NVLink domain
     # its HGX/DGX boards use fourth-generation NVSwitches: fabric manager needs NVLSM beside it
     fourth_gen_nvswitch: bool = False
+    # its SXM parts sit on an 8-GPU HGX baseboard whose GPUs meet through NVSwitch
+    nvswitch_board: bool = False
 
 
 @dataclass(frozen=True)
@@ -364,11 +366,12 @@ _TABLES: Mapping[str, c.Table] = MappingProxyType(
         "gpu_models": c.table(
             GpuModel,
             "match",
-            ("multi_node_nvlink", "fourth_gen_nvswitch"),
+            ("multi_node_nvlink", "fourth_gen_nvswitch", "nvswitch_board"),
             match=c.text,
             compute_capability=c.version,
             multi_node_nvlink=c.boolean,
             fourth_gen_nvswitch=c.boolean,
+            nvswitch_board=c.boolean,
         ),
         "torch_builds": c.table(
             TorchBuild,
@@ -657,6 +660,17 @@ class KnowledgeBase:
         False when no row says so."""
         row = self._gpu_model(name)
         return bool(row and row.fourth_gen_nvswitch)
+
+    def on_nvswitch_board(self, name: object) -> bool:
+        """True for a GPU name that is an SXM part of a model NVIDIA ships on NVSwitch 8-GPU
+        baseboards (gpu_models.yaml, nvswitch_board): not a PCIe card, not an NVL card joined by
+        NVLink bridges, and, but for models made only for such boards (fourth_gen_nvswitch), a
+        name that says SXM (or HBM3, which nvidia-smi prints for the H100 SXM5)."""
+        row = self._gpu_model(name)
+        text = gpu_name(name).upper()
+        if not (row and row.nvswitch_board) or "PCIE" in text or " NVL " in f" {text} ":
+            return False
+        return row.fourth_gen_nvswitch or "SXM" in text or "HBM3" in text
 
     def _gpu_model(self, name: object) -> GpuModel | None:
         """The gpu_models.yaml row for this GPU name: the longest model that matches."""

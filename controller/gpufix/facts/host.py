@@ -85,6 +85,9 @@ class Host:
     fabricmanager_known: bool = False  # the facts say whether it is installed (None there: not)
     network_read: bool = False  # network.infiniband was read (an empty list: no IB/RoCE)
     compute_caps_named: bool = False  # compute_caps come from the GPU names, not the facts
+    # 8+ GPUs whose names are parts NVIDIA ships on NVSwitch baseboards (engine/gpu_names.py),
+    # with the topology unread: an NVSwitch board by the models, not by nvidia-smi topo -m
+    nvswitch_named: bool = False
     # What the probe's verdict supplied (torch, nccl, driver, kernel: engine/probe_facts.py).
     probe_measured: tuple[str, ...] = ()
     # GPUs nvidia-smi could not reach while it read the others: (pci_bus_id, message, rc)
@@ -114,6 +117,8 @@ class Host:
         H100) unless the GPUs are PCIe cards joined by NVLink bridges (H100 NVL)."""
         sxm = [n for n in self.gpu_names if "SXM" in n.upper() or "H100 80GB HBM3" in n]
         if len(sxm) >= 8 and (self.worst_link or "").startswith("NV"):
+            return True
+        if self.nvswitch_named and self.worst_link is None and self.nvlink_min is None:
             return True
         bridged = any(" NVL" in f"{n} " or "PCIE" in n.upper() for n in self.gpu_names)
         many = (self.gpu_count or 0) >= 2

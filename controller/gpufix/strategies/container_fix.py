@@ -67,6 +67,10 @@ def _shm(ctx: Ctx) -> bool:
 def evaluate(ctx: Ctx) -> Candidate:
     h = ctx.host
     in_containers = bool(h.in_container or h.docker)
+    if not in_containers and h.in_container is None and h.docker is None:
+        return Candidate(
+            "container-fix", False, "whether training runs in containers is not in the facts"
+        )
     if not in_containers:
         return Candidate("container-fix", False, "training does not run in containers here")
     if not _shm(ctx) and not _network(ctx):

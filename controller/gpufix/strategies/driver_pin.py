@@ -317,8 +317,8 @@ def _rollback_risk(ctx: Ctx) -> str | None:
             "reinstall it (keep its packages: apt-get download) before applying"
         )
     return (
-        f"not known whether the installed driver {h.driver} is still in an apt index (facts "
-        "older than module 1.1.0, or apt-cache failed): a rollback may not reinstall it"
+        f"not known whether the installed driver {h.driver} is still in an apt index (the facts "
+        "hold no apt-cache reading of it): a rollback may not reinstall it"
     )
 
 
@@ -404,8 +404,10 @@ def evaluate(ctx: Ctx) -> Candidate:
         # counted by the probe's ranks with no model, cannot be checked against it, so the
         # move waits for them.
         missing.append("gpus")
-    if target.missing:
+    if "driver" in target.missing:
         outcome += "; the driver version is not in the facts: the role refuses until it is named"
+    elif target.missing:
+        outcome += f"; not yet known: {', '.join(target.missing)} (needs): the plan is incomplete"
     cand = Candidate(
         "driver-pin",
         True,

@@ -136,9 +136,16 @@ def evaluate(ctx: Ctx) -> Candidate:
     if clears_acs and ctx.host.secure_boot:
         return Candidate("pcie-acs", False, LOCKED_DOWN)
     step = Step(PLAYBOOK, "; ".join(what), vars_, reboot=reboot)
-    risks = [
-        "disabling ACS weakens isolation between devices (matters for VFIO pass-through hosts)"
-    ]
+    risks = []
+    if clears_acs:
+        risks.append(
+            "disabling ACS weakens isolation between devices (matters for VFIO pass-through hosts)"
+        )
+    if vars_.get("gpufix_pcie_acs_iommu_passthrough"):
+        risks.append(
+            "iommu=pt: devices the host itself drives do DMA untranslated, so the IOMMU no longer "
+            "fences them off from memory (devices assigned to VMs stay translated)"
+        )
     # Unread is not evidence: the plan stands and says what would stop it.
     if clears_acs and ctx.host.secure_boot is None:
         risks.append(LOCKDOWN_UNREAD)

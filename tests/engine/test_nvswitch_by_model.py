@@ -32,7 +32,10 @@ def findings(f: dict[str, Any]) -> set[str]:
     return {x.id for x in decide(f, None).findings}
 
 
-@pytest.mark.parametrize("name", ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA B200"])
+@pytest.mark.parametrize(
+    "name",
+    ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA H800", "NVIDIA B200"],
+)
 def test_eight_sxm_parts_of_a_board_model_are_an_nvswitch_board(name: str) -> None:
     assert "fabricmanager-version-mismatch" in findings(facts(name))
 
@@ -42,6 +45,9 @@ def test_eight_sxm_parts_of_a_board_model_are_an_nvswitch_board(name: str) -> No
     [
         ("NVIDIA A100 80GB PCIe", 8),  # PCIe cards: no NVSwitch
         ("NVIDIA H100 NVL", 8),  # pairs joined by NVLink bridges
+        ("NVIDIA H200 NVL", 8),
+        ("NVIDIA H800 PCIe", 8),
+        ("H100", 8),  # a bare H100: nvidia-smi marks the SXM part ("80GB HBM3")
         ("Tesla V100-SXM2-32GB", 8),  # DGX-1: a hybrid cube mesh, no NVSwitch
         ("A100", 8),  # a bare model: SXM or PCIe, nobody said
         ("NVIDIA A100-SXM4-80GB", 4),  # HGX A100 4-GPU: NVLink between the GPUs, no NVSwitch

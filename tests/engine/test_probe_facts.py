@@ -67,6 +67,7 @@ def test_build_suffixes_and_bare_driver_versions_are_read(nccl: str, driver: str
         "(2, 18, 6, '')",
         [2, 18, 6],  # the same tuple as JSON writes it
         21806,  # NCCL_VERSION_CODE from 2.9 on
+        "gpu01:1234:1234 [0] NCCL INFO NCCL version 2.18.6+cuda12.1",  # the whole log line
     ],
 )
 def test_an_nccl_version_written_by_hand_is_read(nccl: object) -> None:
@@ -81,6 +82,15 @@ def test_version_codes_decode_as_nccl_h_defines_them(code: int, want: str | None
     """NCCL_VERSION(X,Y,Z): X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9 (src/nccl.h.in);
     3003 (torch before 1.10 packing NCCL 2.10.3) names no NCCL 2 and is no reading."""
     assert measured({"backend": "nccl", "facts": {"nccl": code}}).get("nccl") == want
+
+
+@pytest.mark.parametrize(
+    "nccl", [[2, -1, 3], [2, 10**20, 1], [True, 18, 6], [2.0, 18, 6], [3, 0, 1], "(2, 18)", -21806]
+)
+def test_a_list_or_code_that_names_no_nccl_2_version_is_no_reading(nccl: object) -> None:
+    """The review of the change (2026-12-07): [2, -1, 3] read as "2.-1.3" and raised a known
+    issue. NCCL_VERSION packs minor and patch in two digits each; only major version 2 exists."""
+    assert "nccl" not in measured({"backend": "nccl", "facts": {"nccl": nccl}})
 
 
 def test_a_run_off_the_gpus_says_nothing_about_their_stack() -> None:

@@ -127,3 +127,6 @@ def test_cuda_that_does_not_start_names_the_driver_layer_with_the_driver_unread(
     assert plan.extra["decision"]["row"] == "init-stall"
     assert plan.strategy == "driver-pin" and plan.extra["complete"] is False
     assert "driver" in _needs(plan)
+    # nor does its text claim the installed version stays, or print an unread driver as None
+    assert "installed version" not in plan.outcome
+    assert not any("None" in r for r in plan.risks)

@@ -120,7 +120,8 @@ DATA_PHASES = ("p2p_copy", "barrier", "allreduce", "soak")
 
 
 def _nvlink_peers(s: Subject) -> bool:
-    """Every GPU pair is on NVLink or NVSwitch, as the topology facts read (unread: not true)."""
+    """Every GPU pair is on NVLink or NVSwitch, as the topology facts read, or, unread, an
+    NVSwitch board by its GPU models (engine/gpu_names.py); otherwise not true."""
     h = s.ctx.host
     return h.multi_gpu and (h.nvswitch or h.nvlink_min is not None)
 

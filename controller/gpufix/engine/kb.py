@@ -188,6 +188,9 @@ class GpuModel:
     fourth_gen_nvswitch: bool = False
     # its SXM parts sit on an 8-GPU HGX baseboard whose GPUs meet through NVSwitch
     nvswitch_board: bool = False
+    # nvidia-smi names its SXM part with a mark (A100-SXM4-80GB, H100 80GB HBM3): a name without
+    # one is not known to be the SXM part
+    sxm_marked: bool = False
 
 
 @dataclass(frozen=True)
@@ -366,12 +369,13 @@ _TABLES: Mapping[str, c.Table] = MappingProxyType(
         "gpu_models": c.table(
             GpuModel,
             "match",
-            ("multi_node_nvlink", "fourth_gen_nvswitch", "nvswitch_board"),
+            ("multi_node_nvlink", "fourth_gen_nvswitch", "nvswitch_board", "sxm_marked"),
             match=c.text,
             compute_capability=c.version,
             multi_node_nvlink=c.boolean,
             fourth_gen_nvswitch=c.boolean,
             nvswitch_board=c.boolean,
+            sxm_marked=c.boolean,
         ),
         "torch_builds": c.table(
             TorchBuild,
@@ -664,13 +668,13 @@ class KnowledgeBase:
     def on_nvswitch_board(self, name: object) -> bool:
         """True for a GPU name that is an SXM part of a model NVIDIA ships on NVSwitch 8-GPU
         baseboards (gpu_models.yaml, nvswitch_board): not a PCIe card, not an NVL card joined by
-        NVLink bridges, and, but for models made only for such boards (fourth_gen_nvswitch), a
-        name that says SXM (or HBM3, which nvidia-smi prints for the H100 SXM5)."""
+        NVLink bridges, and for a model whose SXM part nvidia-smi names with a mark (sxm_marked:
+        A100-SXM4, H100 80GB HBM3), a name that carries it."""
         row = self._gpu_model(name)
         text = gpu_name(name).upper()
         if not (row and row.nvswitch_board) or "PCIE" in text or " NVL " in f" {text} ":
             return False
-        return row.fourth_gen_nvswitch or "SXM" in text or "HBM3" in text
+        return not row.sxm_marked or "SXM" in text or "HBM3" in text
 
     def _gpu_model(self, name: object) -> GpuModel | None:
         """The gpu_models.yaml row for this GPU name: the longest model that matches."""

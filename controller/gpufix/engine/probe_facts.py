@@ -43,6 +43,8 @@ def _read(v: Any, pattern: re.Pattern[str]) -> str | None:
 # How people copy an NCCL version into a verdict by hand: "NCCL version 2.19.3+cuda12.2" (NCCL's
 # own INFO line), torch's tuple printed "(2, 19, 3)" or as a JSON list.
 _NCCL_WORDS = re.compile(r"(?i)nccl(?:\s+version)?\s*:?\s*")
+# NCCL's INFO line as a log prints it: "host:123:123 [0] NCCL INFO NCCL version 2.18.6+cuda12.1".
+_NCCL_LINE = re.compile(r"(?i)\bNCCL version (\d+\.\d+\.\d+)(?:[+-][0-9A-Za-z.+-]{1,40})?\s*$")
 _NCCL_TUPLE = re.compile(r"[(\[]\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*(?:,[^()\[\]]{0,40})?[)\]]")
 
 
@@ -59,6 +61,9 @@ def _nccl(v: Any) -> str | None:
     elif isinstance(v, list) and len(v) >= 3 and all(type(x) is int for x in v[:3]):
         parts = (v[0], v[1], v[2])
     elif isinstance(v, str) and len(v) <= 200:
+        line = _NCCL_LINE.search(v.strip())
+        if line:
+            return line.group(1)
         text = _NCCL_WORDS.sub("", v.strip(), count=1)
         m = _NCCL_TUPLE.fullmatch(text)
         if not m:
@@ -66,7 +71,9 @@ def _nccl(v: Any) -> str | None:
         parts = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
     else:
         return None
-    return ".".join(map(str, parts)) if parts[0] == 2 else None
+    if parts[0] != 2 or not all(0 <= p <= 99 for p in parts[1:]):
+        return None  # NCCL_VERSION packs minor and patch in two digits each
+    return ".".join(map(str, parts))
 
 
 def measured(verdict: dict[str, Any] | None) -> dict[str, str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpufix import inputs, runner, versions
 from gpufix.engine.diagnose import p2p_refusal_honoured
-from gpufix.engine.gpu_names import with_named_caps
+from gpufix.engine.gpu_names import with_named_board, with_named_caps
 from gpufix.engine.kb import load as load_knowledge
 from gpufix.engine.signals import NCCL_ONLY
 from gpufix.errors import GpufixError, InvalidInput, Unreachable
@@ -91,7 +91,7 @@ def nvlink_sharp(facts: list[dict[str, Any]]) -> bool:
     or a model that forms multi-node NVLink domains."""
     kb = load_knowledge()
     for f in facts:
-        h = with_named_caps(host_of(f), kb)
+        h = with_named_board(with_named_caps(host_of(f), kb), kb)
         if h.nvswitch and any(versions.at_least(c, "9.0") for c in h.compute_caps):
             return True
     return forms_multi_node_nvlink(facts)

@@ -26,6 +26,7 @@ class DriverTarget:
     moves: bool = True  # the installed driver version changes
     risks: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # need ids the vars still lack
+    what: str | None = None  # the driver the outcome names, where the vars name none
 
 
 def _keep(ctx: Ctx, version: str, why: str, reboot: bool) -> DriverTarget:
@@ -212,7 +213,7 @@ def _from_table(ctx: Ctx) -> DriverTarget | None:
         # to depends on the one installed: the class stands, its version is a missing var.
         return DriverTarget(
             {}, "a supported driver branch that drives these GPUs, once the driver is read",
-            missing=["driver"],
+            missing=["driver"], what="a supported branch chosen once the driver is read",
         )  # fmt: skip
     return None
 
@@ -309,6 +310,11 @@ def _target(ctx: Ctx) -> DriverTarget | str:
 
 def _rollback_risk(ctx: Ctx) -> str | None:
     h = ctx.host
+    if h.driver is None:
+        return (
+            "the installed driver is not in the facts: whether a rollback can reinstall it is "
+            "not known"
+        )
     if h.driver_reinstallable is True:
         return None
     if h.driver_reinstallable is False:
@@ -384,6 +390,7 @@ def evaluate(ctx: Ctx) -> Candidate:
     what = (
         vars_.get("gpufix_driver_version")
         or (vars_.get("gpufix_driver_branch") and f"R{vars_['gpufix_driver_branch']}")
+        or target.what
         or "the installed version (not in the facts)"
     )
     if "gpufix_driver_version" not in vars_ and "gpufix_driver_branch" in vars_:

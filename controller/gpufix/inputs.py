@@ -233,15 +233,7 @@ def schema_errors(doc: Any, name: str) -> list[str]:
     errors = list(_validator(name).iter_errors(doc))
     if not errors:
         return []
-    first, told = schema_check.explain(errors)
-    ordered = [first] + [e for e in errors if e is not first]
-    return [
-        one_line(
-            f"{'/'.join(str(p) for p in e.absolute_path) or '(document)'}: "
-            f"{told if e is first and told else e.message}"
-        )
-        for e in ordered
-    ]
+    return [one_line(text) for text in schema_check.described(errors)]
 
 
 def validate(doc: Any, name: str, where: str) -> None:

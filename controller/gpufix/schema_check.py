@@ -5,7 +5,7 @@ before a final newline, so `"host01\\n"` passed `^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -101,3 +101,16 @@ def explain(errors: list[ValidationError]) -> tuple[ValidationError, str | None]
         if len(missing) > 1:
             return first, f"missing required fields: {', '.join(missing)}"
     return first, None
+
+
+def described(
+    errors: list[ValidationError], message: Callable[[ValidationError], str] = lambda e: e.message
+) -> list[str]:
+    """Every error as "path: message", the one `explain` picks first and told its way."""
+    first, told = explain(errors)
+    ordered = [first] + [e for e in errors if e is not first]
+    return [
+        f"{'/'.join(str(p) for p in e.absolute_path) or '(document)'}: "
+        f"{told if e is first and told else message(e)}"
+        for e in ordered
+    ]

@@ -61,13 +61,7 @@ def schema_errors(doc: object) -> list[str]:
     errors = list(_validator().iter_errors(doc))
     if not errors:
         return []
-    first, told = schema_check.explain(errors)
-    ordered = [first] + [e for e in errors if e is not first]
-    out = []
-    for err in ordered:
-        where = "/".join(str(p) for p in err.absolute_path) or "(document)"
-        out.append(_one_line(f"{where}: {told if err is first and told else _message(err)}"))
-    return out
+    return [_one_line(text) for text in schema_check.described(errors, _message)]
 
 
 def _message(err: Any) -> str:

@@ -4,6 +4,7 @@ before a final newline, so `"host01\\n"` passed `^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from functools import cache
@@ -78,7 +79,11 @@ def _forms(options: Any) -> list[str]:
 
 
 def _short(value: Any) -> str:
-    shown = repr(value)
+    """The value as JSON writes it (true, null, {"a": 1}), or its kind when long."""
+    try:
+        shown = json.dumps(value, ensure_ascii=True)
+    except (TypeError, ValueError):
+        shown = repr(value)
     return shown if len(shown) <= 80 else f"a {type(value).__name__}"
 
 

@@ -31,7 +31,7 @@ def evaluate(ctx: Ctx) -> Candidate:
             "(and so its HWE kernel) is not visible from there; gather facts on the host",
         )
     rel = kb.ubuntu(h.codename) if h.codename else None
-    if rel is None and not (h.os_id or h.codename):
+    if not (h.os_id or h.codename):
         return Candidate(
             "kernel-upgrade", False, "the OS release is not in the facts: `gpufix facts HOST`"
         )

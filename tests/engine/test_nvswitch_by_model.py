@@ -34,7 +34,7 @@ def findings(f: dict[str, Any]) -> set[str]:
 
 @pytest.mark.parametrize(
     "name",
-    ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA H800", "NVIDIA B200"],
+    ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA B200"],
 )
 def test_eight_sxm_parts_of_a_board_model_are_an_nvswitch_board(name: str) -> None:
     assert "fabricmanager-version-mismatch" in findings(facts(name))
@@ -47,6 +47,7 @@ def test_eight_sxm_parts_of_a_board_model_are_an_nvswitch_board(name: str) -> No
         ("NVIDIA H100 NVL", 8),  # pairs joined by NVLink bridges
         ("NVIDIA H200 NVL", 8),
         ("NVIDIA H800 PCIe", 8),
+        ("NVIDIA H800", 8),  # how nvidia-smi names the H800 SXM was not found: not assumed
         ("H100", 8),  # a bare H100: nvidia-smi marks the SXM part ("80GB HBM3")
         ("Tesla V100-SXM2-32GB", 8),  # DGX-1: a hybrid cube mesh, no NVSwitch
         ("A100", 8),  # a bare model: SXM or PCIe, nobody said

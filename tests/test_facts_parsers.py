@@ -20,12 +20,44 @@ def out(name: str) -> str:
 def test_os_release_ubuntu_releases() -> None:
     assert g.parse_os_release(out("os_release_bionic.txt")) == {
         "id": "ubuntu",
+        "id_like": ["debian"],
         "version_id": "18.04",
         "codename": "bionic",
         "pretty_name": "Ubuntu 18.04.6 LTS",
     }
     assert g.parse_os_release(out("os_release_focal.txt"))["codename"] == "focal"
     assert g.parse_os_release(out("os_release_jammy.txt"))["version_id"] == "22.04"
+
+
+# Shapes of real files: RHEL 8 (ID_LIKE fedora, the codename only in VERSION), Rocky 9, Fedora
+# (no ID_LIKE at all), Linux Mint 22.3 (its own VERSION_CODENAME beside the Ubuntu one it uses).
+RHEL8 = (
+    'NAME="Red Hat Enterprise Linux"\nVERSION="8.8 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
+    'VERSION_ID="8.8"\nPLATFORM_ID="platform:el8"\n'
+    'PRETTY_NAME="Red Hat Enterprise Linux 8.8 (Ootpa)"\n'
+)
+ROCKY9 = 'NAME="Rocky Linux"\nVERSION="9.4 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
+FEDORA = 'NAME="Fedora Linux"\nVERSION="40 (Server Edition)"\nID=fedora\nVERSION_ID=40\n'
+MINT = (
+    'NAME="Linux Mint"\nVERSION="22.3 (Zena)"\nID=linuxmint\nID_LIKE="ubuntu debian"\n'
+    'VERSION_ID="22.3"\nVERSION_CODENAME=zena\nUBUNTU_CODENAME=noble\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "id_like", "codename"),
+    [
+        (RHEL8, ["fedora"], "ootpa"),
+        (ROCKY9, ["rhel", "centos", "fedora"], "blue"),
+        (FEDORA, [], "server"),
+        (MINT, ["ubuntu", "debian"], "noble"),
+    ],
+)
+def test_os_release_id_like_and_the_ubuntu_codename_first(
+    text: str, id_like: list[str], codename: str
+) -> None:
+    got = g.parse_os_release(text)
+    assert (got["id_like"], got["codename"]) == (id_like, codename)
 
 
 def test_os_release_codename_from_version_when_no_codename_key() -> None:

@@ -81,7 +81,7 @@ ansible_facts:
 """
 
 
-MODULE_VERSION = "1.3.0"
+MODULE_VERSION = "1.4.0"
 DEFAULT_TIMEOUT = 10
 DEFAULT_TOTAL_TIMEOUT = 60  # under the controller's 120 s for a whole gathering run
 # Seconds to wait for a killed tool to go; one stuck in the kernel never does.
@@ -150,7 +150,9 @@ class BudgetSpent(Unknown):
 
 
 def parse_os_release(text):
-    """/etc/os-release -> {id, version_id, codename, pretty_name}; missing keys are None."""
+    """/etc/os-release -> {id, id_like, version_id, codename, pretty_name}; missing keys are
+    None (id_like: []). A derivative's UBUNTU_CODENAME (Mint 22: zena, noble) names the Ubuntu archive it uses,
+    so it goes first; ID_LIKE lists the distributions it derives from (os-release(5))."""
     values = {}
     for line in (text or "").splitlines():
         line = line.strip()
@@ -161,12 +163,13 @@ def parse_os_release(text):
         if len(val) >= 2 and val[0] == val[-1] and val[0] in "\"'":
             val = val[1:-1]
         values[key.strip()] = val
-    codename = values.get("VERSION_CODENAME") or values.get("UBUNTU_CODENAME")
+    codename = values.get("UBUNTU_CODENAME") or values.get("VERSION_CODENAME")
     if not codename:
         m = re.search(r"\(([A-Za-z]+)", values.get("VERSION", ""))
         codename = m.group(1).lower() if m else None
     return {
         "id": values.get("ID") or None,
+        "id_like": values.get("ID_LIKE", "").split(),
         "version_id": values.get("VERSION_ID") or None,
         "codename": codename or None,
         "pretty_name": values.get("PRETTY_NAME") or None,

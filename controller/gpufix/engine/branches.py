@@ -136,6 +136,7 @@ class Choice:
     origin: str | None  # ubuntu | nvidia: the repository; None when the release is unknown
     flavour: str  # the driver role's gpufix_driver_flavour: "", server, open, server-open
     row: DriverBranch
+    other_os: bool = False  # not Debian-family: no apt package name applies
 
     @property
     def open(self) -> bool:
@@ -147,6 +148,12 @@ class Choice:
             "nvidia": "NVIDIA's CUDA repository",
         }.get(self.origin or "", "the host's configured repositories (release unknown)")
         kind = {"lts": "long-term support", "production": "production"}.get(self.row.kind, "")
+        if self.other_os:
+            modules = " with the open kernel modules" if self.open else ""
+            return (
+                f"R{self.branch} ({kind} branch, supported to {self.row.eol}){modules}, from the "
+                "NVIDIA packages for this OS"
+            )
         pkg = f"nvidia-driver-{self.branch}" + (f"-{self.flavour}" if self.flavour else "")
         if self.origin == "nvidia":
             pkg = f"cuda-drivers-{self.branch}" + (" (open modules)" if self.open else "")
@@ -162,6 +169,7 @@ class Wanted:
     avoid: DriverIssue | None = None  # a known bad range to leave
     prefer: tuple[int, ...] = ()  # branches a sourced report names as good
     names: tuple[str, ...] = ()  # the GPUs' product names (GH200 vs H100)
+    other_os: bool = False  # the host is not Debian-family (engine/os_family.py)
 
 
 def choose(kb: KnowledgeBase, want: Wanted) -> Choice | str:
@@ -187,7 +195,7 @@ def choose(kb: KnowledgeBase, want: Wanted) -> Choice | str:
         # package from the host's own sources before it changes anything.
         flavour = "open" if needs.open else ""
         best = min(fits, key=lambda b: _rank(Choice(b.branch, None, flavour, b), want))
-        return Choice(best.branch, None, flavour, best)
+        return Choice(best.branch, None, flavour, best, want.other_os)
     choices = [c for b in fits for c in _sources(kb, want.codename, b, needs.open)]
     if not choices:
         return (

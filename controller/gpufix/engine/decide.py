@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from gpufix.engine import signals, table
+from gpufix.engine import os_family, signals, table
 from gpufix.engine.context import Candidate, Constraints, Ctx
 from gpufix.engine.diagnose import findings, no_p2p, shares_switch
 from gpufix.engine.explain import explain, interim_for, leftover_workarounds, verify_defaults
@@ -243,6 +243,9 @@ def decide(
         risks.append(
             "the kernel stays below accelerate's threshold: its warning remains (a risk factor)"
         )
+    other_os = os_family.risk(ctx.host, chosen.steps)
+    if other_os:
+        risks.append(other_os)
     return Plan(
         host=host_name,
         strategy=chosen.strategy,

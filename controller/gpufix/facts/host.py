@@ -96,10 +96,22 @@ class Host:
     # or the login environment of the user Ansible connects as; NCCL reads its config files
     # only for variables not set there
     nccl_env: tuple[tuple[str, str], ...] = ()
+    # os-release's ID_LIKE (facts module 1.4.0): None where the facts do not carry it
+    os_id_like: tuple[str, ...] | None = None
 
     @property
     def multi_gpu(self) -> bool:
         return (self.gpu_count or 0) > 1
+
+    @property
+    def debian_family(self) -> bool | None:
+        """os-release names Debian or Ubuntu, or a distribution that derives from them (ID_LIKE,
+        os-release(5)); False: it names another; None: the OS, or its ID_LIKE, was not read."""
+        if self.os_id is None:
+            return None
+        if {self.os_id.lower(), *(self.os_id_like or ())} & {"debian", "ubuntu"}:
+            return True
+        return False if self.os_id_like is not None else None
 
     @property
     def from_container(self) -> bool:
@@ -152,6 +164,11 @@ def _bool(v: Any) -> bool | None:
 
 def _list(v: Any) -> list[Any]:
     return v if isinstance(v, list) else []
+
+
+def _words(v: Any) -> tuple[str, ...] | None:
+    """A list of os-release identifiers, lower-cased; None when not a list (not read)."""
+    return tuple(str(w).lower() for w in v) if isinstance(v, list) else None
 
 
 _P2P_NO = ("NS", "CNS", "GNS", "TNS", "NV_NS")
@@ -291,6 +308,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
             uu_reboot = uu["automatic_reboot"]
     return Host(
         os_id=_str(fget(facts, "os.id")),
+        os_id_like=_words(fget(facts, "os.id_like")),
         codename=_str(fget(facts, "os.codename")),
         version_id=_str(fget(facts, "os.version_id")),
         kernel=_str(fget(facts, "kernel.running")),

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufix import versions
-from gpufix.engine import branches
+from gpufix.engine import branches, os_family
 from gpufix.engine.context import Candidate, Ctx, on_container_host, reboot_gate
 from gpufix.engine.diagnose import known_driver_issues
 from gpufix.engine.kb import DriverIssue
@@ -155,8 +155,22 @@ def _wanted(ctx: Ctx) -> branches.Wanted:
     """What any branch must meet: supported on the plan date, drives every GPU, in the host's
     sources (inside a container os-release is the image's: the host's release is unknown)."""
     h = ctx.host
-    release = None if h.from_container else h.codename
-    return branches.Wanted(ctx.day, release, h.compute_caps, names=h.gpu_names)
+    return branches.Wanted(
+        ctx.day,
+        os_family.release(h, ctx.kb),
+        h.compute_caps,
+        names=h.gpu_names,
+        other_os=h.debian_family is False and not h.from_container,
+    )
+
+
+def _release_unread(ctx: Ctx) -> str:
+    h = ctx.host
+    if h.from_container:
+        return "the host's release is not visible from the container the facts came from"
+    if h.codename:
+        return f"the knowledge base lists no driver packages for the release {h.codename!r}"
+    return "the host's release is not in the facts"
 
 
 def _move(ctx: Ctx, want: branches.Wanted, why: str) -> DriverTarget | str:
@@ -175,10 +189,10 @@ def _move(ctx: Ctx, want: branches.Wanted, why: str) -> DriverTarget | str:
                 "Pro (ESM); the driver role resolves the package first and refuses, changing "
                 "nothing, when apt cannot install it"
             )
-    else:
+    elif ctx.host.debian_family is not False:  # another OS: os_family.risk says what happens
         risks.append(
-            f"the host's release is not in the facts: whether its repositories carry R{got.branch} "
-            "is known only when the driver role resolves the package, before it changes anything"
+            f"{_release_unread(ctx)}: whether its repositories carry R{got.branch} is known only "
+            "when the driver role resolves the package, before it changes anything"
         )
     vars_["gpufix_driver_flavour"] = got.flavour
     soon = branches.ends_soon_risk(got.row, ctx.day)
@@ -289,18 +303,14 @@ def _target(ctx: Ctx) -> DriverTarget | str:
     if ctx.has("driver-cannot-drive-gpus"):
         return _move(
             ctx,
-            branches.Wanted(
-                want.day, want.codename, want.caps, ctx.stack.toolkit_driver, names=want.names
-            ),
+            replace(want, min_driver=ctx.stack.toolkit_driver),
             f"{h.driver} cannot drive these GPUs",
         )
     if ctx.stack.driver_ok is False and ctx.stack.toolkit_driver:
         cuda = ".".join(map(str, ctx.stack.cuda or ()))
         return _move(
             ctx,
-            branches.Wanted(
-                want.day, want.codename, want.caps, ctx.stack.toolkit_driver, names=want.names
-            ),
+            replace(want, min_driver=ctx.stack.toolkit_driver),
             f"raise the driver so torch's CUDA {cuda} runs natively",
         )
     if ctx.has("driver-branch-unsupported"):

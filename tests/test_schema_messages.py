@@ -100,6 +100,23 @@ def test_what_no_decision_reads_may_be_unknown(tmp_path: Path) -> None:
     assert host.fabricmanager_known is False  # not "not installed"
 
 
+def test_a_cpu_or_a_kernel_log_count_nobody_stated_may_be_unknown(tmp_path: Path) -> None:
+    """A second review (2026-12-07) had to invent a CPU model and `xid: 0` for a thread that
+    showed AER lines only: an invented zero reads as "no Xid lines"."""
+    from gpufix.facts.host import from_facts
+
+    d = snap()
+    d["facts"]["cpu"] = {"vendor": "AuthenticAMD", "model": {"unknown": "not stated"}}
+    d["facts"]["kernel_log"] = {"xid": {"unknown": "not stated"}, "nvrm": {"unknown": "not stated"},
+                                "aer": 12, "source": {"unknown": "not stated"}}  # fmt: skip
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(d))
+    host = from_facts(F.load_snapshot(path).facts)
+    assert (host.cpu_vendor, host.xid, host.aer) == ("AuthenticAMD", None, 12)
+    d["facts"]["kernel_log"]["aer"] = -1
+    assert "kernel_log/aer" in refused(tmp_path, d)
+
+
 def test_the_hand_written_verdict_in_the_docs_plans(tmp_path: Path) -> None:
     """docs/probe.md "Writing a verdict by hand": its example passes the schema and decides."""
     from gpufix.engine.decide import decide

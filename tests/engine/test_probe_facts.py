@@ -229,3 +229,17 @@ def test_a_soak_already_run_is_not_asked_for_again() -> None:
     plan = decide(a100_host("2.3.0+cu121"), with_facts({**healthy, "soak": soak}, nccl="2.4.2"))
     assert "ll-cleanup-hang" in known(plan) and plan.strategy == "none"
     assert not any("--soak" in step for step in plan.path)
+
+
+def test_an_nccl_reading_alone_is_not_an_environment_without_torch() -> None:
+    """A verdict that names the NCCL but not torch, on facts whose environments were not read:
+    "No torch found in the configured Python environments" was said of environments nobody read
+    (outside review, 2026-12-07). An environment the facts read without torch still says it."""
+    facts = a100_host("2.3.0+cu121")
+    facts["python_envs"] = {"unknown": "not stated in the report"}
+    plan = decide(facts, with_facts(cumem_off_decided(), nccl="2.19.3"))
+    assert "no-torch" not in {f.id for f in plan.findings}
+    facts["python_envs"] = [
+        {"python": "/usr/bin/python3", "version": "3.10.12", "packages": {"numpy": "1.26.4"}}
+    ]
+    assert "no-torch" in {f.id for f in decide(facts).findings}

@@ -115,7 +115,8 @@ def _driver_before_cuda_11_3(s: Subject) -> bool:
     return floor is not None and versions.at_least(s.ctx.host.driver, floor) is False
 
 
-# Probe phases after the process group formed: the GPUs exchange data there (gpufix_probe.py).
+# Probe phases where the GPUs move data: a direct P2P copy (before the process group starts),
+# and the collectives after it formed (gpufix_probe.py PHASES).
 DATA_PHASES = ("p2p_copy", "barrier", "allreduce", "soak")
 
 

@@ -182,7 +182,11 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
         if d.interim:
             # What the evidence says works now comes before anything the evidence did not call
             # for (a kernel below accelerate's threshold is a risk factor, not this diagnosis).
-            want("nccl-profile", f"{', '.join(d.interim)} while {d.fix} cannot be applied")
+            want(
+                "nccl-profile",
+                f"{', '.join(d.interim)}: the interim beside {d.fix}, and the fix where "
+                f"{d.fix} cannot be applied",
+            )
     deferred = _ordering(ctx, want, diagnosed=d is not None)
     if probe in ("hung", "failed", "degraded") and d is None:
         _probe_floor(ctx, want)

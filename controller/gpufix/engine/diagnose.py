@@ -203,7 +203,9 @@ def check_kernel(i: Inputs) -> Iterator[Finding]:
 def check_stack(i: Inputs) -> Iterator[Finding]:
     h, st = i.host, i.stack
     torch = h.env.torch if h.env else None
-    if h.env and not h.env.torch:
+    # An environment with no interpreter is the probe's NCCL reading alone (probe_facts.py):
+    # it says nothing of torch in the facts' environments.
+    if h.env and h.env.python and not h.env.torch:
         yield i.finding("no-torch", "", {"python_envs": h.env.python})
     if st.cuda and st.driver_ok is False:
         yield i.finding(

@@ -16,8 +16,9 @@ TEXT: Mapping[str, str] = MappingProxyType(
         "probe": "run `gpufix probe HOST`: no probe verdict yet, so nothing in this plan was "
         "decided by the hang itself; the probe names the phase and rank that stall and runs its "
         "experiments, and the plan made from its verdict (--probe-verdict) can differ",
-        "gpu-probe": "run `gpufix probe HOST` (or GROUP --multi-node) without --cpu: the probe "
-        "ran gloo on CPU tensors, so NCCL, the GPUs and their peer path took no part in it",
+        "gpu-probe": "run `gpufix probe HOST` (or GROUP --multi-node) without --cpu or "
+        "--backend gloo: the probe ran gloo, so NCCL took no part in it (and on --cpu neither "
+        "did the GPUs or their peer path)",
         "experiments": "run `gpufix probe HOST`: its experiments change one NCCL mechanism at a "
         "time (a bigger --experiment-budget when some were skipped)",
         "multinode-probe": "run `gpufix probe GROUP --multi-node`: it names the failing layer and "

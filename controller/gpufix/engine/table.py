@@ -84,7 +84,7 @@ EXPERIMENT_ENV = MappingProxyType(
 
 def _phrase(evidence: str, ifname: str | None) -> str:
     if evidence == "stall:gloo":
-        return "a gloo probe on CPU tensors not healthy"
+        return "a gloo probe (no NCCL) not healthy"
     kind, _, what = evidence.partition(":")
     if kind == "experiment":
         env = f"NCCL_SOCKET_IFNAME={ifname}" if what == "ifname" else EXPERIMENT_ENV.get(what)

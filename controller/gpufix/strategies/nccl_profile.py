@@ -243,12 +243,60 @@ def _set_by_environment(
     ]
 
 
+def _job_env(ctx: Ctx) -> dict[str, str]:
+    """The job's settings the probe's runs had (VAR=VALUE, --job-env)."""
+    pairs = (kv.partition("=") for kv in (ctx.signals.job_env if ctx.signals else ()))
+    return {k: v for k, sep, v in pairs if sep}
+
+
+def _in_force(ctx: Ctx, names: Sequence[str]) -> dict[str, str] | None:
+    """The profiles' settings, when the run that was not healthy already had every one of them
+    (the host's NCCL files and environment, the job's --job-env): writing them changes nothing.
+    None otherwise, and for a profile that is the fix itself (P2P off on GPUs without P2P)."""
+    sig = ctx.signals
+    if sig is None or not sig.unhealthy or ("no-p2p" in names and no_p2p(ctx.host, ctx.kb)):
+        return None
+    held = {**ctx.host.nccl_settings, **_job_env(ctx)}
+    want = {k: v for p in ctx.kb.nccl_profiles if p.name in names for k, v in p.settings.items()}
+    if not want or any(held.get(k) != v for k, v in want.items()):
+        return None
+    return want
+
+
+def _back_to_defaults(ctx: Ctx, names: Sequence[str], held: dict[str, str]) -> Candidate:
+    """The evidence named settings the failing run already had: they are not its cure. Where
+    they come from NCCL's config files only, going back to NCCL's defaults is the one NCCL change
+    left untried; where the environment sets them, /etc/nccl.conf cannot (NCCL: environment
+    first, src/misc/param.cc)."""
+    kv = ", ".join(f"{k}={v}" for k, v in sorted(held.items()))
+    env = {**dict(ctx.host.nccl_env), **_job_env(ctx)}
+    from_env = sorted(k for k in held if k in env)
+    if from_env:
+        return Candidate(
+            "nccl-profile",
+            False,
+            f"the run that was not healthy already had {kv} ({', '.join(from_env)} from the "
+            f"environment): {', '.join(names)} would change nothing, and /etc/nccl.conf cannot "
+            "unset the environment; take them out of the job's environment and probe again",
+        )
+    why = (
+        f"the run that was not healthy already had {kv} from the host's NCCL config: "
+        f"{', '.join(names)} would change nothing, so these settings are not the cure; back to "
+        "NCCL's defaults (its own topology detection picks the transports), the one NCCL change "
+        "left untried, and the probe after it decides"
+    )
+    return for_profiles(ctx, ["default"], why)
+
+
 def evaluate(ctx: Ctx) -> Candidate:
     blocked = not_multi_gpu(ctx, "nccl-profile")
     if blocked is not None:
         return blocked
     d = ctx.decision
     if d is not None and d.fix == "nccl-profile":
+        held = _in_force(ctx, d.row.profiles)
+        if held is not None:
+            return _back_to_defaults(ctx, d.row.profiles, held)
         return for_profiles(ctx, d.row.profiles, d.row.why)
     if d is not None and d.interim:
         return for_profiles(ctx, d.interim, f"stopgap while {d.fix} is not applied: {d.row.why}")

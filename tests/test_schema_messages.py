@@ -117,6 +117,23 @@ def test_a_cpu_or_a_kernel_log_count_nobody_stated_may_be_unknown(tmp_path: Path
     assert "kernel_log/aer" in refused(tmp_path, d)
 
 
+def test_a_gpu_s_name_memory_bus_id_or_uuid_may_be_unknown(tmp_path: Path) -> None:
+    """A thread that gives a GPU count and no model (review, 2026-12-07): the schema took only
+    null ("known absent"), and a null name was planned as a GPU named "None"."""
+    from gpufix.facts.host import from_facts
+
+    d = snap()
+    for g in d["facts"]["gpus"]:
+        for key in ("name", "pci_bus_id", "memory_mib", "uuid"):
+            g[key] = {"unknown": "not in the thread"}
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(d))
+    host = from_facts(F.load_snapshot(path).facts)
+    assert host.gpu_count == 2 and host.gpu_names == ("", "")
+    d["facts"]["gpus"][0]["name"] = None
+    assert from_facts(d["facts"]).gpu_names[0] == ""
+
+
 def test_the_hand_written_verdict_in_the_docs_plans(tmp_path: Path) -> None:
     """docs/probe.md "Writing a verdict by hand": its example passes the schema and decides."""
     from gpufix.engine.decide import decide

@@ -21,11 +21,11 @@ decide = partial(engine.decide, kb=load(), rules=load_rules())
 CASE = next(c for c in cases() if c["id"] == "pytorch-81313-socket-ifname")  # dev split
 
 
-def planned(gpus: Any, scope: str = "multi-node") -> tuple[Plan, bool]:
+def planned(gpus: Any, scope: str = "multi-node", world: int = 2) -> tuple[Plan, bool]:
     snap = snapshot_for(CASE)
     facts = copy.deepcopy(snap["facts"])
     facts["gpus"] = facts["gpus"][:gpus] if isinstance(gpus, int) else gpus
-    verdict, _ = verdict_for(CASE, 2)
+    verdict, _ = verdict_for(CASE, world)
     plan = decide(facts, {**verdict, "scope": scope})
     return plan, score(CASE, plan.to_dict())[0]
 
@@ -44,7 +44,9 @@ def test_a_count_nobody_could_read_does_not_hold_back_a_run_across_hosts() -> No
 
 
 def test_one_gpu_in_this_hosts_own_run_still_cannot_hang_between_gpus() -> None:
-    plan, _ = planned(1, scope="host")
+    # One rank: the host's own run on its one GPU. (Two NCCL ranks with one GPU here spanned
+    # hosts, whatever the verdict's scope says: tests/engine/test_spanned_hosts.py.)
+    plan, _ = planned(1, scope="host", world=1)
     assert plan.strategy == "none"
     assert plan.path[-1].startswith("one GPU: no hang between GPUs of this host can happen here")
     # only a job across hosts can hang here: the multi-node probe would show it

@@ -53,3 +53,15 @@ def test_a_plan_that_only_sets_iommu_pt_names_its_own_risk() -> None:
     assert not plan.steps[0].vars.get("gpufix_pcie_acs_bridges")
     assert not any("disabling ACS" in r for r in plan.risks)
     assert any(r.startswith("iommu=pt:") for r in plan.risks)
+
+
+def test_the_kernel_finding_says_when_the_installed_accelerate_does_not_check() -> None:
+    """accelerate 0.20.3 predates check_os_kernel (0.24.0): it prints no warning (review,
+    2026-12-07); the kernel stays a risk factor, and the finding says which accelerate it saw."""
+    f = facts()
+    plan = decide(f, STALL)
+    (found,) = [x for x in plan.findings if x.id == "kernel-below-accelerate-threshold"]
+    assert "accelerate 0.20.3 here predates the check and prints no warning" in found.message
+    f["python_envs"][0]["packages"]["accelerate"] = "0.34.2"
+    (found,) = [x for x in decide(f, STALL).findings if x.id == "kernel-below-accelerate-threshold"]
+    assert "predates" not in found.message

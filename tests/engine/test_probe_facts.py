@@ -239,7 +239,10 @@ def test_an_nccl_reading_alone_is_not_an_environment_without_torch() -> None:
     facts["python_envs"] = {"unknown": "not stated in the report"}
     plan = decide(facts, with_facts(cumem_off_decided(), nccl="2.19.3"))
     assert "no-torch" not in {f.id for f in plan.findings}
-    facts["python_envs"] = [
-        {"python": "/usr/bin/python3", "version": "3.10.12", "packages": {"numpy": "1.26.4"}}
-    ]
+    env = {"python": "/usr/bin/python3", "version": "3.10.12", "packages": {"numpy": "1.26.4"}}
+    facts["python_envs"] = [env]  # torch left out: not stated, not "not installed"
+    assert "no-torch" not in {f.id for f in decide(facts).findings}
+    env["packages"] = {"numpy": "1.26.4", "torch": {"unknown": "not stated"}}
+    assert "no-torch" not in {f.id for f in decide(facts).findings}
+    env["packages"] = {"numpy": "1.26.4", "torch": None}  # as the module writes it
     assert "no-torch" in {f.id for f in decide(facts).findings}

@@ -25,7 +25,7 @@ from gpufix.engine.probe_facts import with_probe_facts
 from gpufix.engine.rules import Rules
 from gpufix.engine.stack import stack
 from gpufix.errors import InvalidInput
-from gpufix.facts.host import from_facts
+from gpufix.facts.host import Host, from_facts
 from gpufix.strategies import NAMES, REGISTRY
 from gpufix.strategies.evidence import (
     DRIVER_CAUSES,
@@ -147,6 +147,8 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
             order.append(s)
             path.append(f"{why} -> {s}")
 
+    if ctx.signals is not None and ctx.signals.spanned:
+        path.append(ctx.signals.spanned)
     if h.gpu_count == 0:
         path.append("no NVIDIA GPU -> none (not applicable)")
         return ["none"], path
@@ -297,9 +299,32 @@ def context(
         findings(host, shown, kb, rules, day), key=lambda f: order_sev.get(f.severity, 3)
     )
     base = Ctx(host, verdict, c, kb, rules, stack(host, kb), tuple(found), day)
-    sig = signals.read(verdict, kb)
+    sig = spanned(signals.read(verdict, kb), verdict, host)
     with_signals = replace(base, signals=sig)
     return replace(with_signals, decision=table.choose(with_signals, sig))
+
+
+def spanned(sig: signals.Signals, verdict: dict[str, Any] | None, host: Host) -> signals.Signals:
+    """A host-scope NCCL verdict with more ranks than this host has GPUs ran across hosts: NCCL
+    refuses two ranks on one GPU ("Duplicate GPU detected", src/init.cc), so the other ranks were
+    on other hosts' GPUs. Read as a multi-node run, whose layer no probe named."""
+    v = verdict or {}
+    ranks, gpus = v.get("world_size"), host.gpu_count
+    if (
+        sig.scope != "host"
+        or v.get("backend") != "nccl"
+        or not isinstance(ranks, int)
+        or isinstance(ranks, bool)
+        or not gpus
+        or ranks <= gpus
+    ):
+        return sig
+    return replace(
+        sig,
+        scope="multi-node",
+        spanned=f"the NCCL run had {ranks} ranks and this host has {gpus} GPU(s): NCCL refuses "
+        "two ranks on one GPU, so the run spanned hosts",
+    )
 
 
 def _passed_missing(

@@ -180,12 +180,15 @@ def check_kernel(i: Inputs) -> Iterator[Finding]:
     h, check = i.host, i.kb.accelerate_kernel_check
     if not h.kernel or versions.at_least(h.kernel, check.threshold) is not False:
         return
+    acc = h.env.accelerate if h.env else None
+    older = versions.at_least(acc, check.since_accelerate) is False if acc else False
+    here = f" (accelerate {acc} here predates the check and prints no warning)" if older else ""
     yield i.finding(
         "kernel-below-accelerate-threshold",
         f"kernel {h.kernel} is below {check.threshold}, the minimum accelerate "
-        f">= {check.since_accelerate} recommends; its cause was never found, so this is a "
+        f">= {check.since_accelerate} recommends{here}; its cause was never found, so this is a "
         "risk factor, not the diagnosis",
-        {"kernel.running": h.kernel},
+        {"kernel.running": h.kernel, **({"python_envs.accelerate": acc} if acc else {})},
         check.source,
     )
     rel = i.kb.ubuntu(h.codename) if h.codename and not h.from_container else None
@@ -203,9 +206,9 @@ def check_kernel(i: Inputs) -> Iterator[Finding]:
 def check_stack(i: Inputs) -> Iterator[Finding]:
     h, st = i.host, i.stack
     torch = h.env.torch if h.env else None
-    # An environment with no interpreter is the probe's NCCL reading alone (probe_facts.py):
-    # it says nothing of torch in the facts' environments.
-    if h.env and h.env.python and not h.env.torch:
+    # Only a package list that says torch is not installed (null); the probe's NCCL reading
+    # alone (probe_facts.py) or a list that leaves torch out says nothing of it.
+    if h.env and h.env.torch_absent and not h.env.torch:
         yield i.finding("no-torch", "", {"python_envs": h.env.python})
     if st.cuda and st.driver_ok is False:
         yield i.finding(

@@ -70,6 +70,9 @@ class Signals:
     cpu_run: bool = False  # gloo on CPU tensors (`--cpu`): the GPUs took no part
     job_env: tuple[str, ...] = ()  # VAR=VALUE: the job's settings the runs had (--job-env)
     job_env_culprit: str | None = None  # VAR=VALUE: the one of them that alone breaks the run
+    # An NCCL run with more ranks than the host has GPUs (engine/decide.py spanned): NCCL refuses
+    # two ranks on one GPU, so it joined other hosts' GPUs; scope is then multi-node.
+    spanned: str | None = None
 
     @property
     def unhealthy(self) -> bool:

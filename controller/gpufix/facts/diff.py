@@ -119,7 +119,10 @@ def _gpus(f: Facts) -> str:
         return _text(gpus)
     if not gpus:
         return "none"
-    names = Counter(str(g.get("name", "?")) if isinstance(g, Mapping) else "?" for g in gpus)
+    names = Counter(
+        g["name"] if isinstance(g, Mapping) and isinstance(g.get("name"), str) else "?"
+        for g in gpus
+    )
     return ", ".join(f"{n} × {name}" for name, n in sorted(names.items()))
 
 

@@ -25,6 +25,7 @@ class PyEnv:
     transformers: str | None
     accelerate: str | None
     nccl: str | None = None  # the nvidia-nccl-cuXX wheel the torch wheel loads
+    torch_absent: bool = False  # the packages were read and torch is not among them (null)
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,9 @@ def _env(facts: Mapping[str, Any]) -> PyEnv | None:
             (_str(pk.get(n)) for n in _NCCL_WHEELS if _str(pk.get(n))),
             None,
         ),
+        # null is "not installed" (the module writes every package it looks for); a package a
+        # hand-written snapshot leaves out, or marks unknown, is not read
+        torch_absent="torch" in pk and pk["torch"] is None,
     )
 
 
@@ -315,7 +319,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         hwe_candidate=_str(fget(facts, "kernel.hwe.candidate")),
         glibc=_str(fget(facts, "glibc")),
         gpu_count=gpu_count,
-        gpu_names=tuple(str(g.get("name", "")) for g in gpu_list),
+        gpu_names=tuple(_str(g.get("name")) or "" for g in gpu_list),
         compute_caps=tuple(
             str(g["compute_capability"]) for g in gpu_list if _str(g.get("compute_capability"))
         ),

@@ -257,7 +257,7 @@ def parse_visible_devices(value: str, gpus: Sequence[Mapping[str, Any]]) -> dict
     """What CUDA makes of CUDA_VISIBLE_DEVICES: it reads entries in order and stops at the
     first one that is invalid (CUDA C Programming Guide, "CUDA Environment Variables")."""
     count = len(gpus)
-    uuids = [str(g.get("uuid") or "") for g in gpus]
+    uuids = [u if isinstance(u := g.get("uuid"), str) else "" for g in gpus]
     visible: list[int] = []
     invalid: str | None = None
     unchecked: str | None = None

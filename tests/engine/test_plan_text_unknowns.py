@@ -65,3 +65,14 @@ def test_the_kernel_finding_says_when_the_installed_accelerate_does_not_check() 
     f["python_envs"][0]["packages"]["accelerate"] = "0.34.2"
     (found,) = [x for x in decide(f, STALL).findings if x.id == "kernel-below-accelerate-threshold"]
     assert "predates" not in found.message
+
+
+def test_a_stack_not_asked_for_on_unread_facts_is_said_to_be_unread() -> None:
+    """"no torch release fits glibc unknown, Python unknown and driver unknown" read as a checked
+    misfit (review, 2026-12-07): nothing was checked, as nothing asked for a stack change."""
+    f = facts()
+    f["glibc"] = {"unknown": "not stated"}
+    f["pythons"] = {"unknown": "not stated"}
+    f["driver"] = {"unknown": "not stated"}
+    why = reason(f, "cuda-downgrade")
+    assert why.startswith("glibc, Python, driver not in the facts, and nothing asks")

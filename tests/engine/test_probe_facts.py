@@ -246,3 +246,14 @@ def test_an_nccl_reading_alone_is_not_an_environment_without_torch() -> None:
     assert "no-torch" not in {f.id for f in decide(facts).findings}
     env["packages"] = {"numpy": "1.26.4", "torch": None}  # as the module writes it
     assert "no-torch" in {f.id for f in decide(facts).findings}
+
+
+def test_with_torch_unread_the_nccl_readings_say_which_way_the_stack_moves() -> None:
+    """A review (2026-12-07) knew the job's NCCL (2.19.3) and not its torch: the move to a
+    torch bundling a newer NCCL had `stack_direction` null. The NCCL the job loads against the
+    one the chosen build bundles says "up"."""
+    facts = a100_host("2.3.0+cu121")
+    facts["python_envs"][0]["packages"]["torch"] = {"unknown": "not stated"}
+    plan = decide(facts, with_facts(cumem_off_decided(), nccl="2.19.3"))
+    assert plan.strategy == "cuda-downgrade"
+    assert plan.extra["stack_direction"] == "up"

@@ -252,7 +252,14 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
         "accelerate": ac,
         "lib_notes": [n for n in (tr_note, ac_note) if n],
         "nccl": _bundled(kb, t.version, cu),
-        "direction": direction(b.current, t.version),
+        # torch unread: the NCCL the job loads (a wheel, or the probe's reading) against the one
+        # the chosen build bundles still says which way the move goes
+        "direction": direction(b.current, t.version)
+        or (
+            None
+            if b.current
+            else direction(env.nccl if env else None, _bundled(kb, t.version, cu) or "")
+        ),
         "assumed": b.assumed,
         # Newer releases that fit but whose NCCL has a problem on this setup, and the problems
         # the chosen one still has (its plan carries their workaround).
@@ -300,7 +307,7 @@ def _smallest_fix(
 
 
 def direction(current: str | None, target: str) -> str | None:
-    if not current or versions.parse(current.split("+")[0]) is None:
+    if not current or versions.parse(current.split("+")[0]) is None or not target:
         return None
     here, there = versions.key(current.split("+")[0]), versions.key(target)
     return "up" if there > here else "down" if there < here else None

@@ -148,6 +148,17 @@ def evaluate(ctx: Ctx) -> Candidate:
             + (f", or does not move {w.direction}" if w.direction else "")
             + (f", or its NCCL is older than {w.nccl_min}, the fix" if w.nccl_min else ""),
         )
+    unread = [
+        n for n, v in (("glibc", h.glibc), ("Python", h.pythons), ("driver", h.driver)) if not v
+    ]
+    if best is None and unread and not want(ctx).direction:
+        # best_stack chooses on unread facts only when the evidence asks for a stack change
+        return Candidate(
+            "cuda-downgrade",
+            False,
+            f"{', '.join(unread)} not in the facts, and nothing asks for a stack change: no "
+            "stack is chosen on unread facts",
+        )
     if best is None:
         return Candidate(
             "cuda-downgrade",

@@ -68,7 +68,7 @@ def test_the_kernel_finding_says_when_the_installed_accelerate_does_not_check() 
 
 
 def test_a_stack_not_asked_for_on_unread_facts_is_said_to_be_unread() -> None:
-    """"no torch release fits glibc unknown, Python unknown and driver unknown" read as a checked
+    """ "no torch release fits glibc unknown, Python unknown and driver unknown" read as a checked
     misfit (review, 2026-12-07): nothing was checked, as nothing asked for a stack change."""
     f = facts()
     f["glibc"] = {"unknown": "not stated"}

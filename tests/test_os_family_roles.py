@@ -58,3 +58,33 @@ def test_preflight_refuses_another_os_before_any_change(tmp_path: Path, role: st
     assert r.returncode != 0, r.stdout[-2000:]
     assert "Ubuntu (Debian family) hosts only" in r.stdout, r.stdout[-2000:]
     assert "changed=0" in r.stdout
+
+
+READ_ONLY = {"ansible.builtin.assert", "ansible.builtin.include_vars", "ansible.builtin.stat",
+             "ansible.builtin.slurp", "ansible.builtin.set_fact"}  # fmt: skip
+
+
+def _module(task: dict[str, object]) -> str:
+    return next(k for k in task if k.startswith("ansible."))
+
+
+@pytest.mark.parametrize("role", ["container_runtime", "driver", "kernel", "ml_stack", "pcie_acs"])
+def test_the_os_assert_comes_before_any_change(role: str) -> None:
+    """main.yml loads variables, then imports preflight.yml; in preflight.yml nothing before
+    the Debian-family assert can change the host."""
+    tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
+    first = next(
+        i for i, t in enumerate(tasks) if t.get("ansible.builtin.import_tasks") == "preflight.yml"
+    )
+    for t in tasks[:first]:
+        assert (
+            _module(t) == "ansible.builtin.include_vars"
+            or t.get("ansible.builtin.import_tasks") == "vars.yml"
+        ), (role, t.get("name"))
+    pre = yaml.safe_load((ROOT / "roles" / role / "tasks" / "preflight.yml").read_text())
+    at = next(i for i, t in enumerate(pre) if ASSERT.search(yaml.safe_dump(t)))
+    assert all(_module(t) in READ_ONLY for t in pre[:at]), role
+    vars_tasks = ROOT / "roles" / role / "tasks" / "vars.yml"
+    if vars_tasks.exists():
+        for t in yaml.safe_load(vars_tasks.read_text()):
+            assert _module(t) in READ_ONLY, (role, t.get("name"))

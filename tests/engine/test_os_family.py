@@ -100,3 +100,29 @@ def test_the_schema_takes_id_like_as_a_list_only() -> None:
     snap["facts"]["os"]["id_like"] = "fedora"
     with pytest.raises(InvalidInput):
         validate(snap)
+
+
+def test_a_derivative_gets_no_ubuntu_hwe_kernel() -> None:
+    """Linux Mint names the Ubuntu release it is built on; the HWE metapackages and gpufix's
+    kernel role are Ubuntu's (review, 2026-12-07: kernel-upgrade planned for Mint)."""
+    f = snapshot("bionic-ga-2x3090", MINT)["facts"]
+    plan = decide(f)
+    option = next(o for o in plan.options if o.strategy == "kernel-upgrade")
+    assert not option.feasible and "linuxmint is built on Ubuntu noble" in option.reason
+
+
+def test_an_ubuntu_release_the_tables_lack_is_not_guessed() -> None:
+    """An Ubuntu codename the knowledge base does not list keeps its name: no branch is
+    "listed" for it, rather than a package name guessed."""
+    f = snapshot("jammy-470-torch23")["facts"]
+    f["os"] = dict(f["os"], codename="zesty")
+    option = next(o for o in decide(f).options if o.strategy == "driver-pin")
+    assert not option.feasible and "zesty" in option.reason
+
+
+def test_a_rocky_image_still_says_the_hosts_release_is_not_visible() -> None:
+    f = snapshot("jammy-470-torch23", RHEL8)["facts"]
+    f["gathered_in"] = {"where": "container", "evidence": "/.dockerenv"}
+    plan = decide(f)
+    assert plan.strategy == "driver-pin"
+    assert any("release is not visible from the container" in r for r in plan.risks)

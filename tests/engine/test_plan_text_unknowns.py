@@ -75,4 +75,13 @@ def test_a_stack_not_asked_for_on_unread_facts_is_said_to_be_unread() -> None:
     f["pythons"] = {"unknown": "not stated"}
     f["driver"] = {"unknown": "not stated"}
     why = reason(f, "cuda-downgrade")
-    assert why.startswith("glibc, Python, driver not in the facts, and nothing asks")
+    assert why.startswith(
+        "glibc not in the facts, and the evidence does not ask"
+    )  # Python: the env
+
+
+def test_the_kernel_risk_does_not_promise_a_warning_an_old_accelerate_never_printed() -> None:
+    plan = decide(facts(), STALL)
+    assert plan.strategy != "kernel-upgrade"
+    (line,) = [r for r in plan.risks if r.startswith("the kernel stays below")]
+    assert "accelerate >= 0.24.0 would warn of it" in line and "remains" not in line

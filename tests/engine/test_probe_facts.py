@@ -246,6 +246,10 @@ def test_an_nccl_reading_alone_is_not_an_environment_without_torch() -> None:
     assert "no-torch" not in {f.id for f in decide(facts).findings}
     env["packages"] = {"numpy": "1.26.4", "torch": None}  # as the module writes it
     assert "no-torch" in {f.id for f in decide(facts).findings}
+    other = {"python": "/opt/conda/bin/python", "version": "3.10.12",
+             "packages": {"torch": {"unknown": "not stated"}}}  # fmt: skip
+    facts["python_envs"] = [env, other]  # one env without torch says nothing of the other
+    assert "no-torch" not in {f.id for f in decide(facts).findings}
 
 
 def test_with_torch_unread_the_nccl_readings_say_which_way_the_stack_moves() -> None:

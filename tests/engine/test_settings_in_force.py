@@ -61,7 +61,7 @@ def test_p2p_off_in_the_environment_is_for_the_operator_to_remove() -> None:
     plan = decide(f, STALL)
     option = next(o for o in plan.options if o.strategy == "nccl-profile")
     assert not option.feasible
-    assert "take them out of the job's environment" in option.reason
+    assert "take them out of the environment or ~/.nccl.conf" in option.reason
     assert plan.strategy != "nccl-profile"
 
 
@@ -84,3 +84,67 @@ def test_gpus_without_p2p_keep_p2p_off() -> None:
     f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
     plan = decide(f, STALL)
     assert "default" not in names(plan)
+
+
+def test_the_step_writes_nccl_s_defaults_over_the_administrators_offs() -> None:
+    """The role keeps an administrator's NCCL_* lines no profile sets: the `default` profile
+    alone would have kept NCCL_P2P_DISABLE=1 (review, 2026-12-07). The step writes NCCL's
+    documented defaults for every "off" /etc/nccl.conf held."""
+    f = quiet_pcie_host()
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1",
+                                             "NCCL_TOPO_FILE": "/opt/topo.xml"}}  # fmt: skip
+    (step,) = decide(f, STALL).steps
+    assert step.vars["gpufix_nccl_profile_extra"] == {
+        "NCCL_P2P_DISABLE": "0",
+        "NCCL_SHM_DISABLE": "0",
+    }
+
+
+def test_a_setting_in_the_users_nccl_conf_is_for_the_operator() -> None:
+    """NCCL reads ~/.nccl.conf before /etc/nccl.conf: the step could not undo it there."""
+    f = quiet_pcie_host()
+    f["nccl"]["files"] = {"/root/.nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
+    option = next(o for o in decide(f, STALL).options if o.strategy == "nccl-profile")
+    assert not option.feasible and "~/.nccl.conf" in option.reason
+
+
+def test_an_experiment_that_decided_is_not_undone_by_newer_facts() -> None:
+    """p2p-off made the run healthy: the failing run did not have P2P off, whatever facts
+    gathered later (after an interim was applied, say) hold."""
+    f = quiet_pcie_host()
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
+    exp = {"id": "p2p-off", "env": {"NCCL_P2P_DISABLE": "1"}, "gpus": None,
+           "verdict": "healthy", "stalled": None, "error": None, "elapsed_s": 3.0}  # fmt: skip
+    plan = decide(f, {**STALL, "experiments": [exp], "decided_by": "p2p-off"})
+    assert "default" not in names(plan) and not any("already had" in o.reason for o in plan.options)
+
+
+def test_outside_nccl_or_at_nccl_s_default_it_was_not_in_force() -> None:
+    f = quiet_pcie_host()
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
+    copy_stall = {**STALL, "stalled": {"phase": "p2p_copy", "ranks": [0, 1]}}
+    assert "default" not in names(decide(f, copy_stall))
+    note = (
+        "ran with NCCL_P2P_DISABLE=0 in the environment, over any NCCL config file (--nccl-default)"
+    )
+    assert "default" not in names(decide(f, {**STALL, "notes": [note]}))
+
+
+def test_no_interim_the_failing_run_already_had() -> None:
+    """ACS on: pcie-acs with P2P off as its interim; a run that had P2P off gets none."""
+    f = json.loads((HOSTS / "bionic-ga-2x3090.json").read_text())["facts"]
+    plain = decide(f, STALL)
+    assert plain.strategy == "pcie-acs" and plain.interim is not None
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
+    plan = decide(f, STALL)
+    assert plan.strategy == "pcie-acs" and plan.interim is None
+
+
+def test_apply_takes_the_step_s_variables() -> None:
+    """Plan files are checked against the role's argument specs and patterns before a run."""
+    from gpufix.apply.rolevars import check_vars
+
+    f = quiet_pcie_host()
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
+    (step,) = decide(f, STALL).steps
+    check_vars(step.playbook, step.vars, "step 1", plan_step=True)

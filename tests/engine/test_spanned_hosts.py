@@ -44,3 +44,17 @@ def test_gloo_ranks_or_as_many_ranks_as_gpus_say_nothing_of_hosts(backend: str, 
     plan = decide(one_gpu(), stalled(backend, world))
     assert not any(SPANNED in line for line in plan.path)
     assert plan.strategy == "none"
+
+
+def test_ranks_sharing_a_gpu_or_a_gpu_off_the_bus_are_not_other_hosts() -> None:
+    """The probe's --world-size may exceed the GPUs (ranks share them, and NCCL says
+    "Duplicate GPU detected"); a GPU nvidia-smi could not reach is not in the list but is in
+    the host."""
+    dup = {**stalled("nccl", 2), "error": "ncclInvalidUsage: Duplicate GPU detected : rank 1"}
+    assert not any(SPANNED in line for line in decide(one_gpu(), dup).path)
+    f = one_gpu()
+    f["driver"]["gpu_errors"] = [
+        {"pci_bus_id": "0000:41:00.0", "message": "Unable to determine the device handle for "
+         "GPU0000:41:00.0: GPU is lost", "rc": 15}
+    ]  # fmt: skip
+    assert not any(SPANNED in line for line in decide(f, stalled("nccl", 2)).path)

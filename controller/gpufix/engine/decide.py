@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from gpufix import versions
 from gpufix.engine import os_family, signals, table
 from gpufix.engine.context import Candidate, Constraints, Ctx
 from gpufix.engine.diagnose import findings, no_p2p, shares_switch
@@ -246,8 +247,16 @@ def decide(
         and ctx.has("kernel-below-accelerate-threshold")
         and chosen.strategy != "kernel-upgrade"
     ):
+        check = kb.accelerate_kernel_check
+        acc = ctx.host.env.accelerate if ctx.host.env else None
+        quiet = bool(acc) and versions.at_least(acc or "", check.since_accelerate) is False
         risks.append(
-            "the kernel stays below accelerate's threshold: its warning remains (a risk factor)"
+            "the kernel stays below accelerate's threshold (a risk factor): "
+            + (
+                f"accelerate >= {check.since_accelerate} would warn of it"
+                if quiet
+                else "its warning remains"
+            )
         )
     other_os = os_family.risk(ctx.host, chosen.steps)
     if other_os:
@@ -310,13 +319,18 @@ def spanned(sig: signals.Signals, verdict: dict[str, Any] | None, host: Host) ->
     on other hosts' GPUs. Read as a multi-node run, whose layer no probe named."""
     v = verdict or {}
     ranks, gpus = v.get("world_size"), host.gpu_count
+    node: dict[str, Any] = v["node"] if isinstance(v.get("node"), dict) else {}
     if (
         sig.scope != "host"
         or v.get("backend") != "nccl"
         or not isinstance(ranks, int)
         or isinstance(ranks, bool)
         or not gpus
-        or ranks <= gpus
+        # GPUs nvidia-smi could not reach are left out of the list, not out of the host
+        or ranks <= gpus + len(host.gpu_errors)
+        # two ranks on one GPU, as NCCL said (the probe's --world-size may exceed the GPUs)
+        or "duplicate-gpu" in sig.signatures
+        or node.get("nnodes") == 1
     ):
         return sig
     return replace(

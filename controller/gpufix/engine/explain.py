@@ -81,7 +81,9 @@ def interim_for(ctx: Ctx, chosen: Candidate) -> Interim | None:
 
     d = ctx.decision
     companion = (chosen.extra.get("nccl_companion") or {}).get("profiles") or []
-    names = list(dict.fromkeys([*(d.interim if d else ()), *companion]))
+    # an interim the failing run already had is no stopgap (nccl_profile.in_force)
+    row = list(d.interim) if d and nccl_profile.in_force(ctx, d.interim) is None else []
+    names = list(dict.fromkeys([*row, *companion]))
     if not names or chosen.strategy in ("none", "nccl-profile"):
         return None
     cand = nccl_profile.for_profiles(ctx, names, f"until {chosen.strategy} is applied")

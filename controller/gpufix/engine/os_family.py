@@ -30,12 +30,15 @@ DEBIAN_ONLY = frozenset(
 
 def release(host: Host, kb: KnowledgeBase) -> str | None:
     """The codename to look up in the Ubuntu/Debian tables: None inside a container (os-release
-    is the image's), on another OS (RHEL's "(Ootpa)" is no archive), or for a release the
-    knowledge base does not list."""
+    is the image's) and on another OS (RHEL's "(Ootpa)" is no archive, whether ID_LIKE says so
+    or the ID is neither Ubuntu nor Debian and the tables do not know the codename). An Ubuntu
+    or Debian codename the tables lack stays: its packages are then "not listed", not guessed."""
     c = host.codename
     if not c or host.from_container or host.debian_family is False:
         return None
-    return c if kb.ubuntu(c) is not None else None
+    if kb.ubuntu(c) is None and (host.os_id or "").lower() not in ("ubuntu", "debian"):
+        return None
+    return c
 
 
 def risk(host: Host, steps: Iterable[Step]) -> str | None:

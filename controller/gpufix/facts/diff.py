@@ -212,7 +212,9 @@ def _torch_nccl(f: Facts) -> str:
     packages = env.get("packages") if env is not None else None
     if isinstance(packages, Mapping):
         wheels = [
-            f"{k} {v}" for k, v in sorted(packages.items()) if k.startswith("nvidia-nccl") and v
+            f"{k} {v}"
+            for k, v in sorted(packages.items())
+            if k.startswith("nvidia-nccl") and isinstance(v, str) and v
         ]
         if wheels:
             return ", ".join(wheels)

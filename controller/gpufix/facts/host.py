@@ -97,6 +97,9 @@ class Host:
     # or the login environment of the user Ansible connects as; NCCL reads its config files
     # only for variables not set there
     nccl_env: tuple[tuple[str, str], ...] = ()
+    # NCCL_* settings of /etc/nccl.conf alone (the file nccl-profile writes; NCCL reads
+    # ~/.nccl.conf before it, and the environment over both)
+    nccl_etc: tuple[tuple[str, str], ...] = ()
     # os-release's ID_LIKE (facts module 1.4.0): None where the facts do not carry it
     os_id_like: tuple[str, ...] | None = None
 
@@ -251,7 +254,12 @@ def _env(facts: Mapping[str, Any]) -> PyEnv | None:
         ),
         # null is "not installed" (the module writes every package it looks for); a package a
         # hand-written snapshot leaves out, or marks unknown, is not read
-        torch_absent="torch" in pk and pk["torch"] is None,
+        torch_absent=all(
+            isinstance(x.get("packages"), dict)
+            and "torch" in x["packages"]
+            and x["packages"]["torch"] is None
+            for x in envs
+        ),
     )
 
 
@@ -267,6 +275,12 @@ def _nccl_settings(facts: Mapping[str, Any]) -> dict[str, str]:
     if isinstance(env_kv, dict):
         settings.update({str(k): str(v) for k, v in env_kv.items()})
     return settings
+
+
+def _nccl_etc(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    files = fget(facts, "nccl.files")
+    kv = files.get("/etc/nccl.conf") if isinstance(files, dict) else None
+    return tuple(sorted((str(k), str(v)) for k, v in kv.items())) if isinstance(kv, dict) else ()
 
 
 def _nccl_env(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -313,6 +327,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
     return Host(
         os_id=_str(fget(facts, "os.id")),
         os_id_like=_words(fget(facts, "os.id_like")),
+        nccl_etc=_nccl_etc(facts),
         codename=_str(fget(facts, "os.codename")),
         version_id=_str(fget(facts, "os.version_id")),
         kernel=_str(fget(facts, "kernel.running")),

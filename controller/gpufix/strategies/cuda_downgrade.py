@@ -148,16 +148,15 @@ def evaluate(ctx: Ctx) -> Candidate:
             + (f", or does not move {w.direction}" if w.direction else "")
             + (f", or its NCCL is older than {w.nccl_min}, the fix" if w.nccl_min else ""),
         )
-    unread = [
-        n for n, v in (("glibc", h.glibc), ("Python", h.pythons), ("driver", h.driver)) if not v
-    ]
-    if best is None and unread and not want(ctx).direction:
-        # best_stack chooses on unread facts only when the evidence asks for a stack change
+    pythons = stack_choice.basis(h, ctx.kb).pythons
+    unread = [n for n, v in (("glibc", h.glibc), ("Python", pythons)) if not v]
+    if best is None and unread and not want(ctx).assume:
+        # stack_choice.choose picks on unread facts only where the evidence asks for a stack
         return Candidate(
             "cuda-downgrade",
             False,
-            f"{', '.join(unread)} not in the facts, and nothing asks for a stack change: no "
-            "stack is chosen on unread facts",
+            f"{' and '.join(unread)} not in the facts, and the evidence does not ask for a stack "
+            "change: no stack is chosen on unread facts",
         )
     if best is None:
         return Candidate(

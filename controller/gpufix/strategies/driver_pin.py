@@ -189,7 +189,8 @@ def _move(ctx: Ctx, want: branches.Wanted, why: str) -> DriverTarget | str:
                 "Pro (ESM); the driver role resolves the package first and refuses, changing "
                 "nothing, when apt cannot install it"
             )
-    elif ctx.host.debian_family is not False:  # another OS: os_family.risk says what happens
+    elif ctx.host.from_container or ctx.host.debian_family is not False:
+        # (another OS's host: os_family.risk says what happens; a container's image is not it)
         risks.append(
             f"{_release_unread(ctx)}: whether its repositories carry R{got.branch} is known only "
             "when the driver role resolves the package, before it changes anything"

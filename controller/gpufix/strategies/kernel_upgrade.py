@@ -35,6 +35,15 @@ def evaluate(ctx: Ctx) -> Candidate:
         return Candidate(
             "kernel-upgrade", False, "the OS release is not in the facts: `gpufix facts HOST`"
         )
+    if h.os_id and h.os_id.lower() != "ubuntu" and rel is not None and rel.hwe_metapackage:
+        # A derivative (Linux Mint, Pop!_OS) names the Ubuntu release it is built on, but its
+        # kernels come from its own packages; the kernel role knows Ubuntu's HWE releases only.
+        return Candidate(
+            "kernel-upgrade",
+            False,
+            f"{h.os_id} is built on Ubuntu {rel.codename} but is not Ubuntu: the HWE "
+            "metapackages are Ubuntu's, and gpufix's kernel role refuses another distribution",
+        )
     if rel is None or not rel.hwe_metapackage:
         return Candidate(
             "kernel-upgrade",

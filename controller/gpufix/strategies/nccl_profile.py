@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -249,43 +250,70 @@ def _job_env(ctx: Ctx) -> dict[str, str]:
     return {k: v for k, sep, v in pairs if sep}
 
 
-def _in_force(ctx: Ctx, names: Sequence[str]) -> dict[str, str] | None:
+# Phases where NCCL itself runs (a p2p_copy is a direct CUDA copy that reads no NCCL setting).
+_NCCL_PHASES = ("rendezvous", "pg_init", "barrier", "allreduce", "soak")
+# The probe's note for --nccl-default VAR: that run had VAR at NCCL's default, over the files.
+_AT_DEFAULT = re.compile(r"ran with (NCCL_[A-Z0-9_]+)=\S+ in the environment")
+
+
+def in_force(ctx: Ctx, names: Sequence[str]) -> dict[str, str] | None:
     """The profiles' settings, when the run that was not healthy already had every one of them
     (the host's NCCL files and environment, the job's --job-env): writing them changes nothing.
-    None otherwise, and for a profile that is the fix itself (P2P off on GPUs without P2P)."""
-    sig = ctx.signals
-    if sig is None or not sig.unhealthy or ("no-p2p" in names and no_p2p(ctx.host, ctx.kb)):
+    None otherwise: when an experiment decided (its run set the knob, so the failing run did
+    not have it, whatever newer facts say), outside NCCL's phases, for a setting the probe ran
+    at NCCL's default (--nccl-default), and for P2P off on GPUs without P2P (the fix itself)."""
+    sig, d = ctx.signals, ctx.decision
+    if sig is None or not sig.unhealthy or sig.phase not in _NCCL_PHASES:
         return None
+    if d is None or d.evidence.startswith("experiment"):
+        return None
+    if "no-p2p" in names and no_p2p(ctx.host, ctx.kb):
+        return None
+    notes = (ctx.verdict or {}).get("notes")
+    at_default = {
+        m.group(1)
+        for n in (notes if isinstance(notes, list) else [])
+        if isinstance(n, str) and (m := _AT_DEFAULT.search(n))
+    }
     held = {**ctx.host.nccl_settings, **_job_env(ctx)}
     want = {k: v for p in ctx.kb.nccl_profiles if p.name in names for k, v in p.settings.items()}
-    if not want or any(held.get(k) != v for k, v in want.items()):
+    if not want or any(held.get(k) != v or k in at_default for k, v in want.items()):
         return None
     return want
 
 
 def _back_to_defaults(ctx: Ctx, names: Sequence[str], held: dict[str, str]) -> Candidate:
     """The evidence named settings the failing run already had: they are not its cure. Where
-    they come from NCCL's config files only, going back to NCCL's defaults is the one NCCL change
-    left untried; where the environment sets them, /etc/nccl.conf cannot (NCCL: environment
-    first, src/misc/param.cc)."""
+    /etc/nccl.conf alone holds them and NCCL documents a default, the step writes those
+    defaults over the administrator's lines (the role keeps an original's other NCCL_* lines);
+    where the environment or ~/.nccl.conf sets them, /etc/nccl.conf cannot (NCCL reads the
+    environment first, then ~/.nccl.conf, then /etc/nccl.conf: src/misc/param.cc)."""
     kv = ", ".join(f"{k}={v}" for k, v in sorted(held.items()))
+    etc, defaults = dict(ctx.host.nccl_etc), ctx.kb.nccl_defaults()
     env = {**dict(ctx.host.nccl_env), **_job_env(ctx)}
-    from_env = sorted(k for k in held if k in env)
-    if from_env:
+    elsewhere = sorted(k for k in held if k in env or etc.get(k) != held[k])
+    if elsewhere or any(k not in defaults for k in held):
+        where = "the environment or ~/.nccl.conf" if elsewhere else "/etc/nccl.conf"
         return Candidate(
             "nccl-profile",
             False,
-            f"the run that was not healthy already had {kv} ({', '.join(from_env)} from the "
-            f"environment): {', '.join(names)} would change nothing, and /etc/nccl.conf cannot "
-            "unset the environment; take them out of the job's environment and probe again",
+            f"the run that was not healthy already had {kv} (from {where}): "
+            f"{', '.join(names)} would change nothing; take them out of {where} and probe again",
         )
+    # Every "off" /etc/nccl.conf holds whose default NCCL documents goes back, not only the
+    # row's: they are what the failing run had beyond NCCL's own choice.
+    reset = {k: defaults[k] for k, v in sorted(etc.items()) if k in defaults and v != defaults[k]}
     why = (
-        f"the run that was not healthy already had {kv} from the host's NCCL config: "
+        f"the run that was not healthy already had {kv} from /etc/nccl.conf: "
         f"{', '.join(names)} would change nothing, so these settings are not the cure; back to "
-        "NCCL's defaults (its own topology detection picks the transports), the one NCCL change "
-        "left untried, and the probe after it decides"
+        f"NCCL's defaults ({', '.join(f'{k}={v}' for k, v in reset.items())}: its own topology "
+        "detection picks the transports), the one NCCL change left untried; the probe after it "
+        "decides"
     )
-    return for_profiles(ctx, ["default"], why)
+    cand = for_profiles(ctx, ["default"], why)
+    for step in cand.steps:
+        step.vars["gpufix_nccl_profile_extra"] = reset
+    return cand
 
 
 def evaluate(ctx: Ctx) -> Candidate:
@@ -294,11 +322,20 @@ def evaluate(ctx: Ctx) -> Candidate:
         return blocked
     d = ctx.decision
     if d is not None and d.fix == "nccl-profile":
-        held = _in_force(ctx, d.row.profiles)
+        held = in_force(ctx, d.row.profiles)
         if held is not None:
             return _back_to_defaults(ctx, d.row.profiles, held)
         return for_profiles(ctx, d.row.profiles, d.row.why)
     if d is not None and d.interim:
+        had = in_force(ctx, d.interim)
+        if had is not None:
+            kv = ", ".join(f"{k}={v}" for k, v in sorted(had.items()))
+            return Candidate(
+                "nccl-profile",
+                False,
+                f"the run that was not healthy already had {kv}: {', '.join(d.interim)} is no "
+                f"stopgap while {d.fix} is not applied",
+            )
         return for_profiles(ctx, d.interim, f"stopgap while {d.fix} is not applied: {d.row.why}")
     profiles, why = _legacy_profiles(ctx)
     if not profiles:

@@ -183,7 +183,8 @@ def _cuda_of_env(
         return mm, mm[0], f"torch {torch} of {image.ref}"
     # PyPI's default Linux wheels carry no tag; their NCCL dependency names the CUDA major.
     for name, version in sorted(packages.items()):
-        if name.startswith("nvidia-nccl-cu") and version and name[14:].isdigit():
+        known_version = isinstance(version, str) and version
+        if name.startswith("nvidia-nccl-cu") and known_version and name[14:].isdigit():
             return None, int(name[14:]), f"torch {torch} with {name} {version}"
     if tag:
         why = "its CUDA version is not in the version string"

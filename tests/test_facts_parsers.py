@@ -496,3 +496,25 @@ def test_worst_link_knows_soc_and_nvlink() -> None:
     assert topology.worst_link({"GPU0": {"GPU1": "NV12"}, "GPU1": {"GPU0": "PIX"}}) == "PIX"
     assert topology.worst_link({"GPU0": {}}) is None and topology.worst_link("x") is None
     assert topology.canonical("NV4") == "NV" and topology.canonical("X") is None
+
+
+def test_nccl_files_gpufix_wrote_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """roles/nccl_profile's marker line names the file as gpufix's (nccl.gpufix_written): its
+    settings are gpufix's own interim or fix, not an administrator's (facts module 1.4.0)."""
+    texts = {
+        "/etc/nccl.conf": "# gpufix nccl_profile: profiles no-p2p\nNCCL_P2P_DISABLE=1\n",
+        "/home/u/.nccl.conf": "NCCL_SHM_DISABLE=1\n",
+    }
+
+    class Ctx:
+        def read(self, path: str) -> str:
+            return texts[path]
+
+        def read_or_none(self, path: str) -> str | None:
+            return texts.get(path)
+
+    monkeypatch.setenv("HOME", "/home/u")
+    monkeypatch.setattr(g.os.path, "exists", lambda p: p in texts)
+    got = g.g_nccl(Ctx(), {})
+    assert got["gpufix_written"] == ["/etc/nccl.conf"]
+    assert got["files"]["/home/u/.nccl.conf"] == {"NCCL_SHM_DISABLE": "1"}

@@ -1788,13 +1788,20 @@ def g_fabricmanager(ctx, opts):
     return {"installed": installed, "running": out.strip() == "active"}
 
 
+# roles/nccl_profile writes this in the header of every file it writes (templates/nccl.conf.j2)
+NCCL_PROFILE_MARKER = "# gpufix nccl_profile:"
+
+
 def g_nccl(ctx, opts):
     files = {}
+    written = []
     for path in ("/etc/nccl.conf", os.path.expanduser("~/.nccl.conf")):
         if os.path.exists(path):
             files[path] = _field(lambda p=path: parse_kv_conf(ctx.read(p)))
+            if NCCL_PROFILE_MARKER in (ctx.read_or_none(path) or ""):
+                written.append(path)
     env = dict((k, v) for k, v in os.environ.items() if k.startswith("NCCL_"))
-    return {"files": files, "env": env}
+    return {"files": files, "env": env, "gpufix_written": written}
 
 
 def g_gpu_processes(ctx, opts):

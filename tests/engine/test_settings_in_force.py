@@ -148,3 +148,42 @@ def test_apply_takes_the_step_s_variables() -> None:
     f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
     (step,) = decide(f, STALL).steps
     check_vars(step.playbook, step.vars, "step 1", plan_step=True)
+
+
+def test_a_file_gpufix_wrote_is_not_what_the_failing_run_had() -> None:
+    """After `apply --interim` the facts hold gpufix's own P2P off; planning again with the same
+    verdict must not call it the run's setting, nor undo it (re-read, 2026-12-07)."""
+    f = quiet_pcie_host()
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
+    f["nccl"]["gpufix_written"] = ["/etc/nccl.conf"]
+    plan = decide(f, STALL)
+    assert names(plan) == ["no-p2p"]
+    assert not any("already had" in o.reason for o in plan.options)
+    acs = json.loads((HOSTS / "bionic-ga-2x3090.json").read_text())["facts"]
+    acs["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
+    acs["nccl"]["gpufix_written"] = ["/etc/nccl.conf"]
+    assert decide(acs, STALL).interim is not None
+
+
+def test_the_reset_keeps_what_it_cannot_judge_or_undo() -> None:
+    """Between-host "off"s stay on a one-host run; an "off" the environment sets is not claimed
+    back; on GPUs without P2P, P2P off stays off."""
+    f = quiet_pcie_host()
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1",
+                                             "NCCL_IB_DISABLE": "1"}}  # fmt: skip
+    f["nccl"]["env"] = {"NCCL_SHM_DISABLE": "1"}
+    (step,) = decide(f, STALL).steps
+    assert step.vars["gpufix_nccl_profile_extra"] == {"NCCL_P2P_DISABLE": "0"}
+
+
+def test_on_gpus_without_p2p_p2p_off_already_in_force_is_kept_and_said_so() -> None:
+    f = json.loads((HOSTS / "focal-4x4090.json").read_text())["facts"]
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
+    option = next(o for o in decide(f, STALL).options if o.strategy == "nccl-profile")
+    assert not option.feasible and "which these GPUs need" in option.reason
+
+
+def test_the_path_offers_no_interim_the_run_already_had() -> None:
+    f = json.loads((HOSTS / "bionic-ga-2x3090.json").read_text())["facts"]
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
+    assert not any("the interim beside" in line for line in decide(f, STALL).path)

@@ -182,9 +182,12 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
         return order, path
     if d is not None:
         want(d.fix, d.line())
-        if d.interim:
+        from gpufix.strategies.nccl_profile import in_force  # strategies import the engine
+
+        if d.interim and in_force(ctx, d.interim) is None:
             # What the evidence says works now comes before anything the evidence did not call
-            # for (a kernel below accelerate's threshold is a risk factor, not this diagnosis).
+            # for (a kernel below accelerate's threshold is a risk factor, not this diagnosis);
+            # an interim the failing run already had is none.
             want(
                 "nccl-profile",
                 f"{', '.join(d.interim)}: the interim beside {d.fix}, and the fix where "

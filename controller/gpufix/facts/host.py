@@ -98,8 +98,10 @@ class Host:
     # only for variables not set there
     nccl_env: tuple[tuple[str, str], ...] = ()
     # NCCL_* settings of /etc/nccl.conf alone (the file nccl-profile writes; NCCL reads
-    # ~/.nccl.conf before it, and the environment over both)
+    # ~/.nccl.conf before it, and the environment over both), and of the files and environment
+    # gpufix did not write (nccl.gpufix_written, facts module 1.4.0): an administrator's
     nccl_etc: tuple[tuple[str, str], ...] = ()
+    nccl_admin: tuple[tuple[str, str], ...] = ()
     # os-release's ID_LIKE (facts module 1.4.0): None where the facts do not carry it
     os_id_like: tuple[str, ...] | None = None
 
@@ -277,10 +279,31 @@ def _nccl_settings(facts: Mapping[str, Any]) -> dict[str, str]:
     return settings
 
 
+def _written(facts: Mapping[str, Any]) -> set[str]:
+    w = fget(facts, "nccl.gpufix_written")
+    return {str(p) for p in w} if isinstance(w, list) else set()
+
+
 def _nccl_etc(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     files = fget(facts, "nccl.files")
     kv = files.get("/etc/nccl.conf") if isinstance(files, dict) else None
-    return tuple(sorted((str(k), str(v)) for k, v in kv.items())) if isinstance(kv, dict) else ()
+    if not isinstance(kv, dict) or "/etc/nccl.conf" in _written(facts):
+        return ()
+    return tuple(sorted((str(k), str(v)) for k, v in kv.items()))
+
+
+def _nccl_admin(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """As _nccl_settings, without the files gpufix wrote: what an administrator left."""
+    settings: dict[str, str] = {}
+    files, written = fget(facts, "nccl.files"), _written(facts)
+    if isinstance(files, dict):
+        for path, kv in files.items():
+            if isinstance(kv, dict) and path not in written:
+                settings.update({str(k): str(v) for k, v in kv.items()})
+    env_kv = fget(facts, "nccl.env")
+    if isinstance(env_kv, dict):
+        settings.update({str(k): str(v) for k, v in env_kv.items()})
+    return tuple(sorted(settings.items()))
 
 
 def _nccl_env(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -328,6 +351,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         os_id=_str(fget(facts, "os.id")),
         os_id_like=_words(fget(facts, "os.id_like")),
         nccl_etc=_nccl_etc(facts),
+        nccl_admin=_nccl_admin(facts),
         codename=_str(fget(facts, "os.codename")),
         version_id=_str(fget(facts, "os.version_id")),
         kernel=_str(fget(facts, "kernel.running")),

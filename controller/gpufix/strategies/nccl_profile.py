@@ -250,8 +250,12 @@ def _job_env(ctx: Ctx) -> dict[str, str]:
     return {k: v for k, sep, v in pairs if sep}
 
 
-# Phases where NCCL itself runs (a p2p_copy is a direct CUDA copy that reads no NCCL setting).
-_NCCL_PHASES = ("rendezvous", "pg_init", "barrier", "allreduce", "soak")
+# Phases where NCCL itself runs (a p2p_copy is a direct CUDA copy and the rendezvous torch's
+# TCP store: neither reads an NCCL setting).
+_NCCL_PHASES = ("pg_init", "barrier", "allreduce", "soak", "destroy")
+# Profiles whose "off" acts within one host; ib-off and pxn-off act between hosts only, and a
+# run on one host says nothing of them.
+_WITHIN_HOST = ("no-p2p", "shm-off")
 # The probe's note for --nccl-default VAR: that run had VAR at NCCL's default, over the files.
 _AT_DEFAULT = re.compile(r"ran with (NCCL_[A-Z0-9_]+)=\S+ in the environment")
 
@@ -267,15 +271,15 @@ def in_force(ctx: Ctx, names: Sequence[str]) -> dict[str, str] | None:
         return None
     if d is None or d.evidence.startswith("experiment"):
         return None
-    if "no-p2p" in names and no_p2p(ctx.host, ctx.kb):
-        return None
     notes = (ctx.verdict or {}).get("notes")
     at_default = {
         m.group(1)
         for n in (notes if isinstance(notes, list) else [])
         if isinstance(n, str) and (m := _AT_DEFAULT.search(n))
     }
-    held = {**ctx.host.nccl_settings, **_job_env(ctx)}
+    # An administrator's settings and the job's: a file gpufix wrote (an interim, an earlier
+    # fix) may be newer than the run, so it is not what the run had.
+    held = {**dict(ctx.host.nccl_admin), **_job_env(ctx)}
     want = {k: v for p in ctx.kb.nccl_profiles if p.name in names for k, v in p.settings.items()}
     if not want or any(held.get(k) != v or k in at_default for k, v in want.items()):
         return None
@@ -289,9 +293,17 @@ def _back_to_defaults(ctx: Ctx, names: Sequence[str], held: dict[str, str]) -> C
     where the environment or ~/.nccl.conf sets them, /etc/nccl.conf cannot (NCCL reads the
     environment first, then ~/.nccl.conf, then /etc/nccl.conf: src/misc/param.cc)."""
     kv = ", ".join(f"{k}={v}" for k, v in sorted(held.items()))
+    if "no-p2p" in names and no_p2p(ctx.host, ctx.kb):
+        return Candidate(
+            "nccl-profile",
+            False,
+            f"the run that was not healthy already had {kv}, which these GPUs need (they have "
+            "no PCIe P2P): keep it; the hang has another cause",
+        )
     etc, defaults = dict(ctx.host.nccl_etc), ctx.kb.nccl_defaults()
     env = {**dict(ctx.host.nccl_env), **_job_env(ctx)}
-    elsewhere = sorted(k for k in held if k in env or etc.get(k) != held[k])
+    home = {k: v for k, v in ctx.host.nccl_admin if k not in env and etc.get(k) != v}
+    elsewhere = sorted(k for k in held if k in env or k in home or etc.get(k) != held[k])
     if elsewhere or any(k not in defaults for k in held):
         where = "the environment or ~/.nccl.conf" if elsewhere else "/etc/nccl.conf"
         return Candidate(
@@ -300,9 +312,19 @@ def _back_to_defaults(ctx: Ctx, names: Sequence[str], held: dict[str, str]) -> C
             f"the run that was not healthy already had {kv} (from {where}): "
             f"{', '.join(names)} would change nothing; take them out of {where} and probe again",
         )
-    # Every "off" /etc/nccl.conf holds whose default NCCL documents goes back, not only the
-    # row's: they are what the failing run had beyond NCCL's own choice.
-    reset = {k: defaults[k] for k, v in sorted(etc.items()) if k in defaults and v != defaults[k]}
+    # The row's settings and the other "off"s within a host that /etc/nccl.conf holds go back
+    # (what the run had beyond NCCL's own choice), unless something read before the file sets
+    # them, or they are the fix itself (P2P off on GPUs without P2P).
+    keys = set(held) | {
+        k for p in ctx.kb.nccl_profiles if p.name in _WITHIN_HOST for k in p.settings
+    }
+    if no_p2p(ctx.host, ctx.kb):
+        keys -= {k for p in ctx.kb.nccl_profiles if p.name == "no-p2p" for k in p.settings}
+    reset = {
+        k: defaults[k]
+        for k, v in sorted(etc.items())
+        if k in keys and k in defaults and v != defaults[k] and k not in env and k not in home
+    }
     why = (
         f"the run that was not healthy already had {kv} from /etc/nccl.conf: "
         f"{', '.join(names)} would change nothing, so these settings are not the cure; back to "

@@ -154,3 +154,17 @@ def test_preflight_text_shows_a_hostile_kernel_escaped(tmp_path: Path) -> None:
     r = gpufix("preflight", "--facts", str(snap))
     assert "4.15.0\\x1b[2J\\x1b[H" in r.stdout and "h\\x1b]0;pwned\\x07: " in r.stdout
     no_escape_reaches_the_terminal(r.stdout)
+
+
+def test_hostile_os_release_words_in_the_other_os_risk_are_text(tmp_path: Path) -> None:
+    """os.id_like (facts module 1.4.0) reaches the plan's risk line for another OS: shown as
+    text, never as markup, escapes or a forged line."""
+    words = [MARKUP, TITLE + CLEAR, FORGED]
+    os_release = {"id": "rhel", "id_like": words, "version_id": "8.8", "codename": "ootpa"}
+    snap = snapshot(tmp_path, "rhel.json", "h", os={**os_release, "pretty_name": None})
+    r = gpufix("plan", "h", "--facts", str(snap), "--strategy", "pcie-acs")
+    assert r.returncode == 0, r.stderr
+    risk = next(ln for ln in r.stdout.splitlines() if "is not Debian-family" in ln)
+    assert MARKUP in risk and "\\x1b]0;pwned" in risk  # shown, not applied
+    assert not any(ln.startswith("Chosen strategy: none") for ln in r.stdout.splitlines())
+    no_escape_reaches_the_terminal(r.stdout)

@@ -130,14 +130,19 @@ def test_outside_nccl_or_at_nccl_s_default_it_was_not_in_force() -> None:
     assert "default" not in names(decide(f, {**STALL, "notes": [note]}))
 
 
-def test_no_interim_the_failing_run_already_had() -> None:
-    """ACS on: pcie-acs with P2P off as its interim; a run that had P2P off gets none."""
+def test_a_fix_that_rests_on_p2p_passes_over_a_run_that_had_p2p_off() -> None:
+    """ACS on: pcie-acs with P2P off as its interim, a row that rests on the P2P path. A run
+    that hung with P2P off already (an administrator's /etc/nccl.conf) is what a p2p-off
+    experiment that still hung shows: the row passes over, as for that experiment, and the
+    settings go back to NCCL's defaults."""
     f = json.loads((HOSTS / "bionic-ga-2x3090.json").read_text())["facts"]
     plain = decide(f, STALL)
     assert plain.strategy == "pcie-acs" and plain.interim is not None
     f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
     plan = decide(f, STALL)
-    assert plan.strategy == "pcie-acs" and plan.interim is None
+    assert plan.extra["decision"]["row"] != "collective-acs-iommu"
+    assert (plan.strategy, names(plan), plan.interim) == ("nccl-profile", ["default"], None)
+    assert any(line.startswith("the run that was not healthy already had") for line in plan.path)
 
 
 def test_apply_takes_the_step_s_variables() -> None:

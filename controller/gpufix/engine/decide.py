@@ -177,6 +177,13 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
         return ["none", *order], path
     _driver_and_stack(ctx, want)
     d = ctx.decision
+    held = _held(ctx)
+    if held:
+        path.append(
+            f"the run that was not healthy already had {held} (an administrator's NCCL config or "
+            "the job's settings): what turns those mechanisms off is not its cure, and fixes "
+            "that rest on them pass over"
+        )
     if d is not None and d.fix == "none":
         want("none", f"{d.line()}; nothing on this host to change")
         return order, path
@@ -314,6 +321,22 @@ def context(
     sig = spanned(signals.read(verdict, kb), verdict, host)
     with_signals = replace(base, signals=sig)
     return replace(with_signals, decision=table.choose(with_signals, sig))
+
+
+def _held(ctx: Ctx) -> str:
+    """The NCCL "off"s of the profiles the failing run already had (nccl_profile.in_force), as
+    VAR=VALUE text; empty when none or when the evidence is an experiment."""
+    from gpufix.strategies.nccl_profile import in_force  # strategies import the engine
+
+    d = ctx.decision
+    evidence = d.evidence if d is not None else "stall:collective"
+    had = {
+        k: v
+        for p in ctx.kb.nccl_profiles
+        if p.settings and (got := in_force(ctx, [p.name], evidence)) is not None
+        for k, v in got.items()
+    }
+    return ", ".join(f"{k}={v}" for k, v in sorted(had.items()))
 
 
 def spanned(sig: signals.Signals, verdict: dict[str, Any] | None, host: Host) -> signals.Signals:

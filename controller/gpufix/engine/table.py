@@ -181,6 +181,17 @@ def tried_in_vain(row: EvidenceFix, signals: Signals, ifname: str | None) -> str
     return None
 
 
+def _held_in_vain(ctx: Ctx, row: EvidenceFix) -> bool:
+    """A fix of another kind that rests on a mechanism (its interim turns it off: P2P off
+    beside an ACS fix) when the failing run already had that mechanism off and still hung, as
+    an experiment that tried it would show (nccl_profile.in_force)."""
+    from gpufix.strategies.nccl_profile import in_force  # strategies import the engine
+
+    return row.fix != "nccl-profile" and any(
+        in_force(ctx, [p], row.evidence) is not None for p in row.interim
+    )
+
+
 # The facts that decide a condition, as needs (needs.py). A row passed over because one of them
 # is unknown asks for it, rather than a later row's answer standing as if the facts had ruled
 # the row out (issue 12, item 7: unknown is not evidence).
@@ -243,7 +254,7 @@ def choose(ctx: Ctx, signals: Signals) -> Decision | None:
             continue
         issue = nccl_issue(subject) if "nccl-version-affected" in row.when else None
         ifname = _ifname(ctx, signals, row.evidence) if "socket-ifname" in row.profiles else None
-        if tried_in_vain(row, signals, ifname):
+        if tried_in_vain(row, signals, ifname) or _held_in_vain(ctx, row):
             continue
         drv = driver_issue(subject) if "driver-known-issue" in row.when else None
         return Decision(

@@ -260,7 +260,7 @@ _WITHIN_HOST = ("no-p2p", "shm-off")
 _AT_DEFAULT = re.compile(r"ran with (NCCL_[A-Z0-9_]+)=\S+ in the environment")
 
 
-def in_force(ctx: Ctx, names: Sequence[str]) -> dict[str, str] | None:
+def in_force(ctx: Ctx, names: Sequence[str], evidence: str | None = None) -> dict[str, str] | None:
     """The profiles' settings, when the run that was not healthy already had every one of them
     (the host's NCCL files and environment, the job's --job-env): writing them changes nothing.
     None otherwise: when an experiment decided (its run set the knob, so the failing run did
@@ -269,7 +269,8 @@ def in_force(ctx: Ctx, names: Sequence[str]) -> dict[str, str] | None:
     sig, d = ctx.signals, ctx.decision
     if sig is None or not sig.unhealthy or sig.phase not in _NCCL_PHASES:
         return None
-    if d is None or d.evidence.startswith("experiment"):
+    evidence = evidence or (d.evidence if d is not None else None)
+    if evidence is None or evidence.startswith("experiment"):
         return None
     notes = (ctx.verdict or {}).get("notes")
     at_default = {

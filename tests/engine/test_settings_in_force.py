@@ -181,11 +181,43 @@ def test_the_reset_keeps_what_it_cannot_judge_or_undo() -> None:
     assert step.vars["gpufix_nccl_profile_extra"] == {"NCCL_P2P_DISABLE": "0"}
 
 
-def test_on_gpus_without_p2p_p2p_off_already_in_force_is_kept_and_said_so() -> None:
-    f = json.loads((HOSTS / "focal-4x4090.json").read_text())["facts"]
+def four_4090s(driver: str = "580.95.05") -> dict[str, Any]:
+    """Four 4090s (no PCIe P2P) whose /etc/nccl.conf already turned P2P off."""
+    f: dict[str, Any] = json.loads((HOSTS / "focal-4x4090.json").read_text())["facts"]
     f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
+    f["driver"]["kernel_module"] = f["driver"]["userspace"] = driver
+    return f
+
+
+def test_on_gpus_without_p2p_p2p_off_already_in_force_is_kept_and_said_so() -> None:
+    f = four_4090s()
     option = next(o for o in decide(f, STALL).options if o.strategy == "nccl-profile")
-    assert not option.feasible and "which these GPUs need" in option.reason
+    assert not option.feasible
+
+
+def test_gpus_without_p2p_that_had_p2p_off_go_to_the_next_layer() -> None:
+    """NCCL was told (the run had P2P off) and still hung: neither P2P nor ACS/IOMMU is on the
+    path, so the unexplained stall asks for experiments and moves NCCL up, as where the driver's
+    refusal is honoured; it no longer says "NCCL was not told" and ends in `none`."""
+    plan = decide(four_4090s(), STALL)
+    assert plan.extra["decision"]["row"] == "collective-unexplained-p2p-held"
+    assert plan.strategy == "cuda-downgrade" and "move up" in plan.options[0].reason
+    assert [n["id"] for n in plan.extra["needs"]] == ["experiments"]
+    assert not any("NCCL was not told" in line for line in plan.path)
+
+
+def test_gpus_without_p2p_that_had_p2p_off_on_a_new_feature_driver() -> None:
+    plan = decide(four_4090s("545.29.06"), STALL)
+    assert plan.extra["decision"]["row"] == "collective-new-feature-driver"
+    assert plan.strategy == "driver-pin"
+
+
+def test_an_experiment_that_turned_p2p_off_is_still_the_fix_on_gpus_without_p2p() -> None:
+    f = four_4090s()
+    exp = {"id": "p2p-off", "env": {"NCCL_P2P_DISABLE": "1"}, "gpus": None,
+           "verdict": "healthy", "stalled": None, "error": None, "elapsed_s": 9.0}  # fmt: skip
+    plan = decide(f, {**STALL, "experiments": [exp], "decided_by": "p2p-off"})
+    assert plan.extra["decision"]["row"] == "p2p-off-gpu-without-p2p"
 
 
 def test_the_path_offers_no_interim_the_run_already_had() -> None:

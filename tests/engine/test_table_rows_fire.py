@@ -136,6 +136,13 @@ def _p2p_refused(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     f["p2p"] = {"read": {a: {b: "CNS" for b in names if b != a} for a in names}}
 
 
+def _p2p_off_held(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    """The failing run already had P2P off: an administrator's /etc/nccl.conf set it (the
+    driver's P2P reading not read, so the refusal row does not come first)."""
+    f["p2p"] = {"unknown": "not read"}
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
+
+
 def _iommu_translated(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     f["iommu"].update(groups=64, units=2, mode="translated")
 
@@ -239,6 +246,7 @@ CONDITIONS: dict[str, Callable[[Facts, Verdict, EvidenceFix], None]] = {
     "gpus-without-p2p": _no_p2p,
     "p2p-offered": _p2p_offered,
     "p2p-refused": _p2p_refused,
+    "p2p-off-held": _p2p_off_held,
     "acs-or-iommu-on": _iommu_translated,
     "acs-iommu-off": _acs_iommu_off,
     "driver-known-issue": _driver_issue,

@@ -18,6 +18,7 @@ from gpufix.engine.diagnose import (
     no_p2p,
     p2p_refusal_honoured,
 )
+from gpufix.engine.held import in_force
 from gpufix.engine.kb import DriverIssue
 from gpufix.engine.kb_evidence import CONDITIONS, NcclIssue
 from gpufix.engine.nccl_installed import issues_of, nccl_version_of
@@ -60,6 +61,13 @@ def driver_issue(s: Subject) -> DriverIssue | None:
         if s.evidence in issue.shows:
             return issue
     return None
+
+
+def _p2p_offered(s: Subject) -> bool:
+    """NCCL may try P2P: the driver's refusal is not honoured, and the failing run did not have
+    P2P turned off already (an administrator's NCCL config, the job's settings)."""
+    h, kb = s.ctx.host, s.ctx.kb
+    return not p2p_refusal_honoured(h, kb) and in_force(s.ctx, ["no-p2p"], s.evidence) is None
 
 
 def _acs_or_iommu_on(s: Subject) -> bool:
@@ -132,8 +140,9 @@ CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
         "gpus-without-p2p": lambda s: no_p2p(s.ctx.host, s.ctx.kb),
         # The driver refuses P2P (nvidia-smi topo -p2p r) and the job's NCCL goes by that in
         # every process (2.19.1 on: diagnose.p2p_refusal_honoured), or not.
-        "p2p-offered": lambda s: not p2p_refusal_honoured(s.ctx.host, s.ctx.kb),
+        "p2p-offered": _p2p_offered,
         "p2p-refused": lambda s: p2p_refusal_honoured(s.ctx.host, s.ctx.kb),
+        "p2p-off-held": lambda s: in_force(s.ctx, ["no-p2p"], s.evidence) is not None,
         "acs-or-iommu-on": _acs_or_iommu_on,
         "acs-iommu-off": _acs_iommu_off,
         "driver-known-issue": lambda s: driver_issue(s) is not None,

@@ -19,6 +19,7 @@ from gpufix.engine.context import Candidate, Constraints, Ctx
 from gpufix.engine.diagnose import findings, no_p2p, shares_switch
 from gpufix.engine.explain import explain, interim_for, leftover_workarounds, verify_defaults
 from gpufix.engine.gpu_names import with_named_board, with_named_caps
+from gpufix.engine.held import all_held, in_force, text
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.engine.needs import name_host
 from gpufix.engine.plan import Option, Plan, digest
@@ -177,7 +178,7 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
         return ["none", *order], path
     _driver_and_stack(ctx, want)
     d = ctx.decision
-    held = _held(ctx)
+    held = text(all_held(ctx))
     if held:
         path.append(
             f"the run that was not healthy already had {held} (an administrator's NCCL config or "
@@ -189,8 +190,6 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
         return order, path
     if d is not None:
         want(d.fix, d.line())
-        from gpufix.strategies.nccl_profile import in_force  # strategies import the engine
-
         if d.interim and in_force(ctx, d.interim) is None:
             # What the evidence says works now comes before anything the evidence did not call
             # for (a kernel below accelerate's threshold is a risk factor, not this diagnosis);
@@ -321,22 +320,6 @@ def context(
     sig = spanned(signals.read(verdict, kb), verdict, host)
     with_signals = replace(base, signals=sig)
     return replace(with_signals, decision=table.choose(with_signals, sig))
-
-
-def _held(ctx: Ctx) -> str:
-    """The NCCL "off"s of the profiles the failing run already had (nccl_profile.in_force), as
-    VAR=VALUE text; empty when none or when the evidence is an experiment."""
-    from gpufix.strategies.nccl_profile import in_force  # strategies import the engine
-
-    d = ctx.decision
-    evidence = d.evidence if d is not None else "stall:collective"
-    had = {
-        k: v
-        for p in ctx.kb.nccl_profiles
-        if p.settings and (got := in_force(ctx, [p.name], evidence)) is not None
-        for k, v in got.items()
-    }
-    return ", ".join(f"{k}={v}" for k, v in sorted(had.items()))
 
 
 def spanned(sig: signals.Signals, verdict: dict[str, Any] | None, host: Host) -> signals.Signals:

@@ -7,6 +7,7 @@ from typing import Any
 
 from gpufix.engine.context import Candidate, Ctx
 from gpufix.engine.diagnose import no_p2p
+from gpufix.engine.held import in_force
 from gpufix.engine.needs import describe
 from gpufix.engine.plan import Interim
 from gpufix.engine.table import passed_over
@@ -81,8 +82,8 @@ def interim_for(ctx: Ctx, chosen: Candidate) -> Interim | None:
 
     d = ctx.decision
     companion = (chosen.extra.get("nccl_companion") or {}).get("profiles") or []
-    # an interim the failing run already had is no stopgap (nccl_profile.in_force)
-    row = list(d.interim) if d and nccl_profile.in_force(ctx, d.interim) is None else []
+    # an interim the failing run already had is no stopgap (held.in_force)
+    row = list(d.interim) if d and in_force(ctx, d.interim) is None else []
     names = list(dict.fromkeys([*row, *companion]))
     if not names or chosen.strategy in ("none", "nccl-profile"):
         return None

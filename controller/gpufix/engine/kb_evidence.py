@@ -54,6 +54,7 @@ CONDITIONS = (
     "gpus-without-p2p",
     "p2p-offered",
     "p2p-refused",
+    "p2p-off-held",
     "acs-or-iommu-on",
     "acs-iommu-off",
     "driver-known-issue",

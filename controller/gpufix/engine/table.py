@@ -10,6 +10,7 @@ from types import MappingProxyType
 from gpufix.engine import overrides as nccl_overrides
 from gpufix.engine.conditions import Subject, driver_issue, holds, nccl_issue, nccl_version
 from gpufix.engine.context import Ctx
+from gpufix.engine.held import in_force
 from gpufix.engine.kb import DriverIssue
 from gpufix.engine.kb_evidence import ISSUE_WORKAROUND, EvidenceFix, NcclIssue
 from gpufix.engine.signals import JOB_ENV_WITHOUT, NCCL_ONLY, Signals
@@ -184,9 +185,7 @@ def tried_in_vain(row: EvidenceFix, signals: Signals, ifname: str | None) -> str
 def _held_in_vain(ctx: Ctx, row: EvidenceFix) -> bool:
     """A fix of another kind that rests on a mechanism (its interim turns it off: P2P off
     beside an ACS fix) when the failing run already had that mechanism off and still hung, as
-    an experiment that tried it would show (nccl_profile.in_force)."""
-    from gpufix.strategies.nccl_profile import in_force  # strategies import the engine
-
+    an experiment that tried it would show (held.in_force)."""
     return row.fix != "nccl-profile" and any(
         in_force(ctx, [p], row.evidence) is not None for p in row.interim
     )

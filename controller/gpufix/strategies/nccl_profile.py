@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from gpufix import versions
 from gpufix.engine.context import Candidate, Ctx
 from gpufix.engine.diagnose import no_p2p
+from gpufix.engine.held import in_force, job_env, text
 from gpufix.engine.nccl_installed import issues_of, nccl_version_of
 from gpufix.engine.plan import Step
 from gpufix.inputs import one_line
@@ -244,47 +244,9 @@ def _set_by_environment(
     ]
 
 
-def _job_env(ctx: Ctx) -> dict[str, str]:
-    """The job's settings the probe's runs had (VAR=VALUE, --job-env)."""
-    pairs = (kv.partition("=") for kv in (ctx.signals.job_env if ctx.signals else ()))
-    return {k: v for k, sep, v in pairs if sep}
-
-
-# Phases where NCCL itself runs (a p2p_copy is a direct CUDA copy and the rendezvous torch's
-# TCP store: neither reads an NCCL setting).
-_NCCL_PHASES = ("pg_init", "barrier", "allreduce", "soak", "destroy")
 # Profiles whose "off" acts within one host; ib-off and pxn-off act between hosts only, and a
 # run on one host says nothing of them.
 _WITHIN_HOST = ("no-p2p", "shm-off")
-# The probe's note for --nccl-default VAR: that run had VAR at NCCL's default, over the files.
-_AT_DEFAULT = re.compile(r"ran with (NCCL_[A-Z0-9_]+)=\S+ in the environment")
-
-
-def in_force(ctx: Ctx, names: Sequence[str], evidence: str | None = None) -> dict[str, str] | None:
-    """The profiles' settings, when the run that was not healthy already had every one of them
-    (the host's NCCL files and environment, the job's --job-env): writing them changes nothing.
-    None otherwise: when an experiment decided (its run set the knob, so the failing run did
-    not have it, whatever newer facts say), outside NCCL's phases, for a setting the probe ran
-    at NCCL's default (--nccl-default), and for P2P off on GPUs without P2P (the fix itself)."""
-    sig, d = ctx.signals, ctx.decision
-    if sig is None or not sig.unhealthy or sig.phase not in _NCCL_PHASES:
-        return None
-    evidence = evidence or (d.evidence if d is not None else None)
-    if evidence is None or evidence.startswith("experiment"):
-        return None
-    notes = (ctx.verdict or {}).get("notes")
-    at_default = {
-        m.group(1)
-        for n in (notes if isinstance(notes, list) else [])
-        if isinstance(n, str) and (m := _AT_DEFAULT.search(n))
-    }
-    # An administrator's settings and the job's: a file gpufix wrote (an interim, an earlier
-    # fix) may be newer than the run, so it is not what the run had.
-    held = {**dict(ctx.host.nccl_admin), **_job_env(ctx)}
-    want = {k: v for p in ctx.kb.nccl_profiles if p.name in names for k, v in p.settings.items()}
-    if not want or any(held.get(k) != v or k in at_default for k, v in want.items()):
-        return None
-    return want
 
 
 def _back_to_defaults(ctx: Ctx, names: Sequence[str], held: dict[str, str]) -> Candidate:
@@ -293,7 +255,7 @@ def _back_to_defaults(ctx: Ctx, names: Sequence[str], held: dict[str, str]) -> C
     defaults over the administrator's lines (the role keeps an original's other NCCL_* lines);
     where the environment or ~/.nccl.conf sets them, /etc/nccl.conf cannot (NCCL reads the
     environment first, then ~/.nccl.conf, then /etc/nccl.conf: src/misc/param.cc)."""
-    kv = ", ".join(f"{k}={v}" for k, v in sorted(held.items()))
+    kv = text(held)
     if "no-p2p" in names and no_p2p(ctx.host, ctx.kb):
         return Candidate(
             "nccl-profile",
@@ -302,7 +264,7 @@ def _back_to_defaults(ctx: Ctx, names: Sequence[str], held: dict[str, str]) -> C
             "no PCIe P2P): keep it; the hang has another cause",
         )
     etc, defaults = dict(ctx.host.nccl_etc), ctx.kb.nccl_defaults()
-    env = {**dict(ctx.host.nccl_env), **_job_env(ctx)}
+    env = {**dict(ctx.host.nccl_env), **job_env(ctx)}
     home = {k: v for k, v in ctx.host.nccl_admin if k not in env and etc.get(k) != v}
     elsewhere = sorted(k for k in held if k in env or k in home or etc.get(k) != held[k])
     if elsewhere or any(k not in defaults for k in held):
@@ -352,7 +314,7 @@ def evaluate(ctx: Ctx) -> Candidate:
     if d is not None and d.interim:
         had = in_force(ctx, d.interim)
         if had is not None:
-            kv = ", ".join(f"{k}={v}" for k, v in sorted(had.items()))
+            kv = text(had)
             return Candidate(
                 "nccl-profile",
                 False,

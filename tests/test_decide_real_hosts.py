@@ -688,3 +688,28 @@ def test_an_nccl_profile_from_container_facts_says_it_lives_in_the_container() -
     plan = decide(facts("container-shm64m"), v, c)
     assert plan.strategy == "nccl-profile"
     assert "lost when the container is recreated" in plan.outcome
+
+
+@pytest.mark.parametrize("installable", [True, False, None])
+def test_a_stopped_fabric_manager_of_unknown_version_is_started(installable: bool | None) -> None:
+    """A review (2026-12-07, gpu-operator#375: the CUDA validator failed on an HGX A100 until the
+    stopped fabric manager was started) wrote `running: false` with the version unknown, as
+    facts.md allows: no finding, and the plan moved R470 to R580 with a reboot. A stopped
+    service is a stopped service: start it at the driver's version, no reboot."""
+    f = fm_host(installable)
+    f["fabricmanager"] = {"installed": {"unknown": "not stated"}, "running": False}
+    plan = decide(f, constraints=Constraints(plan_date=TODAY))
+    assert "fabricmanager-missing" in ids(plan)
+    assert any(x.message.startswith("fabric manager not running") for x in plan.findings)
+    assert plan.strategy == "driver-pin"
+    (step,) = plan.steps
+    assert not step.reboot and step.vars["gpufix_driver_version"] == "535.154.05"
+    assert "not running and the facts do not give its version" in step.description
+    said = any("refuses before changing anything" in r for r in plan.risks)
+    assert said == (installable is not True)
+
+
+def test_a_fabric_manager_nobody_read_raises_nothing() -> None:
+    f = fm_host(True)
+    f["fabricmanager"] = {"installed": {"unknown": "not stated"}, "running": {"unknown": "x"}}
+    assert "fabricmanager-missing" not in ids(decide(f, constraints=Constraints(plan_date=TODAY)))

@@ -357,12 +357,16 @@ def check_fabricmanager(i: Inputs) -> Iterator[Finding]:
     h = i.host
     # Inside a container, dpkg and systemd are the container's: the host's fabric manager is
     # not visible from there.
-    if not h.nvswitch or h.from_container or not h.fabricmanager_known:
+    if not h.nvswitch or h.from_container:
+        return
+    # A version left unknown beside a known stopped service is still a stopped service.
+    if not h.fabricmanager_known and h.fabricmanager_running is not False:
         return
     if not h.fabricmanager or h.fabricmanager_running is False:
+        state = "not installed" if h.fabricmanager_known and not h.fabricmanager else "not running"
         yield i.finding(
             "fabricmanager-missing",
-            f"fabric manager {'not installed' if not h.fabricmanager else 'not running'} "
+            f"fabric manager {state} "
             f"on an NVSwitch system ({h.gpu_count}x {h.gpu_names[0] if h.gpu_names else 'GPU'})",
             {
                 "fabricmanager.installed": h.fabricmanager,

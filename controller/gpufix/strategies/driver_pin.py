@@ -109,6 +109,25 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
             "nvidia-fabricmanager) and re-plan"
         )
         return replace(kept, risks=[*kept.risks, risk])
+    if h.fabricmanager_running is False and not h.fabricmanager_known:
+        # stopped, its version left out of the facts (a hand-written snapshot): most often
+        # installed and only stopped; the role makes it the driver's version where it is not
+        kept = _keep(
+            ctx,
+            version,
+            "fabric manager is not running and the facts do not give its version: make it the "
+            f"driver's {version} (apt changes nothing where it already is), enable and start "
+            "it, and hold both",
+            False,
+        )
+        if h.driver_reinstallable is True:
+            return kept
+        risk = (
+            f"if no apt index still offers {version} (a superseded upload), the driver role "
+            "refuses before changing anything: then see `dpkg -l '*fabricmanager*'`, start it "
+            "by hand (systemctl enable --now nvidia-fabricmanager) and re-plan"
+        )
+        return replace(kept, risks=[*kept.risks, risk])
     if h.driver_reinstallable is True:
         kept = _keep(
             ctx,

@@ -91,6 +91,7 @@ VAR_PATTERNS: dict[str, str] = {
     "gpufix_container_runtime_toolkit_version": "deb_version",
     "gpufix_nccl_profile_names": "nccl_profile",
     "gpufix_nccl_profile_socket_ifname": "ifname",
+    "gpufix_nccl_profile_drop": "nccl_key",
     "gpufix_pcie_acs_bridges": "pci_bdf",
     "gpufix_pcie_acs_iommu_flags": "kernel_param",
     # shared playbooks

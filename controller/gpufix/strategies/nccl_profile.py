@@ -20,6 +20,7 @@ from gpufix.strategies.evidence import (
     physical_interface,
     profile_cost,
 )
+from gpufix.strategies.nccl_knobs_out import knobs_out
 
 PLAYBOOK = "nccl_profile.yml"
 
@@ -310,7 +311,8 @@ def evaluate(ctx: Ctx) -> Candidate:
         held = in_force(ctx, d.row.profiles)
         if held is not None:
             return _back_to_defaults(ctx, d.row.profiles, held)
-        return for_profiles(ctx, d.row.profiles, d.row.why)
+        cand = for_profiles(ctx, d.row.profiles, d.row.why)
+        return knobs_out(ctx, cand) if d.evidence == "override:tuning" else cand
     if d is not None and d.interim:
         had = in_force(ctx, d.interim)
         if had is not None:

@@ -18,7 +18,7 @@ from typing import Any
 from packaging.version import Version
 
 from gpufix import versions
-from gpufix.engine.kb import KnowledgeBase, LibRelease, TorchRelease
+from gpufix.engine.kb import KnowledgeBase, LibRelease, TorchRelease, UbuntuRelease
 from gpufix.engine.kb_evidence import NcclIssue
 from gpufix.engine.stack import arch_problem, driver_runs_cuda
 from gpufix.facts.host import Host
@@ -70,15 +70,40 @@ class Basis:
     assumed: list[str] = field(default_factory=list)
 
 
+def _release(h: Host, kb: KnowledgeBase) -> UbuntuRelease | None:
+    """The Ubuntu or Debian release of the facts' os-release, by codename (a derivative's
+    UBUNTU_CODENAME counts) or, for Ubuntu and Debian themselves, by VERSION_ID."""
+    row = kb.ubuntu(h.codename) if h.codename and h.debian_family is not False else None
+    osid = (h.os_id or "").lower()
+    if row is None and h.version_id and osid in ("ubuntu", "debian"):
+        row = kb.ubuntu_by_version(h.version_id)
+        row = row if row is not None and row.distro == osid else None
+    return row
+
+
 def basis(h: Host, kb: KnowledgeBase) -> Basis:
     current = h.env.torch if h.env else None
     assumed: list[str] = []
-    glibc = h.glibc
-    if glibc is None:
+    glibc, shipped = h.glibc, _release(h, kb)
+    if glibc is None and shipped is not None:
+        # the userland the facts were read in ships one glibc per release (ubuntu.yaml)
+        glibc = shipped.glibc
+        assumed.append(
+            f"glibc is not in the facts: {glibc}, the one {shipped.distro} {shipped.version_id} "
+            "ships, is assumed"
+        )
+    elif glibc is None:
         assumed.append("glibc is not in the facts: the wheel's glibc floor is not checked")
     found = [versions.major_minor(p) for p in (*h.pythons, h.env.version if h.env else None)]
     pythons = tuple(f"{p[0]}.{p[1]}" for p in sorted({p for p in found if p}, reverse=True))
-    if not pythons:
+    if not pythons and shipped is not None and shipped.pythons_available:
+        # the interpreters the release's archive carries (ubuntu.yaml)
+        pythons = tuple(sorted(shipped.pythons_available, key=versions.key, reverse=True))
+        assumed.append(
+            f"the training Python is not in the facts: one that {shipped.distro} "
+            f"{shipped.version_id} packages ({', '.join(pythons)}) is assumed"
+        )
+    elif not pythons:
         assumed.append("the training Python is not in the facts: the role's interpreter must fit")
     if h.driver is None:
         assumed.append("the driver is not in the facts: the CUDA variant is not checked against it")

@@ -124,7 +124,22 @@ def test_a_healthy_gpu_pair_decides_nothing_by_itself() -> None:
 def test_error_texts_are_matched_as_text_and_info_lines_are_not_trouble() -> None:
     tail = ["NCCL INFO NET/IB : Using [0]mlx5_0:1/IB", "NCCL WARN Cuda failure 'invalid argument'"]
     s = signals.read(verdict("failed", "pg_init", error=None, nccl_log_tail=tail), KB)
-    assert "ib-error" not in s.signatures and "nccl-invalid-usage" in s.signatures
+    assert "ib-error" not in s.signatures
+    # NCCL's "Cuda failure" is a CUDA call that failed, not NCCL's own invalid-usage error
+    # (a review, 2026-12-07: OpenRLHF#616, vLLM#25937 read as a framework's NCCL misuse)
+    assert s.signatures == ("cuda-call-failed",)
+    for own in (
+        "invalid argument (run with NCCL_DEBUG=WARN for details)",
+        "NCCL error in: ProcessGroupNCCL.cpp:514, invalid argument, NCCL version 2.7.8",
+    ):
+        assert signals.read(verdict("failed", "pg_init", error=own), KB).signatures == (
+            "nccl-invalid-usage",
+        )
+    for cuda in ("CUDA error: invalid argument", "CUDA driver error: invalid argument"):
+        assert (
+            "nccl-invalid-usage"
+            not in signals.read(verdict("failed", "pg_init", error=cuda), KB).signatures
+        )
     # A regular-expression-looking text is only ever a substring to look for.
     s2 = signals.read(verdict("failed", "pg_init", error="(.*)+$ ^docker0 $(reboot)"), KB)
     assert s2.signatures == ()

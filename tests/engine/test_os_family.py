@@ -126,3 +126,16 @@ def test_a_rocky_image_still_says_the_hosts_release_is_not_visible() -> None:
     plan = decide(f)
     assert plan.strategy == "driver-pin"
     assert any("release is not visible from the container" in r for r in plan.risks)
+
+
+def test_no_apt_index_line_where_there_is_no_apt() -> None:
+    """A review (2026-12-07, gpu-operator#375 on CentOS 7): the plan said "not known whether
+    the installed driver 470.57.02 is still in an apt index" on a host without apt."""
+    rhel = snapshot("jammy-470-torch23", RHEL8)["facts"]
+    assert not any("apt index" in r for r in decide(rhel).risks)
+    fm = snapshot("a100-fm-mismatch", RHEL8)["facts"]
+    fm["fabricmanager"] = {"installed": {"unknown": "not stated"}, "running": False}
+    plan = decide(fm)
+    assert plan.strategy == "driver-pin" and "not running" in plan.steps[0].description
+    assert not any("apt index" in r for r in plan.risks)
+    assert any(OTHER_OS in r for r in plan.risks)

@@ -100,7 +100,7 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
             "running: enable and start it, and hold both",
             False,
         )
-        if h.driver_reinstallable is True:
+        if h.driver_reinstallable is True or h.debian_family is False:
             return kept
         # the role pins the exact version, which it resolves from the apt indexes
         risk = (
@@ -120,7 +120,7 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
             "it, and hold both",
             False,
         )
-        if h.driver_reinstallable is True:
+        if h.driver_reinstallable is True or h.debian_family is False:
             return kept
         risk = (
             f"if no apt index still offers {version} (a superseded upload), the driver role "
@@ -340,6 +340,8 @@ def _target(ctx: Ctx) -> DriverTarget | str:
 
 def _rollback_risk(ctx: Ctx) -> str | None:
     h = ctx.host
+    if h.debian_family is False:
+        return None  # no apt there: os_family.risk says the roles stop in preflight
     if h.driver is None:
         return (
             "the installed driver is not in the facts: whether a rollback can reinstall it is "

@@ -101,3 +101,17 @@ def test_a_verdicts_host_names_are_data_with_a_shape(
     )  # fmt: skip
     assert r.returncode == 3, r.stdout + r.stderr
     assert r.stderr.count("\n") == 1 and "\x1b" not in r.stderr and field in r.stderr, r.stderr
+
+
+def test_a_multi_node_verdict_names_each_host_once(tmp_path: Path) -> None:
+    """A review (2026-12-07): "recorded on 'nodeA,nodeB, nodeA, nodeB'" joined the group name
+    and its hosts."""
+    verdict = json.loads((ROOT / "docs" / "device" / "h200-probe-healthy.json").read_text())
+    verdict.update(host="nodeA,nodeB", scope="multi-node", hosts=["nodeA", "nodeB"],
+                   failed_layer=None, failed_hosts=[], facts={})  # fmt: skip
+    verdict.pop("inventory_host", None)
+    v = tmp_path / "v.json"
+    v.write_text(json.dumps(verdict))
+    plan, _ = _plan(tmp_path, "gpu-node-7", "--probe-verdict", str(v))
+    (line,) = [r for r in plan["risks"] if "probe verdict was recorded on" in r]
+    assert "recorded on 'nodeA, nodeB', not on 'gpu-node-7'" in line, line

@@ -195,7 +195,10 @@ def plan_host(
         )
     names = {host, facts_host}
     if verdict is not None and not names & set(verdict_hosts(verdict)):
-        recorded = one_line(", ".join(verdict_hosts(verdict)), 120)
+        # a multi-node run's group name is its hosts joined: name each host once
+        hosts = verdict.get("hosts") if verdict.get("scope") == "multi-node" else None
+        shown = [str(h) for h in hosts] if isinstance(hosts, list) and hosts else None
+        recorded = one_line(", ".join(shown or verdict_hosts(verdict)), 120)
         other = another_machine(facts, verdict)
         if other:
             # a verdict named for none of this host's names is read as its evidence only when

@@ -84,6 +84,7 @@ class Host:
     # Fewest NVLinks between any two GPUs (NV12 -> 12); None when some pair is not on NVLink.
     nvlink_min: int | None = None
     fabricmanager_known: bool = False  # the facts say whether it is installed (None there: not)
+    pod: bool = False  # gathered in a Kubernetes pod (/proc/1/cgroup names kubepods)
     network_read: bool = False  # network.infiniband was read (an empty list: no IB/RoCE)
     compute_caps_named: bool = False  # compute_caps come from the GPU names, not the facts
     # 8+ GPUs whose names are parts NVIDIA ships on NVSwitch baseboards (engine/gpu_names.py),
@@ -382,6 +383,8 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         cpu_vendor=_str(fget(facts, "cpu.vendor")),
         shm_bytes=_int(fget(facts, "shm.size_bytes")),
         gathered_in=_gathered_in(facts),
+        pod=_gathered_in(facts) == "container"
+        and "kubepods" in (_str(fget(facts, "gathered_in.evidence")) or ""),
         in_container=_in_container(facts),
         ipc_host=_bool(fget(facts, "containers.ipc_host")),
         net_host=_bool(fget(facts, "containers.net_host")),

@@ -64,6 +64,33 @@ def _shm(ctx: Ctx) -> bool:
     return ctx.has("shm-too-small") or ctx.cause(*SHM_CAUSES) or by_table
 
 
+def _pod(shm_gib: int | None, network: bool) -> Candidate:
+    """A Kubernetes pod's /dev/shm and network come from its spec, not from dockerd's defaults
+    (the kubelet sets them; a containerd node has no daemon.json): the plan says what to change
+    there, and no step touches the node. Kubernetes, Volumes, emptyDir ("medium: Memory" is a
+    tmpfs; https://kubernetes.io/docs/concepts/storage/volumes/#emptydir); PodSpec hostIPC and
+    hostNetwork (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/)."""
+    what = []
+    if shm_gib:
+        what.append(
+            "an emptyDir volume with medium: Memory (sizeLimit at least "
+            f"{shm_gib}Gi) mounted at /dev/shm, or hostIPC: true"
+        )
+    if network:
+        what.append("hostNetwork: true for NCCL across nodes")
+    change = " and ".join(what)
+    return Candidate(
+        "container-fix",
+        True,
+        f"in the pod's spec: {change}",
+        [],
+        f"the facts come from a Kubernetes pod, whose /dev/shm and network its spec sets: "
+        f"{change}; gpufix changes nothing on the node for it (dockerd's default-shm-size does "
+        "not reach pods), so apply has no step to run",
+        ["the fix is the pod spec's: re-create the pod with it and probe again"],
+    )
+
+
 def evaluate(ctx: Ctx) -> Candidate:
     h = ctx.host
     in_containers = bool(h.in_container or h.docker)
@@ -85,6 +112,8 @@ def evaluate(ctx: Ctx) -> Candidate:
         )
     shm = _shm(ctx)
     shm_gib = max(1, ctx.rules.thresholds["shm_min_bytes"] >> 30) if shm else None
+    if h.pod:
+        return _pod(shm_gib, _network(ctx))
     image = ctx.c.container_image
     vars_: dict[str, Any] = {}
     what: list[str] = []

@@ -143,6 +143,11 @@ def _p2p_off_held(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_P2P_DISABLE": "1"}}
 
 
+def _rank_elsewhere(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    """Rank 0 never reached the collective that rank 1 had called and waited in."""
+    v["stalled"], v["failed_in"] = {"phase": "barrier", "ranks": [0], "waiting": [1]}, None
+
+
 def _iommu_translated(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     f["iommu"].update(groups=64, units=2, mode="translated")
 
@@ -247,6 +252,7 @@ CONDITIONS: dict[str, Callable[[Facts, Verdict, EvidenceFix], None]] = {
     "p2p-offered": _p2p_offered,
     "p2p-refused": _p2p_refused,
     "p2p-off-held": _p2p_off_held,
+    "rank-elsewhere": _rank_elsewhere,
     "acs-or-iommu-on": _iommu_translated,
     "acs-iommu-off": _acs_iommu_off,
     "driver-known-issue": _driver_issue,

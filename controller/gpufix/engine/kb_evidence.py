@@ -55,6 +55,7 @@ CONDITIONS = (
     "p2p-offered",
     "p2p-refused",
     "p2p-off-held",
+    "rank-elsewhere",
     "acs-or-iommu-on",
     "acs-iommu-off",
     "driver-known-issue",

@@ -73,6 +73,9 @@ class Signals:
     # An NCCL run with more ranks than the host has GPUs (engine/decide.py spanned): NCCL refuses
     # two ranks on one GPU, so it joined other hosts' GPUs; scope is then multi-node.
     spanned: str | None = None
+    # Ranks that never reached a collective the others had called and waited in (stalled.ranks
+    # beside stalled.waiting or stalled.called): they were busy elsewhere.
+    elsewhere: tuple[int, ...] = ()
 
     @property
     def unhealthy(self) -> bool:
@@ -248,6 +251,7 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         soak_stalled_at=at if isinstance(at, int) else None,
         soak_stalled=soak.get("verdict") in ("hung", "failed") or isinstance(at, int),
         suspects=_suspects(v),
+        elsewhere=_elsewhere(where),
         tried=tuple(str(e.get("id")) for e in exps if e.get("verdict") in ("hung", "failed")),
         kind=_kind(v, phase, soak, kb),
         cpu_run=v.get("backend") == "gloo",
@@ -297,6 +301,21 @@ def _kind(v: dict[str, Any], phase: object, soak: dict[str, Any], kb: KnowledgeB
     if verdict == "healthy":
         return {"hung": "hang", "failed": "error"}.get(str(soak.get("verdict")))
     return None
+
+
+def _elsewhere(where: object) -> tuple[int, ...]:
+    """stalled.ranks when other ranks had made the call (stalled.waiting or stalled.called):
+    those ranks never reached the collective; in a real NCCL hang every rank is in it."""
+    if not isinstance(where, dict):
+        return ()
+    ranks = [r for r in where.get("ranks") or [] if isinstance(r, int) and not isinstance(r, bool)]
+    others = [
+        r
+        for key in ("waiting", "called")
+        for r in (where.get(key) if isinstance(where.get(key), list) else [])
+        if isinstance(r, int) and not isinstance(r, bool) and r not in ranks
+    ]
+    return tuple(ranks) if ranks and others else ()
 
 
 def _suspects(v: dict[str, Any]) -> bool:

@@ -1,0 +1,69 @@
+"""PyTorch's watchdog timed out a collective that some ranks never reached while the others
+waited for the job's whole timeout: the job's own work on those ranks (tokenizing on rank 0
+while the rest wait in a barrier) outran the timeout, and nothing on the host changes (a
+review, 2026-12-07: five of seven watchdog-timeout threads were this, and each got P2P off or a
+torch upgrade). A stall of every rank, or one without the watchdog's text, keeps its rows."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from gpufix.engine import decide as engine
+from gpufix.engine import signals
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
+
+KB = load()
+decide = partial(engine.decide, kb=KB, rules=load_rules())
+HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+WATCHDOG = ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, "
+            "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800598 "
+            "milliseconds before timing out.")  # fmt: skip
+
+
+def verdict(stalled: dict[str, Any], error: str = WATCHDOG) -> dict[str, Any]:
+    return {"format": "gpufix-probe", "version": 1, "verdict": "failed", "backend": "nccl",
+            "world_size": 4, "stalled": stalled, "error": error, "causes": [],
+            "experiments": [], "decided_by": None}  # fmt: skip
+
+
+def facts() -> dict[str, Any]:
+    f: dict[str, Any] = json.loads((HOSTS / "focal-4x4090.json").read_text())["facts"]
+    return f
+
+
+def test_rank_0_elsewhere_while_the_others_waited_is_the_jobs() -> None:
+    v = verdict({"phase": "barrier", "ranks": [0], "waiting": [1, 2, 3]})
+    assert signals.read(v, KB).elsewhere == (0,)
+    plan = decide(facts(), v)
+    assert plan.strategy == "none" and plan.steps == []
+    assert plan.extra["decision"]["row"] == "timeout-rank-elsewhere"
+    assert "ddp_timeout" in plan.path[0]
+
+
+def test_called_counts_as_having_reached_it() -> None:
+    v = verdict({"phase": "allreduce", "ranks": [2], "called": [0, 1, 3]})
+    assert decide(facts(), v).extra["decision"]["row"] == "timeout-rank-elsewhere"
+
+
+def test_every_rank_in_it_is_a_hang_of_the_collective() -> None:
+    for stalled in ({"phase": "barrier", "ranks": [0, 1, 2, 3]},
+                    {"phase": "barrier", "ranks": [0, 1], "waiting": [0, 1]}):  # fmt: skip
+        assert signals.read(verdict(stalled), KB).elsewhere == ()
+        assert decide(facts(), verdict(stalled)).extra["decision"]["row"] != (
+            "timeout-rank-elsewhere"
+        )
+
+
+def test_a_probe_stall_of_one_rank_without_the_watchdog_is_not_the_jobs() -> None:
+    """The probe's own verdict names a rank that made no progress: its code is the same on
+    every rank, so that is not the job's work elsewhere."""
+    v = verdict(
+        {"phase": "allreduce", "ranks": [1], "waiting": [0]},
+        "ranks [1] made no progress in allreduce for 30.0 s (phase deadline); ranks [0] were "
+        "waiting for them",
+    )
+    assert decide(facts(), v).extra["decision"]["row"] != "timeout-rank-elsewhere"

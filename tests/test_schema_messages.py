@@ -154,3 +154,13 @@ def test_the_hand_written_verdict_in_the_docs_plans(tmp_path: Path) -> None:
         plan = decide(facts, verdict, kb=load(), rules=load_rules())
         assert (plan.strategy, plan.extra["decision"]["row"]) == (strategy, row)
         assert plan.extra.get("complete") is not False
+
+
+def test_a_null_where_text_is_needed_names_the_field() -> None:
+    """A review (2026-12-07) read "error: None is not of type 'string'" as the message's own
+    prefix: a failed verdict's `error` left null."""
+    case = next(c for c in cases() if c["id"] == "nccl-342-docker-shm")
+    verdict, _ = verdict_for(case, 2)
+    verdict.update(verdict="failed", failed_in={"phase": "pg_init", "ranks": [0, 1]}, error=None)
+    first = schema_errors(verdict, "probe")[0]
+    assert first == "error: field 'error' is null here, and must be string"

@@ -105,6 +105,12 @@ def explain(errors: list[ValidationError]) -> tuple[ValidationError, str | None]
         missing = [str(k) for k in first.validator_value if k not in first.instance]
         if len(missing) > 1:
             return first, f"missing required fields: {', '.join(missing)}"
+    if first.validator == "type" and first.instance is None and first.absolute_path:
+        # "error: None is not of type 'string'" read as the message's own prefix (a review)
+        name = first.absolute_path[-1]
+        want = first.validator_value
+        kinds = " or ".join(want) if isinstance(want, list) else str(want)
+        return first, f"field {name!r} is null here, and must be {kinds}"
     return first, None
 
 

@@ -308,14 +308,15 @@ def _elsewhere(where: object) -> tuple[int, ...]:
     those ranks never reached the collective; in a real NCCL hang every rank is in it."""
     if not isinstance(where, dict):
         return ()
-    ranks = [r for r in where.get("ranks") or [] if isinstance(r, int) and not isinstance(r, bool)]
-    others = [
-        r
-        for key in ("waiting", "called")
-        for r in (where.get(key) if isinstance(where.get(key), list) else [])
-        if isinstance(r, int) and not isinstance(r, bool) and r not in ranks
-    ]
+    ranks = _ints(where.get("ranks"))
+    others = [r for key in ("waiting", "called") for r in _ints(where.get(key)) if r not in ranks]
     return tuple(ranks) if ranks and others else ()
+
+
+def _ints(value: object) -> list[int]:
+    if not isinstance(value, list):
+        return []
+    return [r for r in value if isinstance(r, int) and not isinstance(r, bool)]
 
 
 def _suspects(v: dict[str, Any]) -> bool:

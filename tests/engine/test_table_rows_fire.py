@@ -67,7 +67,8 @@ def _experiment(exp_id: str, result: str) -> dict[str, Any]:
 # --- evidence: the verdict (and, for NCCL settings, the facts) that shows each key -------------
 
 EXPERIMENT_IDS = {"ifname": "ifname-eth0", "gpus": "gpus-0-1"}
-OVERRIDES = {"ifname-filter": {"NCCL_SOCKET_IFNAME": "^docker0"}, "tuning": {"NCCL_BUFFSIZE": "4"}}
+OVERRIDES = {"ifname-filter": {"NCCL_SOCKET_IFNAME": "^docker0"}, "tuning": {"NCCL_BUFFSIZE": "4"},
+             "ifname-absent": {"NCCL_SOCKET_IFNAME": "ib9"}}  # fmt: skip
 
 
 def show(evidence: str, f: Facts) -> Verdict:

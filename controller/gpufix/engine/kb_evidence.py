@@ -46,7 +46,7 @@ EXPERIMENTS = (
 LAYERS = ("rendezvous", "bootstrap", "interface", "ib", "container-network", "collective")
 EVIDENCE = re.compile(
     r"experiment:(?P<experiment>[a-z0-9-]+)|layer:(?P<layer>[a-z-]+)"
-    r"|signature:(?P<signature>[a-z0-9-]+)|override:(?P<override>tuning|ifname-filter)"
+    r"|signature:(?P<signature>[a-z0-9-]+)|override:(?P<override>tuning|ifname-filter|ifname-absent)"
     r"|soak:stalled|experiments:none-decided|stall:(?:collective|init|import|gloo)"
 )
 # Fact conditions a row may ask for (engine/conditions.py defines each one).

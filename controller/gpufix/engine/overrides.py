@@ -1,7 +1,8 @@
 """NCCL settings left in the environment or nccl.conf, read as evidence (nccl_knobs.yaml).
 
 A tuning knob from NCCL's "Debugging" section is evidence on its own; NCCL_SOCKET_IFNAME is
-evidence when its exclusion list drops the interfaces NCCL's own search skips.
+evidence when its exclusion list drops the interfaces NCCL's own search skips, or when it names
+no interface the host has (NCCL then finds no socket interface).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 from gpufix.engine.kb import KnowledgeBase
 from gpufix.facts.host import Host
+from gpufix.strategies.evidence import physical_interface
 
 # What NCCL's own interface search skips when NCCL_SOCKET_IFNAME is unset (src/misc/socket.cc).
 NCCL_DEFAULT_EXCLUDES = ("docker", "lo", "virbr")
@@ -19,11 +21,14 @@ NCCL_DEFAULT_EXCLUDES = ("docker", "lo", "virbr")
 class Overrides:
     tuning: tuple[str, ...]  # KEY=VALUE of tuning knobs set
     ifname_filter: str | None  # the corrected NCCL_SOCKET_IFNAME when the set one drops defaults
+    ifname_absent: str | None = None  # an interface the host has, when the set one names none
 
     def evidence(self) -> tuple[str, ...]:
         out = []
         if self.ifname_filter:
             out.append("override:ifname-filter")
+        if self.ifname_absent:
+            out.append("override:ifname-absent")
         if self.tuning:
             out.append("override:tuning")
         return tuple(out)
@@ -44,6 +49,20 @@ def _ifname_fix(value: str | None) -> str | None:
     return "^" + ",".join([*names, *missing]) if missing else None
 
 
+def _ifname_absent(value: str | None, host: Host) -> str | None:
+    """An inclusion list ("eth", "=eth0") that matches none of the host's interfaces (read,
+    and up; lo is on every host): the host's first physical interface, else lo. NCCL matches
+    prefixes, or exact names after "=" (NCCL environment variables, NCCL_SOCKET_IFNAME)."""
+    if not value or value.startswith("^") or not host.interfaces_read:
+        return None
+    exact = value.startswith("=")
+    names = [n for n in (value[1:] if exact else value).split(",") if n]
+    have = [*host.interfaces, "lo"]
+    if not names or any(i == n if exact else i.startswith(n) for i in have for n in names):
+        return None
+    return physical_interface(host) or "lo"
+
+
 def read(host: Host, kb: KnowledgeBase) -> Overrides:
     settings = host.nccl_settings
     tuning = tuple(
@@ -51,4 +70,5 @@ def read(host: Host, kb: KnowledgeBase) -> Overrides:
         for k in kb.nccl_knobs
         if k.kind == "tuning" and k.name in settings
     )
-    return Overrides(tuning, _ifname_fix(settings.get("NCCL_SOCKET_IFNAME")))
+    ifname = settings.get("NCCL_SOCKET_IFNAME")
+    return Overrides(tuning, _ifname_fix(ifname), _ifname_absent(ifname, host))

@@ -140,6 +140,8 @@ def _ifname(ctx: Ctx, signals: Signals, evidence: str) -> str | None:
         return signals.ifname
     if evidence == "override:ifname-filter":
         return nccl_overrides.read(ctx.host, ctx.kb).ifname_filter
+    if evidence == "override:ifname-absent":
+        return nccl_overrides.read(ctx.host, ctx.kb).ifname_absent
     return physical_interface(ctx.host)
 
 

@@ -85,6 +85,7 @@ class Host:
     nvlink_min: int | None = None
     fabricmanager_known: bool = False  # the facts say whether it is installed (None there: not)
     pod: bool = False  # gathered in a Kubernetes pod (/proc/1/cgroup names kubepods)
+    interfaces_read: bool = False  # network.interfaces was read (interfaces: those up, lo aside)
     network_read: bool = False  # network.infiniband was read (an empty list: no IB/RoCE)
     compute_caps_named: bool = False  # compute_caps come from the GPU names, not the facts
     # 8+ GPUs whose names are parts NVIDIA ships on NVSwitch baseboards (engine/gpu_names.py),
@@ -419,6 +420,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         unattended_touches_nvidia=uu_touch,
         unattended_auto_reboot=uu_reboot,
         interfaces=_interfaces(facts),
+        interfaces_read=isinstance(fget(facts, "network.interfaces"), list),
         infiniband=tuple(str(x) for x in _list(fget(facts, "network.infiniband"))),
         nvlink_min=_nvlink_min(fget(facts, "topology.matrix")),
         network_read=isinstance(fget(facts, "network.infiniband"), list),

@@ -74,8 +74,12 @@ _VIRTUAL_IFACES = (
 )
 
 
+def physical_interfaces(h: Host) -> list[str]:
+    return [i for i in h.interfaces if not i.startswith(_VIRTUAL_IFACES)]
+
+
 def physical_interface(h: Host) -> str | None:
-    real = [i for i in h.interfaces if not i.startswith(_VIRTUAL_IFACES)]
+    real = physical_interfaces(h)
     return real[0] if real else None
 
 

@@ -18,6 +18,7 @@ from gpufix.strategies.evidence import (
     not_multi_gpu,
     p2p_evidence,
     physical_interface,
+    physical_interfaces,
     profile_cost,
 )
 from gpufix.strategies.nccl_knobs_out import knobs_out
@@ -72,6 +73,9 @@ def _named_by_evidence(ctx: Ctx) -> bool:
     that may be the one NCCL already picks (src/misc/socket.cc: ib* first, then the rest but
     docker, lo and virbr), so writing it may change nothing."""
     d = ctx.decision
+    if d is not None and d.evidence == "override:ifname-absent":
+        # the facts' only candidate is no guess (lo on a host with no other interface up)
+        return len(physical_interfaces(ctx.host)) <= 1
     return d is not None and d.evidence in _NAMING and bool(d.ifname)
 
 

@@ -165,6 +165,25 @@ def test_injected_fault_is_named(
     assert elapsed < 30 + 2
 
 
+@pytest.mark.parametrize(
+    ("fault", "phase", "words"),
+    [
+        ("corrupt:p2p_copy:1", "p2p_copy", "the P2P copy to host changed the data"),
+        ("corrupt:allreduce:0", "allreduce", "an all-reduce of ones over 2 ranks gave values"),
+    ],
+)
+def test_wrong_data_fails_the_phase_that_gave_it(
+    tmp_path: Path, fault: str, phase: str, words: str
+) -> None:
+    """A copy or all-reduce that completes with wrong bytes is a failure, not a timing: silent
+    P2P corruption under a translating IOMMU (pytorch#84803, an outside review 2026-12-07)
+    came back healthy. The test-only `corrupt` fault alters the result before the check."""
+    verdict, _ = probe(tmp_path, [*FAST, "--no-p2p-rerun", "--deadline", "30"], fault)
+    assert verdict["verdict"] == "failed", verdict
+    assert verdict["failed_in"]["phase"] == phase
+    assert "data mismatch" in verdict["error"] and words in verdict["error"]
+
+
 def test_stall_gone_without_p2p_points_at_the_p2p_path(tmp_path: Path) -> None:
     # The fault hits the first multi-rank run only, as a broken peer path would.
     args = [a for a in FAST if a != "--no-experiments"] + ["--experiments", "p2p-off"]

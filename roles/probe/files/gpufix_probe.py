@@ -273,7 +273,7 @@ TEXT_SIGNS = (
 FAULT_ENV = "GPUFIX_PROBE_FAULT"
 FAULT_RUN_ENV = "GPUFIX_PROBE_FAULT_RUN"
 FAULT_RUNS = ("all", "main", "exp", "pair", "single")
-FAULT_ACTIONS = ("stall", "crash", "slow")
+FAULT_ACTIONS = ("stall", "crash", "slow", "corrupt")
 KILL_GRACE_S = 0.5
 CMD_REAP_S = 2.0  # how long a command killed at its timeout may take to die before we give up
 # A worker ends itself this long after its run's deadline, should the supervisor be gone.
@@ -313,7 +313,7 @@ def phases_for(kind: str, cpu: bool, soak: bool = False, multinode: bool = False
 
 
 FAULT_GRAMMAR = (
-    "<stall|crash|slow>:<phase>:<rank|*>[:<seconds>]"
+    "<stall|crash|slow|corrupt>:<phase>:<rank|*>[:<seconds>]"
     "[;unless=VAR=VALUE]...[;if=VAR=VALUE]...[;gpus=I+J...][;at-bytes=N]"
 )
 
@@ -431,6 +431,7 @@ class Worker(object):
         self.quick = ns.quick
         self.rep = Reporter(os.path.join(ns.run_dir, "rank%d.jsonl" % ns.rank))
         self.fault: Optional[Dict[str, Any]] = None
+        self.corrupting = False  # the test-only fault "corrupt" fired in this phase
         self.torch: Any = None
         self.dist: Any = None
         self.device: Any = None
@@ -446,6 +447,11 @@ class Worker(object):
         if f is None or not fault_fires(f, phase, self.rank, self.gpus, nbytes):
             return
         action, seconds = f["action"], f["seconds"]
+        if action == "corrupt":
+            # the phase's result on this rank is altered before it is checked (p2p_copy,
+            # allreduce): silent corruption, as a faulty peer path would give
+            self.corrupting = True
+            return
         if action == "crash":
             raise RuntimeError("%s: injected crash in %s" % (FAULT_ENV, phase))
         if action == "slow":
@@ -466,6 +472,7 @@ class Worker(object):
             multinode = (self.ns.nnodes or 1) > 1
             for phase in phases_for(self.kind, self.cpu, bool(self.soak_sizes), multinode):
                 self.rep.emit("enter", phase)
+                self.corrupting = False
                 self.maybe_fault(phase)
                 data = getattr(self, "phase_" + phase)()
                 self.rep.emit("leave", phase, data=data or {})
@@ -539,6 +546,8 @@ class Worker(object):
             me = self.device.index
             peers = [(str(j), torch.device("cuda", j)) for j in self.devices if j != me]
             src = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        # known bytes, so that a copy that arrives changed is caught, not only timed
+        src.copy_(torch.randint(0, 256, (nbytes,), dtype=torch.uint8))
         gbps = {}
         for name, dev in peers:
             dst = torch.empty(nbytes, dtype=torch.uint8, device=dev)
@@ -550,6 +559,9 @@ class Worker(object):
             self.sync()
             dt = max(time.monotonic() - t0, 1e-9)
             gbps[name] = round(nbytes * reps / dt / 1e9, 3)
+            if self.corrupting:
+                dst[0] = (int(dst[0].item()) + 1) % 256
+            same_bytes(torch, src, dst, "the P2P copy to %s" % name)
         return {"gbps": gbps}
 
     def timeout(self) -> Any:
@@ -622,6 +634,16 @@ class Worker(object):
             t = torch.ones(nbytes // 4, dtype=torch.float32, device=self.device)
             dist.all_reduce(t)  # warm-up
             self.sync()
+            if self.corrupting:
+                t[0] += 1
+            # every element is the rank count: a sum that arrives wrong is caught, not timed
+            lo, hi = float(t.min().item()), float(t.max().item())
+            if lo != self.world or hi != self.world:
+                raise RuntimeError(
+                    "data mismatch: an all-reduce of ones over %d ranks gave values from %g to "
+                    "%g on rank %d (%d bytes): the collective returned wrong data"
+                    % (self.world, lo, hi, self.rank, nbytes)
+                )
             t0 = time.monotonic()
             for _ in range(reps):
                 dist.all_reduce(t)
@@ -656,6 +678,18 @@ class Worker(object):
     def phase_destroy(self) -> Dict[str, Any]:
         self.dist.destroy_process_group()
         return {}
+
+
+def same_bytes(torch: Any, src: Any, dst: Any, what: str) -> None:
+    """Raise when dst does not hold src's bytes: the sums (each computed where its tensor is)
+    and every 4093rd byte, read back to the host."""
+    a, b = int(src.sum().item()), int(dst.sum().item())
+    sa, sb = src[::4093].cpu(), dst[::4093].cpu()
+    if a != b or not bool(torch.equal(sa, sb)):
+        raise RuntimeError(
+            "data mismatch: %s changed the data (byte sums %d and %d): the copy completed "
+            "with wrong bytes" % (what, a, b)
+        )
 
 
 def store_prefix(key: str) -> str:

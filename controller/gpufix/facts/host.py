@@ -333,6 +333,21 @@ def _interfaces(facts: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
+def _unattended(uu: Any) -> tuple[bool | None, bool | None]:
+    """Whether unattended-upgrades may touch NVIDIA packages, and whether it reboots by itself."""
+    if not isinstance(uu, dict) or not isinstance(uu.get("installed"), bool):
+        return None, None
+    touch = bool(uu.get("installed") and uu.get("enabled") and not uu.get("nvidia_blacklisted"))
+    reboot = uu["automatic_reboot"] if isinstance(uu.get("automatic_reboot"), bool) else None
+    return touch, reboot
+
+
+def _pod(facts: Mapping[str, Any]) -> bool:
+    """Gathered in a Kubernetes pod: the container check found kubepods in /proc/1/cgroup."""
+    where = _gathered_in(facts)
+    return where == "container" and "kubepods" in (_str(fget(facts, "gathered_in.evidence")) or "")
+
+
 def from_facts(facts: Mapping[str, Any]) -> Host:
     gpus = fget(facts, "gpus")
     gpu_list = [g for g in _list(gpus) if isinstance(g, dict)]
@@ -341,14 +356,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
     acs_rows = [b for b in bridges if b.get("above_gpu") is True and b.get("acs_enabled") is True]
     acs = tuple(str(b.get("bdf")) for b in acs_rows)
     procs = fget(facts, "gpu_processes")
-    uu = fget(facts, "unattended_upgrades")
-    uu_touch = uu_reboot = None
-    if isinstance(uu, dict) and isinstance(uu.get("installed"), bool):
-        uu_touch = bool(
-            uu.get("installed") and uu.get("enabled") and not uu.get("nvidia_blacklisted")
-        )
-        if isinstance(uu.get("automatic_reboot"), bool):
-            uu_reboot = uu["automatic_reboot"]
+    uu_touch, uu_reboot = _unattended(fget(facts, "unattended_upgrades"))
     return Host(
         os_id=_str(fget(facts, "os.id")),
         os_id_like=_words(fget(facts, "os.id_like")),
@@ -384,8 +392,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         cpu_vendor=_str(fget(facts, "cpu.vendor")),
         shm_bytes=_int(fget(facts, "shm.size_bytes")),
         gathered_in=_gathered_in(facts),
-        pod=_gathered_in(facts) == "container"
-        and "kubepods" in (_str(fget(facts, "gathered_in.evidence")) or ""),
+        pod=_pod(facts),
         in_container=_in_container(facts),
         ipc_host=_bool(fget(facts, "containers.ipc_host")),
         net_host=_bool(fget(facts, "containers.net_host")),

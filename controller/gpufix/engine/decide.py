@@ -337,8 +337,10 @@ def spanned(sig: signals.Signals, verdict: dict[str, Any] | None, host: Host) ->
         or not gpus
         # GPUs nvidia-smi could not reach are left out of the list, not out of the host
         or ranks <= gpus + len(host.gpu_errors)
-        # two ranks on one GPU, as NCCL said (the probe's --world-size may exceed the GPUs)
+        # two ranks on one GPU, as NCCL said (the probe's --world-size may exceed the GPUs),
+        # or a rank that asked for a GPU index the host does not have (more ranks than GPUs)
         or "duplicate-gpu" in sig.signatures
+        or "invalid-device-ordinal" in sig.signatures
         or node.get("nnodes") == 1
     ):
         return sig

@@ -164,3 +164,20 @@ def test_a_null_where_text_is_needed_names_the_field() -> None:
     verdict.update(verdict="failed", failed_in={"phase": "pg_init", "ranks": [0, 1]}, error=None)
     first = schema_errors(verdict, "probe")[0]
     assert first == "error: field 'error' is null here, and must be string"
+
+
+def test_an_os_release_field_nobody_stated_may_be_unknown(tmp_path: Path) -> None:
+    """A review (2026-12-07) was refused for `os.pretty_name: {"unknown": ...}`: facts.md says
+    most single values may be unknown."""
+    from gpufix.facts.host import from_facts
+
+    d = snap()
+    d["facts"]["os"] = {"id": "ubuntu", "version_id": "22.04", "codename": "jammy",
+                        "pretty_name": {"unknown": "not in the report"}}  # fmt: skip
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(d))
+    host = from_facts(F.load_snapshot(path).facts)
+    assert (host.os_id, host.codename) == ("ubuntu", "jammy")
+    d["facts"]["os"]["codename"] = {"unknown": "not stated"}
+    path.write_text(json.dumps(d))
+    assert from_facts(F.load_snapshot(path).facts).codename is None

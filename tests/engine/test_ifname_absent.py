@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufix.apply.rolevars import check_vars
 from gpufix.engine import decide as engine
 from gpufix.engine import overrides
 from gpufix.engine.kb import load
 from gpufix.engine.rules import load as load_rules
+from gpufix.errors import InvalidInput
 from gpufix.facts.host import from_facts
 
 KB = load()
@@ -71,3 +73,20 @@ def test_interfaces_nobody_read_decide_nothing(unread: Any) -> None:
     f = host("eth9")
     f["network"]["interfaces"] = unread
     assert overrides.read(from_facts(f), KB).ifname_absent is None
+
+
+def test_an_interface_setting_left_in_place_explains_a_connect_error() -> None:
+    """A review (2026-12-07, horovod#666: an image's /etc/nccl.conf held ^docker0, and ranks
+    could not connect): the connect error's generic row came first and named no cause."""
+    f = host("x")
+    f["nccl"] = {"env": {}, "files": {"/etc/nccl.conf": {"NCCL_SOCKET_IFNAME": "^docker0"}}}
+    v = {**STALL, "error": "NCCL WARN Call to connect returned Connection refused, retrying"}
+    plan = decide(f, v)
+    assert plan.extra["decision"]["row"] == "override-ifname-filter"
+    (step,) = plan.steps
+    assert step.vars["gpufix_nccl_profile_socket_ifname"] == "^docker0,docker,lo,virbr"
+    assert plan.extra["complete"] is True  # until 2026-12-07 the list was never written
+    check_vars(step.playbook, step.vars, "steps/0/vars", plan_step=True)  # apply takes it
+    with pytest.raises(InvalidInput):
+        check_vars(step.playbook, {**step.vars, "gpufix_nccl_profile_socket_ifname": "^a;b"},
+                   "steps/0/vars", plan_step=True)  # fmt: skip

@@ -37,6 +37,8 @@ PATTERNS: dict[str, str] = {
     "pci_bdf": r"^([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|auto)$",
     "kernel_param": r"^[a-z0-9_.]{1,64}(=[A-Za-z0-9_.,:-]{1,64})?$",
     "ifname": r"^[A-Za-z0-9_.:-]{1,15}$",
+    # NCCL_SOCKET_IFNAME's syntax: prefixes, "^" to exclude, "=" for exact names
+    "ifname_list": r"^\^?=?[A-Za-z0-9_.:-]{1,15}(,[A-Za-z0-9_.:-]{1,15}){0,15}$",
     "store_key": r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
     # the fields of the host lock's record (gpufix.apply.hostlock)
     "lock_field": r"^(token|owner|pid|pid_start|since)$",
@@ -90,7 +92,7 @@ VAR_PATTERNS: dict[str, str] = {
     "gpufix_container_runtime_docker_version": "deb_version",
     "gpufix_container_runtime_toolkit_version": "deb_version",
     "gpufix_nccl_profile_names": "nccl_profile",
-    "gpufix_nccl_profile_socket_ifname": "ifname",
+    "gpufix_nccl_profile_socket_ifname": "ifname_list",
     "gpufix_nccl_profile_drop": "nccl_key",
     "gpufix_pcie_acs_bridges": "pci_bdf",
     "gpufix_pcie_acs_iommu_flags": "kernel_param",

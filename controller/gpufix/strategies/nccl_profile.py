@@ -88,7 +88,12 @@ def _ifname(ctx: Ctx) -> str | None:
     d = ctx.decision
     if d is not None and d.ifname:
         known = ctx.host.interfaces  # those up, loopback aside: every host has `lo`
-        if d.ifname == "lo" or any(i.startswith(d.ifname) for i in known):
+        # an exclusion list ("^docker0,docker,lo,virbr") names what to skip, not one interface
+        if (
+            d.ifname == "lo"
+            or d.ifname.startswith("^")
+            or any(i.startswith(d.ifname) for i in known)
+        ):
             return d.ifname
         return None
     return physical_interface(ctx.host)

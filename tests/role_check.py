@@ -29,6 +29,19 @@ def run_tasks(
     return run_playbook(tmp_path, book, vars_, check=True)
 
 
+def role_book(tmp_path: Path, role: str) -> Path:
+    """A playbook on localhost that includes the whole role, without gathering facts."""
+    book = tmp_path / "play.yml"
+    book.write_text(
+        "- hosts: localhost\n"
+        "  gather_facts: false\n"
+        "  tasks:\n"
+        "    - ansible.builtin.include_role:\n"
+        f"        name: {role}\n"
+    )
+    return book
+
+
 def run_playbook(
     tmp_path: Path,
     book: Path,

@@ -17,7 +17,7 @@ import pytest
 from gpufix.engine import decide as engine
 from gpufix.engine.kb import load
 from gpufix.engine.rules import load as load_rules
-from role_check import run_playbook
+from role_check import role_book, run_playbook
 
 decide = partial(engine.decide, kb=load(), rules=load_rules())
 HOSTS = Path(__file__).resolve().parent / "fixtures" / "hosts"
@@ -75,14 +75,7 @@ def test_only_in_the_environment_the_operator_takes_it_out() -> None:
 def test_the_role_drops_the_named_knobs_and_keeps_the_rest(tmp_path: Path) -> None:
     conf, backup, single = tmp_path / "nccl.conf", tmp_path / "nccl.conf.orig", tmp_path / "s.sh"
     conf.write_text(f"NCCL_TOPO_FILE=/opt/topo.xml\nNCCL_GRAPH_FILE={GRAPH}\nNCCL_ALGO=Tree\n")
-    book = tmp_path / "play.yml"
-    book.write_text(
-        "- hosts: localhost\n"
-        "  gather_facts: false\n"
-        "  tasks:\n"
-        "    - ansible.builtin.include_role:\n"
-        "        name: nccl_profile\n"
-    )
+    book = role_book(tmp_path, "nccl_profile")
     common = {
         "gpufix_nccl_profile_names": ["default"],
         "gpufix_nccl_profile_conf_path": str(conf),

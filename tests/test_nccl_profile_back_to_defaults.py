@@ -9,21 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from role_check import run_playbook
+from role_check import role_book, run_playbook
 
 
 @pytest.mark.slow
 def test_the_administrators_offs_go_back_and_the_rest_stays(tmp_path: Path) -> None:
     conf, backup, single = tmp_path / "nccl.conf", tmp_path / "nccl.conf.orig", tmp_path / "s.sh"
     conf.write_text("NCCL_P2P_DISABLE=1\nNCCL_SHM_DISABLE=1\nNCCL_TOPO_FILE=/opt/topo.xml\n")
-    book = tmp_path / "play.yml"
-    book.write_text(
-        "- hosts: localhost\n"
-        "  gather_facts: false\n"
-        "  tasks:\n"
-        "    - ansible.builtin.include_role:\n"
-        "        name: nccl_profile\n"
-    )
+    book = role_book(tmp_path, "nccl_profile")
     r = run_playbook(
         tmp_path,
         book,

@@ -90,42 +90,29 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
     installed = h.fabricmanager is not None and versions.parse(h.fabricmanager) == (
         versions.parse(version)
     )
-    if installed:
-        # already at the driver's exact version, only stopped: nothing to download, no reboot
-        # (Fabric Manager user guide, "Starting Fabric Manager": systemctl enable --now)
-        kept = _keep(
-            ctx,
-            version,
+    stopped = h.fabricmanager_running is False and not h.fabricmanager_known
+    if installed or stopped:
+        # already at the driver's exact version (or, its version left out of the facts, most
+        # often so), only stopped: nothing to download, no reboot (Fabric Manager user guide,
+        # "Starting Fabric Manager": systemctl enable --now); the role makes it the driver's
+        # version where it is not
+        why = (
             f"fabric manager {h.fabricmanager} is installed at the driver's version but not "
-            "running: enable and start it, and hold both",
-            False,
+            "running: enable and start it, and hold both"
+            if installed
+            else "fabric manager is not running and the facts do not give its version: make it "
+            f"the driver's {version} (apt changes nothing where it already is), enable and "
+            "start it, and hold both"
         )
+        kept = _keep(ctx, version, why, False)
         if h.driver_reinstallable is True or h.debian_family is False:
             return kept
         # the role pins the exact version, which it resolves from the apt indexes
+        look = "" if installed else "see `dpkg -l '*fabricmanager*'`, "
         risk = (
             f"if no apt index still offers {version} (a superseded upload), the driver role "
-            "refuses before changing anything: then start it by hand (systemctl enable --now "
-            "nvidia-fabricmanager) and re-plan"
-        )
-        return replace(kept, risks=[*kept.risks, risk])
-    if h.fabricmanager_running is False and not h.fabricmanager_known:
-        # stopped, its version left out of the facts (a hand-written snapshot): most often
-        # installed and only stopped; the role makes it the driver's version where it is not
-        kept = _keep(
-            ctx,
-            version,
-            "fabric manager is not running and the facts do not give its version: make it the "
-            f"driver's {version} (apt changes nothing where it already is), enable and start "
-            "it, and hold both",
-            False,
-        )
-        if h.driver_reinstallable is True or h.debian_family is False:
-            return kept
-        risk = (
-            f"if no apt index still offers {version} (a superseded upload), the driver role "
-            "refuses before changing anything: then see `dpkg -l '*fabricmanager*'`, start it "
-            "by hand (systemctl enable --now nvidia-fabricmanager) and re-plan"
+            f"refuses before changing anything: then {look}start it by hand (systemctl enable "
+            "--now nvidia-fabricmanager) and re-plan"
         )
         return replace(kept, risks=[*kept.risks, risk])
     if h.driver_reinstallable is True:

@@ -67,3 +67,15 @@ def test_a_probe_stall_of_one_rank_without_the_watchdog_is_not_the_jobs() -> Non
         "waiting for them",
     )
     assert decide(facts(), v).extra["decision"]["row"] != "timeout-rank-elsewhere"
+
+
+def test_gpu_pair_runs_alone_are_no_knob_that_failed_to_help() -> None:
+    """A review (2026-12-07): a verdict whose only experiments were GPU pairs read as
+    "knob experiments ran and none helped" (experiments:none-decided) and moved the stack."""
+    pair = {"id": "gpus-0-1", "env": {}, "gpus": [0, 1], "verdict": "hung", "stalled": None,
+            "error": None, "elapsed_s": 5.0}  # fmt: skip
+    v = {**verdict({"phase": "allreduce", "ranks": [0, 1, 2, 3]}, "hang"), "experiments": [pair]}
+    assert "experiments:none-decided" not in signals.read(v, KB).evidence()
+    knob = {**pair, "id": "p2p-off", "gpus": None, "env": {"NCCL_P2P_DISABLE": "1"}}
+    v["experiments"] = [pair, knob]
+    assert "experiments:none-decided" in signals.read(v, KB).evidence()

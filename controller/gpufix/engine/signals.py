@@ -116,7 +116,9 @@ class Signals:
         # A gloo run's soak and "no experiment helped" point at NCCL, which it never ran.
         if self.soak_stalled:
             out.append("stall:gloo" if self.cpu_run else "soak:stalled")
-        none_helped = self.ran and not self.decided_by and not self.knobs_skipped
+        # knob experiments only: GPU pairs change no mechanism, so they say nothing of one
+        knobs = [e for e in self.ran if not e.startswith("gpus-")]
+        none_helped = bool(knobs) and not self.decided_by and not self.knobs_skipped
         if none_helped and self.unhealthy and not self.cpu_run:
             out.append("experiments:none-decided")
         stall = self.stall()

@@ -145,6 +145,19 @@ def test_error_texts_are_matched_as_text_and_info_lines_are_not_trouble() -> Non
     assert s2.signatures == ()
 
 
+def test_a_log_joined_on_one_line_drops_only_its_info_parts() -> None:
+    """A review (2026-12-07, vllm#2084): a verdict's error copied a log as one line, "NCCL INFO
+    ...; NCCL WARN Bootstrap : no socket interface found; ...", and the INFO part hid it all."""
+    joined = ("NCCL INFO NCCL_SOCKET_IFNAME set by environment to ^lo,docker,veth; bootstrap.cc:45 "
+              "NCCL WARN Bootstrap : no socket interface found")  # fmt: skip
+    for sep in ("; ", " | ", " / "):
+        text = joined.replace("; ", sep)
+        s = signals.read(verdict("failed", "pg_init", error=text), KB)
+        assert "no-socket-interface" in s.signatures, sep
+    info_only = "NCCL INFO NET/IB : No device found; NCCL INFO Using network Socket"
+    assert signals.read(verdict("failed", "pg_init", error=info_only), KB).signatures == ()
+
+
 def test_multi_node_layer_and_soak() -> None:
     v = verdict(scope="multi-node", failed_layer="interface", hosts=["a", "b"], failed_hosts=["b"])
     v["soak"] = {"sizes": [1024], "iters": 5, "verdict": "hung", "stalled_at_bytes": 65536}

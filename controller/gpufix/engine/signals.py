@@ -49,6 +49,7 @@ _DIED = re.compile(r"(?i)signal (?!6\b)\d+|SIGSEGV|SIGKILL|SIGBUS|segmentation f
 # Log lines that report trouble; NCCL's INFO lines name transports and files in normal runs too.
 _TROUBLE = ("warn", "error", "fail")
 _INFO = re.compile(r"\bNCCL INFO\b")
+_JOINED = re.compile(r";\s+|\s+[|/]\s+")
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,9 @@ def _without_info(text: str) -> str:
     """An error text without NCCL's INFO lines: NCCL_DEBUG=INFO prints transports, devices and
     files on healthy runs too ("NET/IB : No device found"); failures are its WARN lines and the
     caller's exception (NCCL docs, NCCL_DEBUG: WARN "whenever any NCCL call errors out")."""
-    return "\n".join(line for line in text.splitlines() if not _INFO.search(line))
+    # a hand-written verdict may join a log's lines on one ("...; ...", " | ", " / ")
+    parts = (p for line in text.splitlines() for p in _JOINED.split(line))
+    return "\n".join(p for p in parts if not _INFO.search(p))
 
 
 def _texts(v: dict[str, Any], experiments: list[dict[str, Any]]) -> list[str]:

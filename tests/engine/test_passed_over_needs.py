@@ -49,8 +49,10 @@ def test_a_row_ruled_out_on_known_facts_asks_for_nothing() -> None:
 
 
 def test_a_fabric_manager_fix_without_the_driver_version_asks_for_it() -> None:
-    """The fabric manager must match the driver exactly: with the driver unread, driver-pin
-    cannot be made, and the plan says that the driver version is what is missing."""
+    """The fabric manager must match the driver exactly: with the driver unread, driver-pin is
+    the fix class, incomplete until the driver version is read, as decision.md's "What
+    `strategy` is" says (a review, 2026-12-07, dorado#1214: without a verdict the plan said
+    driver-pin was not feasible and chose `none`, with a verdict it chose driver-pin)."""
     import json
     from pathlib import Path
 
@@ -60,6 +62,7 @@ def test_a_fabric_manager_fix_without_the_driver_version_asks_for_it() -> None:
     assert decide(facts, None).strategy == "driver-pin"
     facts["driver"] = {"unknown": "nvidia-smi not found"}
     plan = decide(facts, None)
-    (pin,) = [o for o in plan.options if o.strategy == "driver-pin"]
-    assert not pin.feasible and "driver's version" in pin.reason
+    assert plan.strategy == "driver-pin" and plan.extra["complete"] is False
+    (step,) = plan.steps
+    assert step.description == "fabric manager at exactly the driver's version, started and held"
     assert "driver" in _needs(plan)

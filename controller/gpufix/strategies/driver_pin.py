@@ -298,7 +298,8 @@ def _target(ctx: Ctx) -> DriverTarget | str:
             f"load the installed userspace {h.driver_userspace} (reboot) and hold it",
             True,
         )
-    if (ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch")) and h.driver:
+    if ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch"):
+        # with the driver unread: the step, incomplete until the facts give its version
         return _fabricmanager(ctx, h.driver)
     table = _from_table(ctx)
     if table is not None:
@@ -383,10 +384,6 @@ def evaluate(ctx: Ctx) -> Candidate:
     if isinstance(target, str):
         # with the driver unread, no driver evidence can show: the driver is what would decide
         unread = ["driver"] if h.driver is None else []
-        if unread and (
-            ctx.has("fabricmanager-missing") or ctx.has("fabricmanager-version-mismatch")
-        ):
-            target = "the fabric manager goes with the driver's version, which is not in the facts"
         return Candidate("driver-pin", False, target, missing=unread)
     vars_ = dict(target.vars)
     if h.nvswitch:

@@ -94,3 +94,12 @@ def test_the_role_drops_the_named_knobs_and_keeps_the_rest(tmp_path: Path) -> No
     assert "NCCL_GRAPH_FILE" in backup.read_text()  # the original is kept for rollback
     again = run_playbook(tmp_path, book, {**common, "gpufix_nccl_profile_drop": drop}, check=False)
     assert again.returncode == 0 and "changed=0" in again.stdout
+
+
+def test_without_a_probe_the_knob_is_a_warning() -> None:
+    """A review (2026-12-07, skypilot#3017): a facts-only plan said nothing of the image's
+    NCCL_GRAPH_FILE; now a warning names it (no verdict: no diagnosis)."""
+    plan = decide(azure_host(), None)
+    (found,) = [f for f in plan.findings if f.id == "nccl-tuning-knobs"]
+    assert found.severity == "warning" and f"NCCL_GRAPH_FILE={GRAPH}" in found.message
+    assert plan.strategy == "none"

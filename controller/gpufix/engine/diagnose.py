@@ -460,6 +460,14 @@ def check_nccl(i: Inputs) -> Iterator[Finding]:
         yield i.finding(
             "nccl-debug-knobs", f"{', '.join(knobs)} set in NCCL configuration", {"nccl": knobs}
         )
+    tuning = {k.name: h.nccl_settings[k.name] for k in i.kb.nccl_knobs
+              if k.kind == "tuning" and k.name in h.nccl_settings}  # fmt: skip
+    if tuning:
+        yield i.finding(
+            "nccl-tuning-knobs",
+            f"{', '.join(f'{k}={v}' for k, v in tuning.items())} set in NCCL configuration",
+            {"nccl": sorted(tuning)},
+        )
     if h.nccl_settings.get("NCCL_P2P_DISABLE") == "1":
         yield i.finding("nccl-p2p-disabled", "", {"nccl.NCCL_P2P_DISABLE": "1"})
 

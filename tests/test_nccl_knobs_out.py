@@ -103,3 +103,24 @@ def test_without_a_probe_the_knob_is_a_warning() -> None:
     (found,) = [f for f in plan.findings if f.id == "nccl-tuning-knobs"]
     assert found.severity == "warning" and f"NCCL_GRAPH_FILE={GRAPH}" in found.message
     assert plan.strategy == "none"
+
+
+def test_a_knob_in_the_environment_and_the_file_comes_out_of_the_file_too() -> None:
+    """A re-read (2026-12-07): once the operator takes it out of the environment, as told,
+    /etc/nccl.conf must not set it again; and ~/.nccl.conf counts as read before it."""
+    f = azure_host()
+    f["nccl"]["env"] = {"NCCL_GRAPH_FILE": GRAPH}
+    (step,) = decide(f, FAILED).steps
+    assert step.vars["gpufix_nccl_profile_drop"] == ["NCCL_GRAPH_FILE"]
+    f = azure_host()
+    f["nccl"]["files"]["/root/.nccl.conf"] = {"NCCL_GRAPH_FILE": GRAPH}
+    plan = decide(f, FAILED)
+    assert plan.steps[0].vars["gpufix_nccl_profile_drop"] == ["NCCL_GRAPH_FILE"]
+    assert any("set in the environment or ~/.nccl.conf" in r for r in plan.risks)
+
+
+def test_gpufix_s_own_profile_is_no_leftover_knob() -> None:
+    f = azure_host()
+    f["nccl"]["files"] = {"/etc/nccl.conf": {"NCCL_PROTO": "Simple"}}
+    f["nccl"]["gpufix_written"] = ["/etc/nccl.conf"]
+    assert "nccl-tuning-knobs" not in [x.id for x in decide(f, None).findings]

@@ -196,9 +196,7 @@ def plan_host(
     names = {host, facts_host}
     if verdict is not None and not names & set(verdict_hosts(verdict)):
         # a multi-node run's group name is its hosts joined: name each host once
-        hosts = verdict.get("hosts") if verdict.get("scope") == "multi-node" else None
-        shown = [str(h) for h in hosts] if isinstance(hosts, list) and hosts else None
-        recorded = one_line(", ".join(shown or verdict_hosts(verdict)), 120)
+        recorded = one_line(", ".join(_run_hosts(verdict) or verdict_hosts(verdict)), 120)
         other = another_machine(facts, verdict)
         if other:
             # a verdict named for none of this host's names is read as its evidence only when
@@ -254,10 +252,14 @@ def another_machine(facts: Mapping[str, Any], verdict: Mapping[str, Any]) -> str
 def verdict_hosts(verdict: Mapping[str, Any]) -> list[str]:
     """The hosts a verdict speaks for: the inventory name probed and the machine's hostname (the
     program's `host`; a multi-node run's group), and a multi-node run's hosts."""
-    hosts = verdict.get("hosts") if verdict.get("scope") == "multi-node" else None
-    more = [str(h) for h in hosts] if isinstance(hosts, list) else []
     named = [verdict.get("inventory_host"), verdict.get("host")]
-    return [*dict.fromkeys(str(h) for h in named if h), *more] or [""]
+    return [*dict.fromkeys(str(h) for h in named if h), *_run_hosts(verdict)] or [""]
+
+
+def _run_hosts(verdict: Mapping[str, Any]) -> list[str]:
+    """A multi-node run's hosts ([] for a run on one host)."""
+    hosts = verdict.get("hosts") if verdict.get("scope") == "multi-node" else None
+    return [str(h) for h in hosts] if isinstance(hosts, list) else []
 
 
 def bind_verdict(

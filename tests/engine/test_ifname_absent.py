@@ -90,3 +90,11 @@ def test_an_interface_setting_left_in_place_explains_a_connect_error() -> None:
     with pytest.raises(InvalidInput):
         check_vars(step.playbook, {**step.vars, "gpufix_nccl_profile_socket_ifname": "^a;b"},
                    "steps/0/vars", plan_step=True)  # fmt: skip
+
+
+def test_a_run_past_nccl_s_bootstrap_had_an_interface() -> None:
+    """A re-read (2026-12-07): NCCL without a socket interface stops in its bootstrap, so a run
+    that reached the all-reduce had one, whatever the facts' environment says."""
+    past = {**STALL, "failed_in": {"phase": "allreduce", "ranks": [0, 1]}}
+    plan = decide(host("eth9"), past)
+    assert plan.extra["decision"]["row"] != "override-ifname-absent"

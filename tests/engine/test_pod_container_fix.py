@@ -46,3 +46,13 @@ def test_a_docker_container_keeps_the_daemon_default() -> None:
     assert plan.strategy == "container-fix"
     (step,) = plan.steps
     assert "default-shm-size" in step.description
+
+
+def test_a_pod_on_one_host_needs_no_host_network() -> None:
+    """A re-read (2026-12-07): a pod's own network is the rule, not evidence; hostNetwork is
+    named only for a run across nodes."""
+    f = in_a("/proc/1/cgroup: kubepods")
+    assert "hostNetwork" not in decide(f, FAILED).outcome
+    across = {**FAILED, "scope": "multi-node", "hosts": ["a", "b"], "failed_layer": "container-network",
+              "failed_hosts": ["b"], "error": "NCCL WARN Connection refused"}  # fmt: skip
+    assert "hostNetwork: true" in decide(f, across).outcome

@@ -189,10 +189,12 @@ def four_4090s(driver: str = "580.95.05") -> dict[str, Any]:
     return f
 
 
-def test_on_gpus_without_p2p_p2p_off_already_in_force_is_kept_and_said_so() -> None:
+def test_on_gpus_without_p2p_p2p_off_already_in_force_is_not_written_again() -> None:
     f = four_4090s()
-    option = next(o for o in decide(f, STALL).options if o.strategy == "nccl-profile")
-    assert not option.feasible
+    plan = decide(f, STALL)
+    option = next(o for o in plan.options if o.strategy == "nccl-profile")
+    assert not option.feasible and "no evidence that an NCCL setting would help" in option.reason
+    assert not any("NCCL_P2P_DISABLE" in str(s.vars) for s in plan.steps)
 
 
 def test_gpus_without_p2p_that_had_p2p_off_go_to_the_next_layer() -> None:

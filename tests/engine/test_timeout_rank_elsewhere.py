@@ -79,3 +79,23 @@ def test_gpu_pair_runs_alone_are_no_knob_that_failed_to_help() -> None:
     knob = {**pair, "id": "p2p-off", "gpus": None, "env": {"NCCL_P2P_DISABLE": "1"}}
     v["experiments"] = [pair, knob]
     assert "experiments:none-decided" in signals.read(v, KB).evidence()
+
+
+def test_a_rank_that_died_is_not_busy_elsewhere() -> None:
+    """A re-read (2026-12-07): failed_in's ranks died, and a stall beside a rank's own CUDA
+    error or a signal is no slow job step."""
+    v = verdict({"phase": "allreduce", "ranks": [1], "called": [0]})
+    v["failed_in"], v["stalled"] = v["stalled"], None
+    assert signals.read(v, KB).elsewhere == ()
+    for died in ("CUDA error: an illegal memory access was encountered; " + WATCHDOG,
+                 "rank 1 killed by signal 9; " + WATCHDOG):  # fmt: skip
+        v = verdict({"phase": "allreduce", "ranks": [1], "waiting": [0, 2, 3]}, died)
+        assert decide(facts(), v).extra["decision"]["row"] != "timeout-rank-elsewhere", died
+
+
+def test_an_experiment_that_decided_comes_first() -> None:
+    exp = {"id": "p2p-off", "env": {"NCCL_P2P_DISABLE": "1"}, "gpus": None,
+           "verdict": "healthy", "stalled": None, "error": None, "elapsed_s": 9.0}  # fmt: skip
+    v = {**verdict({"phase": "barrier", "ranks": [0], "waiting": [1, 2, 3]}),
+         "experiments": [exp], "decided_by": "p2p-off"}  # fmt: skip
+    assert decide(facts(), v).extra["decision"]["row"] == "p2p-off-gpu-without-p2p"

@@ -36,7 +36,6 @@ PATTERNS: dict[str, str] = {
     # VMD domains run past four hex digits (10000:e0:1a.0); pciutils takes 32-bit domains
     "pci_bdf": r"^([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|auto)$",
     "kernel_param": r"^[a-z0-9_.]{1,64}(=[A-Za-z0-9_.,:-]{1,64})?$",
-    "ifname": r"^[A-Za-z0-9_.:-]{1,15}$",
     # NCCL_SOCKET_IFNAME's syntax: prefixes, "^" to exclude, "=" for exact names
     "ifname_list": r"^\^?=?[A-Za-z0-9_.:-]{1,15}(,[A-Za-z0-9_.:-]{1,15}){0,15}$",
     "store_key": r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",

@@ -143,7 +143,10 @@ CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
         "p2p-offered": _p2p_offered,
         "p2p-refused": lambda s: p2p_refusal_honoured(s.ctx.host, s.ctx.kb),
         "p2p-off-held": lambda s: in_force(s.ctx, ["no-p2p"], s.evidence) is not None,
-        "rank-elsewhere": lambda s: bool(s.signals.elsewhere),
+        # the watchdog's timeout is all the error says: no rank reported a failure of its own
+        "rank-elsewhere": lambda s: (
+            bool(s.signals.elsewhere) and set(s.signals.signatures) <= {"collective-timeout"}
+        ),
         "acs-or-iommu-on": _acs_or_iommu_on,
         "acs-iommu-off": _acs_iommu_off,
         "driver-known-issue": lambda s: driver_issue(s) is not None,

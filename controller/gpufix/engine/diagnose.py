@@ -460,8 +460,9 @@ def check_nccl(i: Inputs) -> Iterator[Finding]:
         yield i.finding(
             "nccl-debug-knobs", f"{', '.join(knobs)} set in NCCL configuration", {"nccl": knobs}
         )
-    tuning = {k.name: h.nccl_settings[k.name] for k in i.kb.nccl_knobs
-              if k.kind == "tuning" and k.name in h.nccl_settings}  # fmt: skip
+    admin = dict(h.nccl_admin)  # not gpufix's own profiles (p2p-level-pxb sets a tuning knob)
+    tuning = {k.name: admin[k.name] for k in i.kb.nccl_knobs
+              if k.kind == "tuning" and k.name in admin}  # fmt: skip
     if tuning:
         yield i.finding(
             "nccl-tuning-knobs",

@@ -49,7 +49,7 @@ _DIED = re.compile(r"(?i)signal (?!6\b)\d+|SIGSEGV|SIGKILL|SIGBUS|segmentation f
 # Log lines that report trouble; NCCL's INFO lines name transports and files in normal runs too.
 _TROUBLE = ("warn", "error", "fail")
 _INFO = re.compile(r"\bNCCL INFO\b")
-_JOINED = re.compile(r";\s+|\s+[|/]\s+")
+_JOINED = re.compile(r";\s+|\s+\|\s+")
 
 
 @dataclass(frozen=True)
@@ -143,8 +143,12 @@ def _without_info(text: str) -> str:
     """An error text without NCCL's INFO lines: NCCL_DEBUG=INFO prints transports, devices and
     files on healthy runs too ("NET/IB : No device found"); failures are its WARN lines and the
     caller's exception (NCCL docs, NCCL_DEBUG: WARN "whenever any NCCL call errors out")."""
-    # a hand-written verdict may join a log's lines on one ("...; ...", " | ", " / ")
-    parts = (p for line in text.splitlines() for p in _JOINED.split(line))
+    # a hand-written verdict may join a log's lines on one ("...; ...", " | ")
+    parts = (
+        p
+        for line in text.splitlines()
+        for p in (_JOINED.split(line) if _INFO.search(line) else [line])
+    )
     return "\n".join(p for p in parts if not _INFO.search(p))
 
 
@@ -256,7 +260,7 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         soak_stalled_at=at if isinstance(at, int) else None,
         soak_stalled=soak.get("verdict") in ("hung", "failed") or isinstance(at, int),
         suspects=_suspects(v),
-        elsewhere=_elsewhere(where),
+        elsewhere=_elsewhere(v.get("stalled"), str(v.get("error") or "")),
         tried=tuple(str(e.get("id")) for e in exps if e.get("verdict") in ("hung", "failed")),
         kind=_kind(v, phase, soak, kb),
         cpu_run=v.get("backend") == "gloo",
@@ -308,10 +312,11 @@ def _kind(v: dict[str, Any], phase: object, soak: dict[str, Any], kb: KnowledgeB
     return None
 
 
-def _elsewhere(where: object) -> tuple[int, ...]:
+def _elsewhere(where: object, error: str) -> tuple[int, ...]:
     """stalled.ranks when other ranks had made the call (stalled.waiting or stalled.called):
-    those ranks never reached the collective; in a real NCCL hang every rank is in it."""
-    if not isinstance(where, dict):
+    those ranks never reached the collective; in a real NCCL hang every rank is in it. Not
+    failed_in (its ranks died), nor a run whose error shows a rank that died."""
+    if not isinstance(where, dict) or _DIED.search(_without_info(error)):
         return ()
     ranks = _ints(where.get("ranks"))
     others = [r for key in ("waiting", "called") for r in _ints(where.get(key)) if r not in ranks]

@@ -149,7 +149,14 @@ def evidence_keys(ctx: Ctx, signals: Signals) -> frozenset[str]:
     keys = set(signals.evidence())
     if signals.unhealthy:
         keys |= set(nccl_overrides.read(ctx.host, ctx.kb).evidence())
+        if signals.phase not in (None, *BOOTSTRAP_PHASES):
+            # NCCL with no socket interface stops in its bootstrap: a run past it had one
+            keys.discard("override:ifname-absent")
     return frozenset(keys)
+
+
+# Phases in which NCCL's bootstrap (its socket interface) is set up.
+BOOTSTRAP_PHASES = ("rendezvous", "pg_init")
 
 
 # The probe experiment that tries what an NCCL profile sets (docs/probe.md, "Experiments").

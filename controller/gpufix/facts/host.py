@@ -104,6 +104,8 @@ class Host:
     # gpufix did not write (nccl.gpufix_written, facts module 1.4.0): an administrator's
     nccl_etc: tuple[tuple[str, str], ...] = ()
     nccl_admin: tuple[tuple[str, str], ...] = ()
+    # NCCL config files other than /etc/nccl.conf (~/.nccl.conf, NCCL_CONF_FILE): read before it
+    nccl_home: tuple[tuple[str, str], ...] = ()
     # os-release's ID_LIKE (facts module 1.4.0): None where the facts do not carry it
     os_id_like: tuple[str, ...] | None = None
 
@@ -308,6 +310,15 @@ def _nccl_admin(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(settings.items()))
 
 
+def _nccl_home(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    files = fget(facts, "nccl.files")
+    settings: dict[str, str] = {}
+    for path, kv in files.items() if isinstance(files, dict) else ():
+        if path != "/etc/nccl.conf" and isinstance(kv, dict):
+            settings.update({str(k): str(v) for k, v in kv.items()})
+    return tuple(sorted(settings.items()))
+
+
 def _nccl_env(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     env_kv = fget(facts, "nccl.env")
     if not isinstance(env_kv, dict):
@@ -362,6 +373,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         os_id_like=_words(fget(facts, "os.id_like")),
         nccl_etc=_nccl_etc(facts),
         nccl_admin=_nccl_admin(facts),
+        nccl_home=_nccl_home(facts),
         codename=_str(fget(facts, "os.codename")),
         version_id=_str(fget(facts, "os.version_id")),
         kernel=_str(fget(facts, "kernel.running")),

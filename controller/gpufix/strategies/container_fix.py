@@ -7,7 +7,7 @@ from typing import Any
 from gpufix.engine.context import Candidate, Ctx, on_container_host
 from gpufix.engine.plan import Step
 from gpufix.strategies.base import Strategy
-from gpufix.strategies.evidence import SHM_CAUSES
+from gpufix.strategies.evidence import SHM_CAUSES, across_hosts
 
 PLAYBOOK = "container_fix.yml"
 
@@ -78,7 +78,7 @@ def _pod(shm_gib: int | None, network: bool) -> Candidate:
         )
     if network:
         what.append("hostNetwork: true for NCCL across nodes")
-    change = " and ".join(what)
+    change = "; and ".join(what)
     return Candidate(
         "container-fix",
         True,
@@ -113,7 +113,8 @@ def evaluate(ctx: Ctx) -> Candidate:
     shm = _shm(ctx)
     shm_gib = max(1, ctx.rules.thresholds["shm_min_bytes"] >> 30) if shm else None
     if h.pod:
-        return _pod(shm_gib, _network(ctx))
+        # a pod's own network is the rule, not evidence: host networking only across nodes
+        return _pod(shm_gib, _network(ctx) and across_hosts(ctx))
     image = ctx.c.container_image
     vars_: dict[str, Any] = {}
     what: list[str] = []

@@ -17,20 +17,20 @@ def knobs_out(ctx: Ctx, cand: Candidate) -> Candidate:
     the ones only the operator can take out."""
     h = ctx.host
     tuning = {k.name for k in ctx.kb.nccl_knobs if k.kind == "tuning"}
-    env, etc = dict(h.nccl_env), dict(h.nccl_etc)
-    home = {k: v for k, v in h.nccl_admin if k not in env and etc.get(k) != v}
+    env, etc, home = dict(h.nccl_env), dict(h.nccl_etc), dict(h.nccl_home)
     set_ = {k: v for k, v in h.nccl_settings.items() if k in tuning}
-    elsewhere = {k: v for k, v in set_.items() if k in env or k in home}
-    drop = sorted(k for k in set_ if k not in elsewhere)
+    elsewhere = {k: env.get(k, home.get(k, v)) for k, v in set_.items() if k in env or k in home}
+    # what /etc/nccl.conf holds comes out, also where something read before it sets it too
+    drop = sorted(k for k in set_ if k in etc or k not in elsewhere)
     where = "the environment" if set(elsewhere) <= set(env) else "the environment or ~/.nccl.conf"
     out = (
         f"{text(elsewhere)} is set in {where}, which NCCL reads before /etc/nccl.conf: take "
         "it out there, as the step cannot"
     )
-    risks = [*cand.risks, *([out] if elsewhere else [])]
     if not drop:
         # the row's fix stands (back to NCCL's defaults); only the operator can carry it out
-        return replace(cand, outcome=f"{out}; {cand.outcome}", risks=risks)
+        return replace(cand, outcome=f"{out}; {cand.outcome}")
+    risks = [*cand.risks, *([out] if elsewhere else [])]
     steps = [
         replace(
             s,

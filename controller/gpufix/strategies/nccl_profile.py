@@ -275,7 +275,7 @@ def _back_to_defaults(ctx: Ctx, names: Sequence[str], held: dict[str, str]) -> C
         )
     etc, defaults = dict(ctx.host.nccl_etc), ctx.kb.nccl_defaults()
     env = {**dict(ctx.host.nccl_env), **job_env(ctx)}
-    home = {k: v for k, v in ctx.host.nccl_admin if k not in env and etc.get(k) != v}
+    home = {k: v for k, v in ctx.host.nccl_home if k not in env}
     elsewhere = sorted(k for k in held if k in env or k in home or etc.get(k) != held[k])
     if elsewhere or any(k not in defaults for k in held):
         where = "the environment or ~/.nccl.conf" if elsewhere else "/etc/nccl.conf"

@@ -7,7 +7,7 @@ can say "unknown" instead of guessing.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -269,18 +269,24 @@ def _env(facts: Mapping[str, Any]) -> PyEnv | None:
     )
 
 
-def _nccl_settings(facts: Mapping[str, Any]) -> dict[str, str]:
-    """NCCL_* settings from the config files, then the environment (which wins, as in NCCL)."""
+def _nccl_merged(
+    facts: Mapping[str, Any], keep: Callable[[str], bool], env: bool = True
+) -> dict[str, str]:
+    """NCCL_* settings of the config files whose path `keep` takes, then (with `env`) the
+    environment, which wins, as in NCCL."""
     settings: dict[str, str] = {}
     files = fget(facts, "nccl.files")
-    if isinstance(files, dict):
-        for kv in files.values():
-            if isinstance(kv, dict):
-                settings.update({str(k): str(v) for k, v in kv.items()})
-    env_kv = fget(facts, "nccl.env")
+    for path, kv in files.items() if isinstance(files, dict) else ():
+        if isinstance(kv, dict) and keep(str(path)):
+            settings.update({str(k): str(v) for k, v in kv.items()})
+    env_kv = fget(facts, "nccl.env") if env else None
     if isinstance(env_kv, dict):
         settings.update({str(k): str(v) for k, v in env_kv.items()})
     return settings
+
+
+def _nccl_settings(facts: Mapping[str, Any]) -> dict[str, str]:
+    return _nccl_merged(facts, lambda path: True)
 
 
 def _written(facts: Mapping[str, Any]) -> set[str]:
@@ -289,41 +295,23 @@ def _written(facts: Mapping[str, Any]) -> set[str]:
 
 
 def _nccl_etc(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    files = fget(facts, "nccl.files")
-    kv = files.get("/etc/nccl.conf") if isinstance(files, dict) else None
-    if not isinstance(kv, dict) or "/etc/nccl.conf" in _written(facts):
+    if "/etc/nccl.conf" in _written(facts):
         return ()
-    return tuple(sorted((str(k), str(v)) for k, v in kv.items()))
+    return tuple(sorted(_nccl_merged(facts, lambda path: path == "/etc/nccl.conf", False).items()))
 
 
 def _nccl_admin(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """As _nccl_settings, without the files gpufix wrote: what an administrator left."""
-    settings: dict[str, str] = {}
-    files, written = fget(facts, "nccl.files"), _written(facts)
-    if isinstance(files, dict):
-        for path, kv in files.items():
-            if isinstance(kv, dict) and path not in written:
-                settings.update({str(k): str(v) for k, v in kv.items()})
-    env_kv = fget(facts, "nccl.env")
-    if isinstance(env_kv, dict):
-        settings.update({str(k): str(v) for k, v in env_kv.items()})
-    return tuple(sorted(settings.items()))
+    written = _written(facts)
+    return tuple(sorted(_nccl_merged(facts, lambda path: path not in written).items()))
 
 
 def _nccl_home(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    files = fget(facts, "nccl.files")
-    settings: dict[str, str] = {}
-    for path, kv in files.items() if isinstance(files, dict) else ():
-        if path != "/etc/nccl.conf" and isinstance(kv, dict):
-            settings.update({str(k): str(v) for k, v in kv.items()})
-    return tuple(sorted(settings.items()))
+    return tuple(sorted(_nccl_merged(facts, lambda path: path != "/etc/nccl.conf", False).items()))
 
 
 def _nccl_env(facts: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    env_kv = fget(facts, "nccl.env")
-    if not isinstance(env_kv, dict):
-        return ()
-    return tuple(sorted((str(k), str(v)) for k, v in env_kv.items()))
+    return tuple(sorted(_nccl_merged(facts, lambda path: False).items()))
 
 
 def _nvlink_min(matrix: Any) -> int | None:

@@ -117,6 +117,16 @@ class _Files:
         (("/run/.containerenv",), {}, "container", "/run/.containerenv"),
         ((), {"/proc/1/cgroup": "12:pids:/kubepods/pod1/x\n"}, "container", "kubepods"),
         ((), {"/proc/1/environ": "PATH=/bin\x00container=lxc\x00"}, "container", "container="),
+        # A pod under cgroup v2 whose runtime also left /.dockerenv: named as a pod.
+        (
+            ("/.dockerenv",),
+            {"/proc/1/cgroup": "0::/\n", "/proc/1/environ": "KUBERNETES_SERVICE_HOST=10.0.0.1\x00"},
+            "container",
+            "KUBERNETES_SERVICE_HOST",
+        ),
+        (("/.dockerenv",), {"/proc/1/cgroup": "12:pids:/kubepods/pod1/x\n"}, "container", "kubepods"),
+        # Only the whole variable name counts.
+        ((), {"/proc/1/environ": "MY_KUBERNETES_SERVICE_HOST=x\x00"}, "host", None),
     ],
 )
 def test_gathered_in_says_host_or_container(
@@ -127,11 +137,21 @@ def test_gathered_in_says_host_or_container(
     evidence: str | None,
 ) -> None:
     monkeypatch.setattr(g.os.path, "exists", lambda path: path in markers)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     got = g.g_gathered_in(_Files(files), {})
     assert got["where"] == where
     assert (got["evidence"] is None) if evidence is None else (evidence in got["evidence"])
     # containers.in_container reads the same evidence.
     assert (g.container_evidence(_Files(files)) is not None) == (where == "container")
+
+
+def test_a_pod_is_named_from_the_modules_own_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kubectl exec (or Ansible's kubectl connection) runs the module with the container's
+    environment; /proc/1/environ may be unreadable to it."""
+    monkeypatch.setattr(g.os.path, "exists", lambda path: False)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    got = g.g_gathered_in(_Files({}), {})
+    assert got == {"where": "container", "evidence": "environment: KUBERNETES_SERVICE_HOST"}
 
 
 def test_gather_survives_a_broken_gatherer(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -81,7 +81,7 @@ ansible_facts:
 """
 
 
-MODULE_VERSION = "1.4.0"
+MODULE_VERSION = "1.5.0"
 DEFAULT_TIMEOUT = 10
 DEFAULT_TOTAL_TIMEOUT = 60  # under the controller's 120 s for a whole gathering run
 # Seconds to wait for a killed tool to go; one stuck in the kernel never does.
@@ -1689,15 +1689,23 @@ def _ns(pid, kind):
 
 
 def container_evidence(ctx):
-    """What says this process runs in a container (None: nothing does)."""
+    """What says this process runs in a container (None: nothing does). A Kubernetes pod is
+    named first: its runtime may leave /.dockerenv, and under cgroup v2 /proc/1/cgroup is "0::/".
+    The kubelet gives every container KUBERNETES_SERVICE_HOST (client-go's InClusterConfig)."""
+    env = ctx.read_or_none("/proc/1/environ") or ""
+    if "\x00KUBERNETES_SERVICE_HOST=" in "\x00" + env:
+        return "/proc/1/environ: KUBERNETES_SERVICE_HOST"
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return "environment: KUBERNETES_SERVICE_HOST"
+    cgroup = ctx.read_or_none("/proc/1/cgroup") or ""
+    if "kubepods" in cgroup:
+        return "/proc/1/cgroup: kubepods"
     for marker in ("/.dockerenv", "/run/.containerenv"):
         if os.path.exists(marker):
             return marker
-    cgroup = ctx.read_or_none("/proc/1/cgroup") or ""
-    m = re.search(r"docker|kubepods|containerd|libpod|lxc", cgroup)
+    m = re.search(r"docker|containerd|libpod|lxc", cgroup)
     if m:
         return "/proc/1/cgroup: " + m.group(0)
-    env = ctx.read_or_none("/proc/1/environ") or ""
     if "container=" in env:
         return "/proc/1/environ: container="
     return None

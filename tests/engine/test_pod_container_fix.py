@@ -12,6 +12,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gpufix.engine import decide as engine
 from gpufix.engine.kb import load
 from gpufix.engine.plan import Plan
@@ -39,6 +41,17 @@ def test_a_pod_gets_the_spec_change_and_no_node_step() -> None:
     assert plan.steps == [] and not plan.changes
     assert "emptyDir volume with medium: Memory" in plan.outcome
     assert "hostIPC: true" in plan.outcome and "daemon.json" not in " ".join(plan.risks)
+
+
+@pytest.mark.parametrize(
+    "evidence", ["/proc/1/environ: KUBERNETES_SERVICE_HOST", "environment: KUBERNETES_SERVICE_HOST"]
+)
+def test_a_pod_named_by_its_environment_is_a_pod(evidence: str) -> None:
+    """Under cgroup v2 /proc/1/cgroup names no kubepods; facts module 1.5.0 reads the variable
+    the kubelet gives every container."""
+    plan = decide(in_a(evidence), FAILED)
+    assert plan.strategy == "container-fix" and plan.steps == []
+    assert "emptyDir volume with medium: Memory" in plan.outcome
 
 
 def test_a_docker_container_keeps_the_daemon_default() -> None:

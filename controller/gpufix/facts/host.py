@@ -84,7 +84,7 @@ class Host:
     # Fewest NVLinks between any two GPUs (NV12 -> 12); None when some pair is not on NVLink.
     nvlink_min: int | None = None
     fabricmanager_known: bool = False  # the facts say whether it is installed (None there: not)
-    pod: bool = False  # gathered in a Kubernetes pod (/proc/1/cgroup names kubepods)
+    pod: bool = False  # gathered in a Kubernetes pod (kubepods cgroup or KUBERNETES_SERVICE_HOST)
     interfaces_read: bool = False  # network.interfaces was read (interfaces: those up, lo aside)
     network_read: bool = False  # network.infiniband was read (an empty list: no IB/RoCE)
     compute_caps_named: bool = False  # compute_caps come from the GPU names, not the facts
@@ -342,9 +342,11 @@ def _unattended(uu: Any) -> tuple[bool | None, bool | None]:
 
 
 def _pod(facts: Mapping[str, Any]) -> bool:
-    """Gathered in a Kubernetes pod: the container check found kubepods in /proc/1/cgroup."""
+    """Gathered in a Kubernetes pod: the container check found kubepods in /proc/1/cgroup or
+    KUBERNETES_SERVICE_HOST in the environment (facts module 1.5.0)."""
     where = _gathered_in(facts)
-    return where == "container" and "kubepods" in (_str(fget(facts, "gathered_in.evidence")) or "")
+    evidence = _str(fget(facts, "gathered_in.evidence")) or ""
+    return where == "container" and ("kubepods" in evidence or "KUBERNETES_SERVICE_HOST" in evidence)
 
 
 def from_facts(facts: Mapping[str, Any]) -> Host:

@@ -1,0 +1,50 @@
+"""A locked-memory limit is not a fabric fault (a review, 2026-12-07: nccl-tests#206, where
+`ibv_reg_mr_iova2 ... Cannot allocate memory` went away after memlock was raised in
+limits.conf, got `ib-off`). NCCL's troubleshooting guide names pinned-memory limits; the plan
+is `none` with the limit to raise, and other IB errors keep the IB row."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpufix.engine import decide as engine
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
+
+decide = partial(engine.decide, kb=load(), rules=load_rules())
+HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+
+
+def failed(error: str) -> dict[str, Any]:
+    return {"format": "gpufix-probe", "version": 1, "verdict": "failed", "backend": "nccl",
+            "world_size": 2, "stalled": None, "failed_in": {"phase": "pg_init", "ranks": [0, 1]},
+            "error": error, "causes": [], "experiments": [], "decided_by": None}  # fmt: skip
+
+
+def facts() -> dict[str, Any]:
+    f: dict[str, Any] = json.loads((HOSTS / "focal-4x4090.json").read_text())["facts"]
+    return f
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
+        "NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory errno 12",
+        "libibverbs: Warning: RLIMIT_MEMLOCK is 65536 bytes.\n    This will severely limit memory "
+        "registrations.\nNCCL WARN NET/IB : Got completion with error 12",
+    ],
+)
+def test_a_memlock_failure_names_the_limit_not_ib_off(text: str) -> None:
+    plan = decide(facts(), failed(text))
+    assert (plan.strategy, plan.extra["decision"]["row"]) == ("none", "text-ib-memlock")
+    assert any("ulimit -l" in line and "LimitMEMLOCK" in line for line in plan.path)
+
+
+def test_another_ib_failure_keeps_the_ib_row() -> None:
+    plan = decide(facts(), failed("NCCL WARN Call to ibv_reg_mr failed with error Bad address"))
+    assert plan.extra["decision"]["row"] == "text-ib"

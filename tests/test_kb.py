@@ -78,6 +78,7 @@ def test_accelerate_threshold_since_0_24_0(k: kb.KnowledgeBase) -> None:
 @pytest.mark.parametrize(
     ("cuda", "driver"),
     [
+        ("10.1", "418.39"),  # torch 1.8's cu101 (a review, 2026-12-07: offered on driver 384)
         ("10.2", "440.33"),
         ("11.0", "450.51.05"),  # the GA (11.0.2), not the RC's 450.36.06 (issue 11, finding 18)
         ("11.8", "520.61.05"),

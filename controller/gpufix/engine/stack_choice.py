@@ -184,7 +184,7 @@ def _has_nccl(kb: KnowledgeBase, torch: str, cuda: str, least: str | None) -> bo
 
 def _variants(
     t: TorchRelease, h: Host, b: Basis, kb: KnowledgeBase
-) -> list[tuple[bool, Version, str]]:
+) -> list[tuple[bool, Version, str, bool]]:
     out = []
     for cu in t.cuda:
         cuda = versions.major_minor(cu)
@@ -195,7 +195,7 @@ def _variants(
         runs, compat = driver_runs_cuda(kb, h.driver, cuda)
         if runs is False or arch_problem(kb, h.compute_caps, cuda, t.version):
             continue
-        out.append((runs is True and not compat, versions.key(cu), cu))
+        out.append((runs is True and not compat, versions.key(cu), cu, compat))
     return out
 
 
@@ -205,6 +205,8 @@ class _Fit:
     python: str | None
     cuda: str
     native: bool
+    # runs only through minor-version compatibility (False as well where the table cannot say)
+    compat: bool
 
 
 def _fits(h: Host, b: Basis, want: Want, kb: KnowledgeBase) -> list[_Fit]:
@@ -220,8 +222,8 @@ def _fits(h: Host, b: Basis, want: Want, kb: KnowledgeBase) -> list[_Fit]:
             continue
         fits = [f for f in _variants(t, h, b, kb) if _has_nccl(kb, t.version, f[2], want.nccl_min)]
         if fits:
-            native, _, cu = max(fits)
-            out.append(_Fit(t, pys[0] if pys else None, cu, native))
+            native, _, cu, compat = max(fits)
+            out.append(_Fit(t, pys[0] if pys else None, cu, native, compat))
     return out
 
 
@@ -272,7 +274,7 @@ def choose(h: Host, kb: KnowledgeBase, want: Want) -> dict[str, Any] | None:
         "cuda": cu,
         "archs": list(build.archs) if build else None,
         "tag": versions.cuda_tag(versions.major_minor(cu) or (0, 0)),
-        "minor_compat": not pick.native,
+        "minor_compat": pick.compat,
         "transformers": tr,
         "accelerate": ac,
         "lib_notes": [n for n in (tr_note, ac_note) if n],

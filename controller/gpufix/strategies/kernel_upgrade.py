@@ -44,6 +44,13 @@ def evaluate(ctx: Ctx) -> Candidate:
             f"{h.os_id} is built on Ubuntu {rel.codename} but is not Ubuntu: the HWE "
             "metapackages are Ubuntu's, and gpufix's kernel role refuses another distribution",
         )
+    if rel is not None and not rel.hwe_metapackage and rel.hwe_kernel:
+        return Candidate(
+            "kernel-upgrade",
+            False,
+            f"{rel.codename}'s newest HWE series is {rel.hwe_kernel}, but gpufix's kernel role "
+            f"does not support {rel.codename} (standard support ended {rel.standard_support_end})",
+        )
     if rel is None or not rel.hwe_metapackage:
         return Candidate(
             "kernel-upgrade",

@@ -233,6 +233,12 @@ def as_evidence(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
             ]
     if str(v.get("decided_by") or "").startswith("gpus-"):
         v["decided_by"] = None
+    soak = v.get("soak")
+    if v.get("verdict") == "healthy" and isinstance(soak, dict):
+        # The probe writes a soak that went wrong as the run's verdict (docs/probe.md, Soak);
+        # a verdict written by hand may keep the main run's "healthy" beside it.
+        if soak.get("verdict") in NOT_HEALTHY:
+            v["verdict"] = soak["verdict"]
     return v
 
 

@@ -94,10 +94,19 @@ def _phrase(evidence: str, ifname: str | None) -> str:
         "layer": f"multi-node probe failed in the {what} layer",
         "signature": f"error text: {what}",
         "override": f"NCCL setting left in place ({what})",
-        "soak": "soak stalled at one message size",
+        "soak": "the soak (the all-reduce size sweep) stalled after the start-up collectives",
         "experiments": "knob experiments ran and none turned the run healthy",
-        "stall": f"probe not healthy in a {what} phase and nothing more specific",
+        "stall": f"probe not healthy {_STALL_WHERE.get(what, what)} and nothing more specific",
     }.get(kind, evidence)
+
+
+# Where a stall:* signal puts the failure (signals.Signals.stall): pg_init counts as collective,
+# since NCCL builds its communicator at the first all-reduce.
+_STALL_WHERE = {
+    "collective": "in process-group set-up or a collective (from pg_init on)",
+    "init": "while CUDA started (cuda_init, alloc)",
+    "import": "while the ranks imported torch",
+}
 
 
 def _known(ctx: Ctx, signals: Signals) -> Mapping[str, Callable[[], bool]]:

@@ -411,7 +411,9 @@ def evaluate(ctx: Ctx) -> Candidate:
     )
     if "gpufix_driver_version" not in vars_ and "gpufix_driver_branch" in vars_:
         what += " (the newest version of the branch the source offers when the role runs)"
-    outcome = f"driver {what} loaded and held (apt pin + dpkg hold + unattended-upgrades blacklist)"
+    outcome = (
+        f"driver: {what}; loaded and held (apt pin + dpkg hold + unattended-upgrades blacklist)"
+    )
     if vars_.get("gpufix_driver_fabricmanager") and target.reboot:
         outcome += (
             "; fabric manager and NSCQ at the same version, enabled, started after the reboot"

@@ -1,0 +1,64 @@
+"""What outside reviews (2026-12-07, the nineteenth to twenty-third) found false or unread in
+plans: a soak that hung beside a main run written "healthy" (as docs/probe.md's example had it)
+was "the probe passed"; "probe not healthy in a collective phase" for runs that stopped in
+process-group set-up; "driver the installed version (not in the facts) loaded and held"."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from gpufix.engine import decide as engine
+from gpufix.engine.kb import load
+from gpufix.engine.rules import load as load_rules
+
+decide = partial(engine.decide, kb=load(), rules=load_rules())
+HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+
+
+def facts(name: str = "focal-4x4090.json") -> dict[str, Any]:
+    f: dict[str, Any] = json.loads((HOSTS / name).read_text())["facts"]
+    return f
+
+
+def verdict(**more: Any) -> dict[str, Any]:
+    return {"format": "gpufix-probe", "version": 1, "verdict": "healthy", "backend": "nccl",
+            "world_size": 2, "stalled": None, "failed_in": None, "error": None, "causes": [],
+            "experiments": [], "decided_by": None, **more}  # fmt: skip
+
+
+SOAK_HUNG = {"sizes": [1024, 4096], "iters": 20, "verdict": "hung", "stalled_at_bytes": None,
+             "results": []}  # fmt: skip
+
+
+def test_a_hung_soak_beside_a_healthy_main_run_is_read() -> None:
+    plan = decide(facts(), verdict(soak=SOAK_HUNG))
+    assert plan.extra["decision"]["row"] == "soak-stalled"
+    assert not any("probe healthy" in line for line in plan.path)
+    assert not any("one message size after clean" in line for line in plan.path)
+
+
+def test_a_healthy_soak_stays_healthy() -> None:
+    plan = decide(facts(), verdict(soak={**SOAK_HUNG, "verdict": "healthy"}))
+    assert plan.strategy == "none"
+    assert any("probe healthy" in line for line in plan.path)
+
+
+def test_a_pg_init_stall_is_not_called_a_collective_phase() -> None:
+    v = verdict(verdict="hung", stalled={"phase": "pg_init", "ranks": [0, 1]})
+    plan = decide(facts(), v)
+    text = " ".join(plan.path)
+    assert "in a collective phase" not in text
+    assert "process-group set-up or a collective" in text
+
+
+def test_the_driver_outcome_reads_when_the_version_is_unknown() -> None:
+    f = facts("a100-fm-mismatch.json")
+    f["driver"] = {"unknown": "not stated"}
+    failed = verdict(verdict="failed", failed_in={"phase": "cuda_init", "ranks": [0, 1]},
+                     error="CUDA error: system not yet initialized")  # fmt: skip
+    plan = decide(f, failed)
+    assert plan.strategy == "driver-pin"
+    assert plan.outcome.startswith("driver: the installed version (not in the facts); loaded")

@@ -124,7 +124,12 @@ class _Files:
             "container",
             "KUBERNETES_SERVICE_HOST",
         ),
-        (("/.dockerenv",), {"/proc/1/cgroup": "12:pids:/kubepods/pod1/x\n"}, "container", "kubepods"),
+        (
+            ("/.dockerenv",),
+            {"/proc/1/cgroup": "12:pids:/kubepods/pod1/x\n"},
+            "container",
+            "kubepods",
+        ),
         # Only the whole variable name counts.
         ((), {"/proc/1/environ": "MY_KUBERNETES_SERVICE_HOST=x\x00"}, "host", None),
     ],

@@ -15,4 +15,3 @@ KB = load()
 def test_cuda_10_1_needs_its_own_minimum() -> None:
     assert driver_runs_cuda(KB, "384.66", (10, 1)) == (False, False)
     assert driver_runs_cuda(KB, "418.39", (10, 1)) == (True, False)
-

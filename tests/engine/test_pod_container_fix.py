@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from gpufix.engine import decide as engine
 from gpufix.engine.kb import load
 from gpufix.engine.plan import Plan

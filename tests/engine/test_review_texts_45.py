@@ -62,3 +62,23 @@ def test_the_driver_outcome_reads_when_the_version_is_unknown() -> None:
     plan = decide(f, failed)
     assert plan.strategy == "driver-pin"
     assert plan.outcome.startswith("driver: the installed version (not in the facts); loaded")
+
+
+def test_a_stack_move_says_the_venv_holds_three_packages() -> None:
+    """verifiers#208 (a review): "training runs from /opt/gpufix/venv", though the job's vLLM
+    is not in it."""
+    failed = verdict(verdict="failed", failed_in={"phase": "allreduce", "ranks": [0, 1]},
+                     error="NCCL WARN Cuda failure 'invalid argument'")  # fmt: skip
+    plan = decide(facts(), failed)
+    assert plan.strategy == "cuda-downgrade"
+    assert any("torch, transformers and accelerate only" in r for r in plan.risks)
+
+
+def test_a_failed_soak_beside_a_healthy_main_run_is_an_error() -> None:
+    """The soak's failure reaches nccl_issues.yaml's `kind` as an error, as the probe's own
+    verdict would (`failed` in `soak`)."""
+    plan = decide(facts(), verdict(soak={**SOAK_HUNG, "verdict": "failed"}))
+    assert plan.extra["decision"]["row"] == "soak-stalled"
+    ctx = engine.context(facts(), verdict(soak={**SOAK_HUNG, "verdict": "failed"}),
+                         engine.Constraints(), load(), load_rules())  # fmt: skip
+    assert ctx.signals is not None and ctx.signals.kind == "error"

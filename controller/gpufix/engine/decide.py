@@ -121,7 +121,7 @@ def _ordering(ctx: Ctx, want: Prefer, diagnosed: bool = False) -> list[str]:
 def _probe_floor(ctx: Ctx, want: Prefer) -> None:
     """The probe is not healthy: NCCL settings, then the field notes' tree. Never single-gpu:
     hiding GPUs is a workaround the user must allow (--single-gpu-ok)."""
-    want("nccl-profile", "probe not healthy; NCCL settings that match the evidence")
+    want("nccl-profile", "probe not healthy; next, NCCL settings, where the evidence names one")
     want(
         "cuda-downgrade",
         "probe not healthy, no specific cause: pin a stack that fits (field notes: pin torch)",
@@ -205,7 +205,7 @@ def preference(ctx: Ctx) -> tuple[list[str], list[str]]:
     elif d is not None:
         # A diagnosis keeps what carries it out another way: NCCL settings the evidence names,
         # and a stack move the host cannot take (glibc, Python, driver) in a pinned image.
-        want("nccl-profile", "NCCL settings that match the evidence")
+        want("nccl-profile", "next, NCCL settings, where the evidence names one")
         if d.fix == "cuda-downgrade":
             want(
                 "container-fallback",

@@ -234,11 +234,14 @@ def as_evidence(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
     if str(v.get("decided_by") or "").startswith("gpus-"):
         v["decided_by"] = None
     soak = v.get("soak")
-    if v.get("verdict") == "healthy" and isinstance(soak, dict):
+    went = soak.get("verdict") if isinstance(soak, dict) else None
+    if v.get("verdict") == "healthy" and went in ("hung", "failed"):
         # The probe writes a soak that went wrong as the run's verdict (docs/probe.md, Soak);
         # a verdict written by hand may keep the main run's "healthy" beside it.
-        if soak.get("verdict") in NOT_HEALTHY:
-            v["verdict"] = soak["verdict"]
+        v["verdict"] = went
+        where = "failed_in" if went == "failed" else "stalled"
+        if not isinstance(v.get(where), dict):
+            v[where] = {"phase": "soak", "ranks": []}
     return v
 
 

@@ -346,7 +346,9 @@ def _pod(facts: Mapping[str, Any]) -> bool:
     KUBERNETES_SERVICE_HOST in the environment (facts module 1.5.0)."""
     where = _gathered_in(facts)
     evidence = _str(fget(facts, "gathered_in.evidence")) or ""
-    return where == "container" and ("kubepods" in evidence or "KUBERNETES_SERVICE_HOST" in evidence)
+    return where == "container" and (
+        "kubepods" in evidence or "KUBERNETES_SERVICE_HOST" in evidence
+    )
 
 
 def from_facts(facts: Mapping[str, Any]) -> Host:

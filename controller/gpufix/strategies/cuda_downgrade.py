@@ -201,6 +201,11 @@ def evaluate(ctx: Ctx) -> Candidate:
             f" (driver {h.driver} runs CUDA {best['cuda']} through minor-version compatibility)"
         )
     risks = [*best["assumed"], *setup_risks, *best.get("lib_notes", [])]
+    risks.append(
+        f"the venv gets torch, transformers and accelerate only: the job's other packages "
+        f"(DeepSpeed, vLLM, its own requirements) go into it too, at versions built for torch "
+        f"{best['torch']} (gpufix_ml_stack_extra_requirements), or the job keeps loading its old ones"
+    )
     if current and versions.parse(current.split("+")[0]) != versions.parse(best["torch"]):
         risks.append(f"code written for torch {current} may need changes for {best['torch']}")
     if h.kernel and versions.at_least(h.kernel, ctx.kb.accelerate_kernel_check.threshold) is False:

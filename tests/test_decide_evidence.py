@@ -154,10 +154,10 @@ def test_a_log_joined_on_one_line_drops_only_its_info_parts() -> None:
         text = joined.replace("; ", sep)
         s = signals.read(verdict("failed", "pg_init", error=text), KB)
         assert "no-socket-interface" in s.signatures, sep
-    # a slash inside a message is no line joint (driver-mismatch's own text has one)
+    # a slash inside a message is no line joint (compat-driver-mismatch's own text has one)
     mismatch = "Error 803: system has unsupported display driver / cuda driver combination"
     assert (
-        "driver-mismatch"
+        "compat-driver-mismatch"
         in signals.read(verdict("failed", "cuda_init", error=mismatch), KB).signatures
     )
     info_only = "NCCL INFO NET/IB : No device found; NCCL INFO Using network Socket"

@@ -82,3 +82,33 @@ def test_a_failed_soak_beside_a_healthy_main_run_is_an_error() -> None:
     ctx = engine.context(facts(), verdict(soak={**SOAK_HUNG, "verdict": "failed"}),
                          engine.Constraints(), load(), load_rules())  # fmt: skip
     assert ctx.signals is not None and ctx.signals.kind == "error"
+
+
+def test_a_rendezvous_stall_with_no_layer_written_is_the_rendezvous_layer() -> None:
+    """A review (2026-12-07, Lightning#8707 under Slurm): a stall in `rendezvous` with
+    `failed_layer` null read as a collective stall "from pg_init on" and got a torch upgrade."""
+    v = verdict(verdict="hung", scope="multi-node", hosts=["n1", "n2"], failed_layer=None,
+                failed_hosts=[], stalled={"phase": "rendezvous", "ranks": [1]})  # fmt: skip
+    plan = decide(facts(), v)
+    assert (plan.strategy, plan.extra["decision"]["row"]) == ("none", "layer-rendezvous")
+    assert not any("pg_init" in line for line in plan.path)
+    host = verdict(verdict="hung", stalled={"phase": "rendezvous", "ranks": [1]})
+    assert decide(facts(), host).extra["decision"]["row"] == "layer-rendezvous"
+
+
+def test_cuda_803_without_a_host_mismatch_is_the_image_not_a_driver_reboot() -> None:
+    """A review (2026-12-07, awsome-distributed-ai#314: nccl-tests in a container failed with
+    "system has unsupported display driver / cuda driver combination"; a newer cuda-compat in
+    the image fixed it) got driver-pin, "kernel module and user-space driver differ", on facts
+    that showed no mismatch."""
+    text = "Test CUDA failure common.cu:894 'system has unsupported display driver / cuda driver combination'"
+    failed = verdict(
+        verdict="failed", failed_in={"phase": "cuda_init", "ranks": [0, 1]}, error=text
+    )
+    plan = decide(facts(), failed)
+    assert (plan.strategy, plan.extra["decision"]["row"]) == ("none", "text-compat-mismatch")
+    f = facts()
+    f["driver"]["mismatch"] = True
+    plan = decide(f, failed)
+    assert plan.extra["decision"]["row"] == "text-compat-mismatch-host"
+    assert plan.strategy == "driver-pin"

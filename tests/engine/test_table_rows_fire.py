@@ -181,6 +181,10 @@ def _driver_before_cuda_11_3(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     _driver(f, "460.91.03")  # cuda_toolkits.yaml: 11.3 needs 465.19.01
 
 
+def _driver_mismatch_read(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    f["driver"]["mismatch"] = True  # module and libraries differ until a reboot
+
+
 def _nvswitch(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     m = {f"GPU{i}": {f"GPU{j}": "NV18" for j in range(len(f["gpus"])) if j != i}
          for i in range(len(f["gpus"]))}  # fmt: skip
@@ -260,6 +264,7 @@ CONDITIONS: dict[str, Callable[[Facts, Verdict, EvidenceFix], None]] = {
     "driver-branch-unsupported": _eol_driver,
     "driver-new-feature-branch": _new_feature_driver,
     "driver-before-cuda-11.3": _driver_before_cuda_11_3,
+    "driver-mismatch-read": _driver_mismatch_read,
     "nvswitch": _nvswitch,
     "fabricmanager-not-ok": _fabricmanager_stopped,
     "in-container": _in_container,

@@ -155,6 +155,7 @@ CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
         "driver-before-cuda-11.3": _driver_before_cuda_11_3,
         "nvswitch": lambda s: s.ctx.host.nvswitch,
         "fabricmanager-not-ok": _fabricmanager_not_ok,
+        "driver-mismatch-read": lambda s: s.ctx.host.driver_mismatch is True,
         "in-container": _in_container,
         "container-shm-default": _container_shm_default,
         "docker-host-shm-fine": _docker_host_shm_fine,

@@ -370,7 +370,8 @@ def _passed_missing(
 # it decides whether or not the GPUs could be listed (NVML's version mismatch is often why
 # nvidia-smi lists nothing).
 COUNT_FREE = frozenset(
-    {"signature:driver-mismatch", "signature:driver-insufficient", "signature:system-not-ready",
+    {"signature:driver-mismatch", "signature:compat-driver-mismatch",
+     "signature:driver-insufficient", "signature:system-not-ready",
      "signature:no-kernel-image", "stall:init", "stall:import"}
 )  # fmt: skip
 

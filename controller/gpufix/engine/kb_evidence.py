@@ -62,6 +62,7 @@ CONDITIONS = (
     "driver-branch-unsupported",
     "driver-new-feature-branch",
     "driver-before-cuda-11.3",
+    "driver-mismatch-read",
     "nvswitch",
     "fabricmanager-not-ok",
     "in-container",

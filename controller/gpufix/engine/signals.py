@@ -264,7 +264,7 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         skipped=tuple(str(e.get("id")) for e in exps if e.get("verdict") == "skipped"),
         signatures=tuple(dict.fromkeys(sigs)),
         scope="multi-node" if v.get("scope") == "multi-node" else "host",
-        layer=v.get("failed_layer") if isinstance(v.get("failed_layer"), str) else None,
+        layer=_layer(v, phase),
         failed_hosts=tuple(str(h) for h in v.get("failed_hosts") or []),
         soak_stalled_at=at if isinstance(at, int) else None,
         soak_stalled=soak.get("verdict") in ("hung", "failed") or isinstance(at, int),
@@ -276,6 +276,15 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         job_env=_job_env(v),
         job_env_culprit=_job_env_culprit(v, _decided(v, exps)),
     )
+
+
+def _layer(v: dict[str, Any], phase: object) -> str | None:
+    """The multi-node layer that failed. A run that went wrong in the rendezvous phase (the ranks
+    meeting at MASTER_ADDR's store, before any process group or NCCL) failed in that layer
+    whatever `failed_layer` says, as a verdict written by hand may leave it null."""
+    if isinstance(v.get("failed_layer"), str):
+        return str(v["failed_layer"])
+    return "rendezvous" if phase == "rendezvous" and v.get("verdict") in NOT_HEALTHY else None
 
 
 def _job_env(v: dict[str, Any]) -> tuple[str, ...]:

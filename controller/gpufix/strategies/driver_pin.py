@@ -216,7 +216,7 @@ def _from_table(ctx: Ctx) -> DriverTarget | None:
     h = ctx.host
     if d is None or d.fix != "driver-pin":
         return None
-    if d.row.id == "text-driver-mismatch":
+    if d.row.id in ("text-driver-mismatch", "text-compat-mismatch-host"):
         if h.driver_userspace:
             return _keep(
                 ctx,

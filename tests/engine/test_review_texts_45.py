@@ -112,3 +112,15 @@ def test_cuda_803_without_a_host_mismatch_is_the_image_not_a_driver_reboot() -> 
     plan = decide(f, failed)
     assert plan.extra["decision"]["row"] == "text-compat-mismatch-host"
     assert plan.strategy == "driver-pin"
+
+
+def test_shm_permission_denied_is_the_mode_not_the_size() -> None:
+    """A review (2026-12-07, nccl#328: "Call to shm_open failed : Permission denied" on a host,
+    fixed by chmod 777 /dev/shm) got "shm-exhausted" and the training container's /dev/shm."""
+    text = ("RuntimeError: NCCL error in ProcessGroupNCCL.cpp:290, unhandled system error; "
+            "include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied; "
+            "include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv")  # fmt: skip
+    failed = verdict(verdict="failed", failed_in={"phase": "pg_init", "ranks": [0, 1]}, error=text)
+    plan = decide(facts(), failed)
+    assert (plan.strategy, plan.extra["decision"]["row"]) == ("none", "text-shm-permission")
+    assert any("chmod 1777 /dev/shm" in line for line in plan.path)

@@ -157,6 +157,9 @@ def test_a_pod_is_named_from_the_modules_own_environment(monkeypatch: pytest.Mon
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     got = g.g_gathered_in(_Files({}), {})
     assert got == {"where": "container", "evidence": "environment: KUBERNETES_SERVICE_HOST"}
+    # a plain host whose PID 1 (systemd) was read: a shell's variable does not make it a pod
+    host = _Files({"/proc/1/environ": "PATH=/bin\x00", "/proc/1/cgroup": "0::/init.scope\n"})
+    assert g.g_gathered_in(host, {}) == {"where": "host", "evidence": None}
 
 
 def test_gather_survives_a_broken_gatherer(monkeypatch: pytest.MonkeyPatch) -> None:

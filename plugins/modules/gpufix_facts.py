@@ -1691,11 +1691,14 @@ def _ns(pid, kind):
 def container_evidence(ctx):
     """What says this process runs in a container (None: nothing does). A Kubernetes pod is
     named first: its runtime may leave /.dockerenv, and under cgroup v2 /proc/1/cgroup is "0::/".
-    The kubelet gives every container KUBERNETES_SERVICE_HOST (client-go's InClusterConfig)."""
-    env = ctx.read_or_none("/proc/1/environ") or ""
+    The kubelet gives every container KUBERNETES_SERVICE_HOST (client-go's InClusterConfig); the
+    module's own environment is asked only where PID 1's cannot be read (not root), since a
+    shell on a plain host may carry the variable too."""
+    pid1 = ctx.read_or_none("/proc/1/environ")
+    env = pid1 or ""
     if "\x00KUBERNETES_SERVICE_HOST=" in "\x00" + env:
         return "/proc/1/environ: KUBERNETES_SERVICE_HOST"
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if pid1 is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         return "environment: KUBERNETES_SERVICE_HOST"
     cgroup = ctx.read_or_none("/proc/1/cgroup") or ""
     if "kubepods" in cgroup:

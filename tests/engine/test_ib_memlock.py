@@ -35,7 +35,7 @@ def facts() -> dict[str, Any]:
     [
         "misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
         "NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory errno 12",
-        "libibverbs: Warning: RLIMIT_MEMLOCK is 65536 bytes.\n    This will severely limit memory "
+        "libibverbs: Warning: RLIMIT_MEMLOCK is 32768 bytes.\n    This will severely limit memory "
         "registrations.\nNCCL WARN NET/IB : Got completion with error 12",
     ],
 )
@@ -48,3 +48,22 @@ def test_a_memlock_failure_names_the_limit_not_ib_off(text: str) -> None:
 def test_another_ib_failure_keeps_the_ib_row() -> None:
     plan = decide(facts(), failed("NCCL WARN Call to ibv_reg_mr failed with error Bad address"))
     assert plan.extra["decision"]["row"] == "text-ib"
+
+
+def test_the_limit_outranks_a_layer_and_an_experiment() -> None:
+    """A re-read (2026-12-07): below the layer and experiment rows, the row reached hand-written
+    verdicts only; the probe's own multi-node verdicts name a layer, and IB off heals a memlock
+    failure too (no registration without IB)."""
+    text = "NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"
+    across = {**failed(text), "scope": "multi-node", "hosts": ["a", "b"], "failed_hosts": ["b"]}
+    for layer in ("ib", "bootstrap"):
+        plan = decide(facts(), {**across, "failed_layer": layer})
+        assert plan.extra["decision"]["row"] == "text-ib-memlock", layer
+    healed = {**failed(text), "decided_by": "ib-off",
+              "experiments": [{"id": "ib-off", "verdict": "healthy", "error": None}]}  # fmt: skip
+    assert decide(facts(), healed).extra["decision"]["row"] == "text-ib-memlock"
+
+
+def test_queue_creation_out_of_locked_memory_is_the_limit_too() -> None:
+    text = "NCCL WARN Call to ibv_create_cq failed with error Cannot allocate memory"
+    assert decide(facts(), failed(text)).extra["decision"]["row"] == "text-ib-memlock"

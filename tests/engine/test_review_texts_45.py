@@ -51,7 +51,7 @@ def test_a_pg_init_stall_is_not_called_a_collective_phase() -> None:
     plan = decide(facts(), v)
     text = " ".join(plan.path)
     assert "in a collective phase" not in text
-    assert "process-group set-up or a collective" in text
+    assert "process-group set-up or a collective" in text and "from pg_init on" not in text
 
 
 def test_the_driver_outcome_reads_when_the_version_is_unknown() -> None:
@@ -124,3 +124,30 @@ def test_shm_permission_denied_is_the_mode_not_the_size() -> None:
     plan = decide(facts(), failed)
     assert (plan.strategy, plan.extra["decision"]["row"]) == ("none", "text-shm-permission")
     assert any("chmod 1777 /dev/shm" in line for line in plan.path)
+
+
+def test_the_soak_finding_and_the_stall_wording_say_what_the_verdict_says() -> None:
+    """A re-read (2026-12-07): a failed soak beside a healthy main run printed "probe failed:
+    None"; a stall in p2p_copy read "(from pg_init on)"."""
+    plan = decide(facts(), verdict(soak={**SOAK_HUNG, "verdict": "failed"}))
+    failed = next(f for f in plan.findings if f.id == "probe-failed")
+    assert "None" not in failed.message and "soak" in failed.message
+    copy = decide(facts(), verdict(verdict="hung", stalled={"phase": "p2p_copy", "ranks": [0, 1]}))
+    assert not any("pg_init on" in line for line in copy.path)
+
+
+def test_a_stack_nothing_fits_names_the_release_values_it_assumed() -> None:
+    """A re-read (2026-12-07): on 16.04 with Python unread, "no torch release fits glibc unknown,
+    Python unknown", though 16.04's Python 3.5 was what ruled every release out."""
+    f = facts()
+    f["os"] = {"id": "ubuntu", "version_id": "16.04", "codename": "xenial",
+               "pretty_name": "Ubuntu 16.04.7 LTS"}  # fmt: skip
+    f["python"] = {"unknown": "not stated"}
+    f["python_envs"] = []
+    f["pythons"] = {"unknown": "not stated"}
+    f["glibc"] = {"unknown": "not stated"}
+    failed = verdict(verdict="failed", failed_in={"phase": "allreduce", "ranks": [0, 1]},
+                     error="NCCL WARN Cuda failure 'invalid argument'")  # fmt: skip
+    plan = decide(f, failed)
+    why = next(o.reason for o in plan.options if o.strategy == "cuda-downgrade")
+    assert "3.5 (the release's, assumed)" in why, why

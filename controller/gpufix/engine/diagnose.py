@@ -516,15 +516,18 @@ def check_probe(i: Inputs) -> Iterator[Finding]:
         yield i.finding("probe-healthy", "", {"probe.verdict": kind})
     elif kind == "hung":
         st = v.get("stalled") or {}
+        ranks = f" on ranks {st.get('ranks')}" if st.get("ranks") else ""
         yield i.finding(
             "probe-hung",
-            one_line(f"probe stalled in {st.get('phase')} on ranks {st.get('ranks')}", 400),
+            one_line(f"probe stalled in {st.get('phase')}{ranks}", 400),
             {"probe.stalled": st},
         )
     elif kind == "failed":
+        where = (v.get("failed_in") or {}).get("phase")
+        said = v.get("error") or (f"in {where} (no error text)" if where else "(no error text)")
         yield i.finding(
             "probe-failed",
-            one_line(f"probe failed: {v.get('error')}", 2000),
+            one_line(f"probe failed: {said}", 2000),
             {"probe.error": v.get("error")},
         )
     elif kind == "degraded":

@@ -94,7 +94,7 @@ def _phrase(evidence: str, ifname: str | None) -> str:
         "layer": f"multi-node probe failed in the {what} layer",
         "signature": f"error text: {what}",
         "override": f"NCCL setting left in place ({what})",
-        "soak": "the soak (the all-reduce size sweep) stalled after the start-up collectives",
+        "soak": "the soak (the all-reduce size sweep) hung or failed after the start-up collectives",
         "experiments": "knob experiments ran and none turned the run healthy",
         "stall": f"probe not healthy {_STALL_WHERE.get(what, what)} and nothing more specific",
     }.get(kind, evidence)
@@ -103,7 +103,8 @@ def _phrase(evidence: str, ifname: str | None) -> str:
 # Where a stall:* signal puts the failure (signals.Signals.stall): pg_init counts as collective,
 # since NCCL builds its communicator at the first all-reduce.
 _STALL_WHERE = {
-    "collective": "in process-group set-up or a collective (from pg_init on)",
+    "collective": "where the GPUs talk to each other (a P2P copy, process-group set-up or a "
+    "collective)",
     "init": "while CUDA started (cuda_init, alloc)",
     "import": "while the ranks imported torch",
 }

@@ -148,7 +148,8 @@ def evaluate(ctx: Ctx) -> Candidate:
             + (f", or does not move {w.direction}" if w.direction else "")
             + (f", or its NCCL is older than {w.nccl_min}, the fix" if w.nccl_min else ""),
         )
-    pythons = stack_choice.basis(h, ctx.kb).pythons
+    b = stack_choice.basis(h, ctx.kb)
+    pythons = b.pythons
     unread = [n for n, v in (("glibc", h.glibc), ("Python", pythons)) if not v]
     if best is None and unread and not want(ctx).assume:
         # stack_choice.choose picks on unread facts only where the evidence asks for a stack
@@ -162,8 +163,8 @@ def evaluate(ctx: Ctx) -> Candidate:
         return Candidate(
             "cuda-downgrade",
             False,
-            f"no torch release fits glibc {h.glibc or 'unknown'}, Python {'/'.join(h.pythons) or 'unknown'} "
-            f"and driver {h.driver or 'unknown'}"
+            f"no torch release fits glibc {_said(h.glibc, b.glibc)}, Python "
+            f"{_said('/'.join(h.pythons), '/'.join(b.pythons))} and driver {h.driver or 'unknown'}"
             + (" and moves the way the evidence asks" if want(ctx).direction else ""),
         )
     current = h.env.torch if h.env else None
@@ -204,7 +205,8 @@ def evaluate(ctx: Ctx) -> Candidate:
     risks.append(
         f"the venv gets torch, transformers and accelerate only: the job's other packages "
         f"(DeepSpeed, vLLM, its own requirements) go into it too, at versions built for torch "
-        f"{best['torch']} (gpufix_ml_stack_extra_requirements), or the job keeps loading its old ones"
+        f"{best['torch']} (gpufix_ml_stack_extra_requirements); until then a job started from "
+        "it cannot import them"
     )
     if current and versions.parse(current.split("+")[0]) != versions.parse(best["torch"]):
         risks.append(f"code written for torch {current} may need changes for {best['torch']}")
@@ -222,6 +224,13 @@ def evaluate(ctx: Ctx) -> Candidate:
     return Candidate(
         "cuda-downgrade", True, why, [step], outcome, risks, extra=extra, missing=missing
     )
+
+
+def _said(read: str | None, assumed: str | None) -> str:
+    """A fact as the facts give it, else the release's value the stack was chosen on."""
+    if read:
+        return read
+    return f"{assumed} (the release's, assumed)" if assumed else "unknown"
 
 
 STRATEGY = Strategy(

@@ -35,14 +35,28 @@ def facts() -> dict[str, Any]:
     [
         "misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
         "NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory errno 12",
-        "libibverbs: Warning: RLIMIT_MEMLOCK is 32768 bytes.\n    This will severely limit memory "
-        "registrations.\nNCCL WARN NET/IB : Got completion with error 12",
+        "NCCL WARN Call to ibv_create_qp failed with error Cannot allocate memory",
     ],
 )
 def test_a_memlock_failure_names_the_limit_not_ib_off(text: str) -> None:
     plan = decide(facts(), failed(text))
     assert (plan.strategy, plan.extra["decision"]["row"]) == ("none", "text-ib-memlock")
     assert any("ulimit -l" in line and "LimitMEMLOCK" in line for line in plan.path)
+
+
+WARNING = ("libibverbs: Warning: RLIMIT_MEMLOCK is 32768 bytes.\n    This will severely limit "
+           "memory registrations.\n")  # fmt: skip
+
+
+def test_the_low_limit_warning_alone_comes_after_experiments() -> None:
+    """A second re-read (2026-12-07): libibverbs prints the warning whether or not anything
+    failed, so it must not outrank what an experiment showed; beside an IB error it names the
+    limit before IB off."""
+    plan = decide(facts(), failed(WARNING + "NCCL WARN NET/IB : Got completion with error 12"))
+    assert (plan.strategy, plan.extra["decision"]["row"]) == ("none", "text-ib-memlock-low")
+    healed = {**failed(WARNING + "NCCL WARN unhandled system error"), "decided_by": "p2p-off",
+              "experiments": [{"id": "p2p-off", "verdict": "healthy", "error": None}]}  # fmt: skip
+    assert decide(facts(), healed).extra["decision"]["row"].startswith("p2p-off")
 
 
 def test_another_ib_failure_keeps_the_ib_row() -> None:

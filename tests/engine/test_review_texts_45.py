@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
 from gpufix.engine import decide as engine
 from gpufix.engine.kb import load
 from gpufix.engine.rules import load as load_rules
@@ -151,3 +152,40 @@ def test_a_stack_nothing_fits_names_the_release_values_it_assumed() -> None:
     plan = decide(f, failed)
     why = next(o.reason for o in plan.options if o.strategy == "cuda-downgrade")
     assert "3.5 (the release's, assumed)" in why, why
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # NCCL 2.12-2.21: mkstemp's template printed unfilled
+        "NCCL WARN Error: failed to extend /dev/shm/nccl-XXXXXX to 4460544 bytes; NCCL WARN "
+        "Error while creating shared memory segment /dev/shm/nccl-XXXXXX (size 4460544)",
+        # NCCL 2.22+
+        "NCCL WARN Error: failed to create shared memory file /dev/shm/nccl-XXXXXX, error "
+        "Permission denied (13)",
+    ],
+)
+def test_shm_permission_in_later_nccl_wordings_and_before_shm_off(text: str) -> None:
+    """A second re-read (2026-12-07): NCCL 2.12+ word it differently, and the probe's own
+    shm-off experiment (which walks around /dev/shm) decided first."""
+    failed = verdict(verdict="failed", failed_in={"phase": "pg_init", "ranks": [0, 1]}, error=text)
+    assert decide(facts(), failed).extra["decision"]["row"] == "text-shm-permission"
+    healed = {**failed, "decided_by": "shm-off",
+              "experiments": [{"id": "shm-off", "verdict": "healthy", "error": None}]}  # fmt: skip
+    assert decide(facts(), healed).extra["decision"]["row"] == "text-shm-permission"
+
+
+def test_a_python_read_from_the_training_environment_is_not_called_assumed() -> None:
+    f = facts()
+    f["os"] = {"id": "ubuntu", "version_id": "16.04", "codename": "xenial",
+               "pretty_name": "Ubuntu 16.04.7 LTS"}  # fmt: skip
+    f["python"] = {"unknown": "not stated"}
+    f["pythons"] = {"unknown": "not stated"}
+    f["glibc"] = {"unknown": "not stated"}
+    f["python_envs"] = [{"python": "/opt/env/bin/python", "version": "3.5.2",
+                         "packages": {"torch": "1.0.0"}}]  # fmt: skip
+    failed = verdict(verdict="failed", failed_in={"phase": "allreduce", "ranks": [0, 1]},
+                     error="NCCL WARN Cuda failure 'invalid argument'")  # fmt: skip
+    why = next(o.reason for o in decide(f, failed).options if o.strategy == "cuda-downgrade")
+    assert "Python 3.5," in why or "Python 3.5 and" in why, why
+    assert "Python 3.5 (the release's" not in why

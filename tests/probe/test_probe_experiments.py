@@ -205,7 +205,10 @@ def test_a_soak_size_that_outlasts_the_phase_deadline_while_progressing_is_healt
         ],
         "",
     )
-    assert v["verdict"] == "healthy", (v.get("stalled"), v.get("error"))
+    # Not hung: on a loaded machine (CI's 2 cores with molecule beside it) a phase may pass its
+    # slow threshold, which makes the run degraded (docs/probe.md), never hung.
+    assert v["verdict"] in ("healthy", "degraded"), (v.get("stalled"), v.get("error"))
+    assert v["stalled"] is None and v["failed_in"] is None
     assert v["soak"]["verdict"] == "healthy" and v["soak"]["iters"] == 4000
 
 

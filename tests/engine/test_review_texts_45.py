@@ -94,7 +94,9 @@ def test_a_rendezvous_stall_with_no_layer_written_is_the_rendezvous_layer() -> N
     assert (plan.strategy, plan.extra["decision"]["row"]) == ("none", "layer-rendezvous")
     assert not any("pg_init" in line for line in plan.path)
     host = verdict(verdict="hung", stalled={"phase": "rendezvous", "ranks": [1]})
-    assert decide(facts(), host).extra["decision"]["row"] == "layer-rendezvous"
+    plan = decide(facts(), host)
+    assert plan.extra["decision"]["row"] == "layer-rendezvous"
+    assert not any("multi-node probe" in line for line in plan.path)
 
 
 def test_cuda_803_without_a_host_mismatch_is_the_image_not_a_driver_reboot() -> None:

@@ -91,7 +91,7 @@ def _phrase(evidence: str, ifname: str | None) -> str:
         env = f"NCCL_SOCKET_IFNAME={ifname}" if what == "ifname" else EXPERIMENT_ENV.get(what)
         return f"probe healthy with {env} (experiment {what})"
     return {
-        "layer": f"multi-node probe failed in the {what} layer",
+        "layer": f"the run failed in the {what} layer",
         "signature": f"error text: {what}",
         "override": f"NCCL setting left in place ({what})",
         "soak": "the soak (the all-reduce size sweep) hung or failed after the start-up collectives",

@@ -39,6 +39,7 @@ def test_a_hung_soak_beside_a_healthy_main_run_is_read() -> None:
     assert plan.extra["decision"]["row"] == "soak-stalled"
     assert not any("probe healthy" in line for line in plan.path)
     assert not any("one message size after clean" in line for line in plan.path)
+    assert plan.probe_verdict == "hung"
 
 
 def test_a_healthy_soak_stays_healthy() -> None:

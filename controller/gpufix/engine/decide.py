@@ -282,7 +282,8 @@ def decide(
         path=path,
         facts_digest=digest(stable_facts(facts)),
         kb_digest=str(kb.digest),
-        probe_verdict=(verdict or {}).get("verdict"),
+        # As the engine read it: a hand-written "healthy" beside a soak that hung is "hung".
+        probe_verdict=(signals.as_evidence(verdict) or {}).get("verdict"),
         # The facts the plan was made from, so a stale-plan refusal can name what changed.
         # plan_date: the day support windows were judged on, so the plan can be re-derived.
         extra={

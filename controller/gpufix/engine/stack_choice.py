@@ -68,6 +68,8 @@ class Basis:
     pythons: tuple[str, ...]  # "3.10", ...; empty: not known
     current: str | None  # the installed torch
     assumed: list[str] = field(default_factory=list)
+    glibc_assumed: bool = False  # the release's glibc, not one read
+    pythons_assumed: bool = False  # the release's interpreters, none read
 
 
 def _release(h: Host, kb: KnowledgeBase) -> UbuntuRelease | None:
@@ -96,6 +98,7 @@ def basis(h: Host, kb: KnowledgeBase) -> Basis:
         assumed.append("glibc is not in the facts: the wheel's glibc floor is not checked")
     found = [versions.major_minor(p) for p in (*h.pythons, h.env.version if h.env else None)]
     pythons = tuple(f"{p[0]}.{p[1]}" for p in sorted({p for p in found if p}, reverse=True))
+    found_any = bool(pythons)
     if not pythons and shipped is not None and shipped.pythons_available:
         # the interpreters the release's archive carries (ubuntu.yaml)
         pythons = tuple(sorted(shipped.pythons_available, key=versions.key, reverse=True))
@@ -107,7 +110,14 @@ def basis(h: Host, kb: KnowledgeBase) -> Basis:
         assumed.append("the training Python is not in the facts: the role's interpreter must fit")
     if h.driver is None:
         assumed.append("the driver is not in the facts: the CUDA variant is not checked against it")
-    return Basis(glibc, pythons, current, assumed)
+    return Basis(
+        glibc,
+        pythons,
+        current,
+        assumed,
+        glibc_assumed=h.glibc is None and glibc is not None,
+        pythons_assumed=bool(pythons) and not found_any,
+    )
 
 
 def _in_range(py: str, lo: str | None, hi: str | None) -> bool:

@@ -8,7 +8,6 @@ from gpufix import versions
 from gpufix.engine import setup, stack_choice
 from gpufix.engine.context import Candidate, Ctx
 from gpufix.engine.plan import Step
-from gpufix.facts.host import Host
 from gpufix.strategies.base import Strategy
 from gpufix.strategies.evidence import across_hosts
 
@@ -144,7 +143,7 @@ def evaluate(ctx: Ctx) -> Candidate:
             "cuda-downgrade",
             False,
             f"torch {ctx.c.torch} (--torch) does not fit "
-            f"{_basis_text(h, stack_choice.basis(h, ctx.kb))} and driver {h.driver or 'unknown'}"
+            f"{_basis_text(stack_choice.basis(h, ctx.kb))} and driver {h.driver or 'unknown'}"
             + (f", or does not move {w.direction}" if w.direction else "")
             + (f", or its NCCL is older than {w.nccl_min}, the fix" if w.nccl_min else ""),
         )
@@ -163,7 +162,7 @@ def evaluate(ctx: Ctx) -> Candidate:
         return Candidate(
             "cuda-downgrade",
             False,
-            f"no torch release fits {_basis_text(h, b)} and driver {h.driver or 'unknown'}"
+            f"no torch release fits {_basis_text(b)} and driver {h.driver or 'unknown'}"
             + (" and moves the way the evidence asks" if want(ctx).direction else ""),
         )
     current = h.env.torch if h.env else None
@@ -225,13 +224,14 @@ def evaluate(ctx: Ctx) -> Candidate:
     )
 
 
-def _basis_text(h: Host, b: stack_choice.Basis) -> str:
-    """glibc and Python as the choice saw them: read (the host's or the training environment's),
-    the release's where assumed (stack_choice.basis), or unknown."""
-    glibc = h.glibc or (f"{b.glibc} (the release's, assumed)" if b.glibc else "unknown")
-    read = [*h.pythons, *([h.env.version] if h.env and h.env.version else [])]
+def _basis_text(b: stack_choice.Basis) -> str:
+    """glibc and Python as the choice saw them: read, the release's where assumed
+    (stack_choice.basis), or unknown."""
+    glibc = b.glibc or "unknown"
     python = "/".join(b.pythons) or "unknown"
-    if b.pythons and not read:
+    if b.glibc_assumed:
+        glibc += " (the release's, assumed)"
+    if b.pythons_assumed:
         python += " (the release's, assumed)"
     return f"glibc {glibc}, Python {python}"
 

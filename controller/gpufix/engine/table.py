@@ -29,6 +29,7 @@ class Decision:
     job_env: tuple[str, ...] = ()  # the job's settings (VAR=VALUE) a job-env-off row names
     culprit: str | None = None  # the one of them (VAR=VALUE) the failure needs
     decided: str = ""  # the experiment that decided (job-env-off, job-env-without-VAR, ...)
+    assumed: str = ""  # what a condition took for a fact nobody read
 
     @property
     def fix(self) -> str:
@@ -47,9 +48,10 @@ class Decision:
         return tuple(dict.fromkeys(out))
 
     def line(self) -> str:
+        why = f"{self.row.why} (assumed: {self.assumed})" if self.assumed else self.row.why
         if self.evidence == "experiment:job-env-off":
-            return f"{self._job_phrase()}: {self.row.why} [{self.row.id}]"
-        return f"{_phrase(self.evidence, self.ifname)}: {self.row.why} [{self.row.id}]"
+            return f"{self._job_phrase()}: {why} [{self.row.id}]"
+        return f"{_phrase(self.evidence, self.ifname)}: {why} [{self.row.id}]"
 
     def _job_phrase(self) -> str:
         what = " ".join(self.job_env) or "the job's settings"
@@ -285,5 +287,17 @@ def choose(ctx: Ctx, signals: Signals) -> Decision | None:
             signals.job_env,
             signals.job_env_culprit,
             signals.decided_by or "",
+            _assumed(ctx, row),
         )
     return None
+
+
+def _assumed(ctx: Ctx, row: EvidenceFix) -> str:
+    """A row that fired on a default standing in for an unread fact says so."""
+    unread_shm = ctx.host.shm_bytes is None and not ctx.has("shm-too-small")
+    if "container-shm-default" in row.when and unread_shm:
+        return (
+            "/dev/shm not read, taken to be the 64 MB a container gets unless --shm-size, "
+            "--ipc=host or a memory volume raises it"
+        )
+    return ""

@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
 from gpufix.engine import decide as engine
 from gpufix.engine.kb import load
 from gpufix.engine.rules import load as load_rules
@@ -44,3 +45,51 @@ def test_a_read_64m_shm_is_not_called_assumed() -> None:
     plan = decide(facts(), hung())
     assert plan.extra["decision"]["row"] == "collective-container-shm"
     assert not any("assumed:" in p for p in plan.path)
+
+
+BUS_ERROR = ("ERROR: Unexpected bus error encountered in worker. This might be caused by "
+             "insufficient shared memory (shm).")  # fmt: skip
+NO_SPACE = "NCCL WARN Call to posix_fallocate failed : No space left on device"
+
+
+def _host_runtime_unread() -> dict[str, Any]:
+    """A GPU node's own facts (64 GiB /dev/shm) with Docker's state not read, as kubeflow
+    pipelines#6510's review wrote them: the pod that failed is not in them."""
+    f = facts("focal-4x4090.json")
+    f["containers"]["docker"] = {"unknown": "not read"}
+    return f
+
+
+def failed(error: str) -> dict[str, Any]:
+    return hung(verdict="failed", stalled=None, error=error,
+                failed_in={"phase": "allreduce", "ranks": [0, 1]})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("error", "row"),
+    [(BUS_ERROR, "text-bus-error-host-runtime-unread"),
+     (NO_SPACE, "text-shm-host-runtime-unread")],
+)  # fmt: skip
+def test_shm_that_ran_out_beside_a_big_host_shm_is_a_containers(error: str, row: str) -> None:
+    """kubeflow/pipelines#6510 (a review): a pod's DataLoader died of SIGBUS; the node's facts
+    (big /dev/shm, Docker unread) got a torch 2.15 venv. Now container-fix, waiting for which
+    runtime starts the containers, with both fixes named and no step."""
+    plan = decide(_host_runtime_unread(), failed(error))
+    assert plan.extra["decision"]["row"] == row
+    assert plan.strategy == "container-fix"
+    assert plan.steps == [] and plan.extra["complete"] is False
+    assert "container-runtime" in [n["id"] for n in plan.extra["needs"]]
+    assert "emptyDir" in plan.outcome and "default-shm-size" in plan.outcome
+
+
+def test_docker_read_keeps_the_docker_host_row() -> None:
+    plan = decide(facts("focal-4x4090.json"), failed(BUS_ERROR))
+    assert plan.extra["decision"]["row"] == "text-bus-error-docker-host"
+    assert plan.steps
+
+
+def test_docker_read_absent_is_not_guessed_a_container() -> None:
+    f = facts("focal-4x4090.json")
+    f["containers"]["docker"] = None
+    plan = decide(f, failed(BUS_ERROR))
+    assert "runtime-unread" not in plan.extra["decision"]["row"]

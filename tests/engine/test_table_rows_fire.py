@@ -212,6 +212,11 @@ def _docker_host_shm_fine(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     f["shm"]["size_bytes"] = 32 * 1024**3
 
 
+def _host_shm_fine_runtime_unread(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    f["containers"].update(in_container=False, docker={"unknown": "not read"})
+    f["shm"]["size_bytes"] = 32 * 1024**3
+
+
 def _multi_node(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     v.update(scope="multi-node", hosts=["a", "b"], failed_hosts=["b"])
 
@@ -270,6 +275,7 @@ CONDITIONS: dict[str, Callable[[Facts, Verdict, EvidenceFix], None]] = {
     "in-container": _in_container,
     "container-shm-default": _container_shm_default,
     "docker-host-shm-fine": _docker_host_shm_fine,
+    "host-shm-fine-runtime-unread": _host_shm_fine_runtime_unread,
     "multi-node": _multi_node,
     "single-host": _single_host,
     "past-bootstrap": _past_bootstrap,

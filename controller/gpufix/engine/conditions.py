@@ -102,6 +102,16 @@ def _docker_host_shm_fine(s: Subject) -> bool:
     return h.shm_bytes >= s.ctx.rules.thresholds["shm_min_bytes"]
 
 
+def _host_shm_fine_runtime_unread(s: Subject) -> bool:
+    """Facts from a host (not a container) whose own /dev/shm is big enough, with Docker's
+    state not read: /dev/shm that ran out was most likely a container's or a pod's, whose
+    runtime (Docker, or a Kubernetes node's containerd) the facts do not say."""
+    h = s.ctx.host
+    if _in_container(s) or h.docker_read or h.shm_bytes is None:
+        return False
+    return h.shm_bytes >= s.ctx.rules.thresholds["shm_min_bytes"]
+
+
 def _container_shm_default(s: Subject) -> bool:
     """A container whose /dev/shm nobody measured or sized: Docker's default is 64 MB."""
     h = s.ctx.host
@@ -159,6 +169,7 @@ CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
         "in-container": _in_container,
         "container-shm-default": _container_shm_default,
         "docker-host-shm-fine": _docker_host_shm_fine,
+        "host-shm-fine-runtime-unread": _host_shm_fine_runtime_unread,
         "multi-node": lambda s: s.signals.scope == "multi-node",
         "single-host": lambda s: s.signals.scope == "host",
         "nvlink-peers": _nvlink_peers,

@@ -68,6 +68,7 @@ CONDITIONS = (
     "in-container",
     "container-shm-default",
     "docker-host-shm-fine",
+    "host-shm-fine-runtime-unread",
     "multi-node",
     "single-host",
     "past-bootstrap",
@@ -96,6 +97,7 @@ NEEDS = (
     "image",
     "gpu-diagnostics",
     "workload",
+    "container-runtime",
 )
 KNOB_KINDS = ("tuning", "transport", "interface")
 # In a row's interim: the workaround of the NCCL issue behind the row (nccl-version-affected).

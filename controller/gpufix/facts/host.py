@@ -87,6 +87,7 @@ class Host:
     pod: bool = False  # gathered in a Kubernetes pod (kubepods cgroup or KUBERNETES_SERVICE_HOST)
     interfaces_read: bool = False  # network.interfaces was read (interfaces: those up, lo aside)
     network_read: bool = False  # network.infiniband was read (an empty list: no IB/RoCE)
+    docker_read: bool = False  # containers.docker was read (null: no Docker found)
     compute_caps_named: bool = False  # compute_caps come from the GPU names, not the facts
     # 8+ GPUs whose names are parts NVIDIA ships on NVSwitch baseboards (engine/gpu_names.py),
     # with the topology unread: an NVSwitch board by the models, not by nvidia-smi topo -m
@@ -145,6 +146,9 @@ class Host:
         bridged = any(" NVL" in f"{n} " or "PCIE" in n.upper() for n in self.gpu_names)
         many = (self.gpu_count or 0) >= 2
         return many and self.nvlink_min is not None and self.nvlink_min >= 12 and not bridged
+
+
+_UNREAD = object()  # a default no snapshot value can be
 
 
 def _int(v: Any) -> int | None:
@@ -435,6 +439,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         infiniband=tuple(str(x) for x in _list(fget(facts, "network.infiniband"))),
         nvlink_min=_nvlink_min(fget(facts, "topology.matrix")),
         network_read=isinstance(fget(facts, "network.infiniband"), list),
+        docker_read=fget(facts, "containers.docker", _UNREAD) is not _UNREAD,
         fabricmanager_known=_fabricmanager_known(fget(facts, "fabricmanager")),
         gpu_errors=tuple(
             (

@@ -91,8 +91,28 @@ def _pod(shm_gib: int | None, network: bool) -> Candidate:
     )
 
 
+def _runtime_unread(shm_gib: int) -> Candidate:
+    """The evidence says a container's /dev/shm ran out, and the facts (from the host) say
+    neither that Docker runs there nor that they come from a pod: the fix is Docker's default or
+    the pod's spec, and which one waits for the runtime (need `container-runtime`)."""
+    return Candidate(
+        "container-fix",
+        True,
+        "the training containers' /dev/shm, by what starts them",
+        [],
+        f"Docker: daemon.json's default-shm-size ({shm_gib}g), which a plan made after "
+        "`gpufix facts` reads Docker here sets; a Kubernetes pod: an emptyDir volume with "
+        f"medium: Memory (sizeLimit at least {shm_gib}Gi) at /dev/shm, or hostIPC: true, in its "
+        "spec. Nothing is applied until the facts say which",
+        missing=["container-runtime"],
+    )
+
+
 def evaluate(ctx: Ctx) -> Candidate:
     h = ctx.host
+    d = ctx.decision
+    if d is not None and "host-shm-fine-runtime-unread" in d.row.when:
+        return _runtime_unread(max(1, ctx.rules.thresholds["shm_min_bytes"] >> 30))
     in_containers = bool(h.in_container or h.docker)
     if not in_containers and h.in_container is None and h.docker is None:
         return Candidate(

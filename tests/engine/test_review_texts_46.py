@@ -93,3 +93,17 @@ def test_docker_read_absent_is_not_guessed_a_container() -> None:
     f["containers"]["docker"] = None
     plan = decide(f, failed(BUS_ERROR))
     assert "runtime-unread" not in plan.extra["decision"]["row"]
+
+
+def test_a_stopped_fabric_manager_beside_an_unread_driver_needs_no_reboot() -> None:
+    """vllm#16127 (a review): fabric manager stopped, its version and the driver's not given;
+    the plan said "started after the reboot", where docs/facts.md says a stopped service is
+    started without one."""
+    f = facts("a100-fm-mismatch.json")
+    f["driver"] = {"unknown": "not stated"}
+    f["fabricmanager"] = {"installed": {"unknown": "not stated"}, "running": False}
+    plan = decide(f, failed("CUDA error: system not yet initialized"))
+    assert plan.strategy == "driver-pin"
+    assert plan.reboot_required is False
+    assert plan.outcome.startswith("fabric manager at the driver's version (the driver is not")
+    assert "driver" in [n["id"] for n in plan.extra["needs"]]

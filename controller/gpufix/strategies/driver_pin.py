@@ -79,18 +79,19 @@ def _fabricmanager(ctx: Ctx, version: str | None) -> DriverTarget:
     driver and fabric manager move together to the source's newest version of the branch, with
     a reboot to load the new module."""
     h = ctx.host
+    stopped = h.fabricmanager_running is False and not h.fabricmanager_known
     if version is None:
+        # a stopped service whose version nobody gave is started as below, with no reboot
         return DriverTarget(
             {"gpufix_driver_fabricmanager": True},
             "fabric manager at exactly the driver's version, started and held",
-            reboot=h.driver_reinstallable is not True,
+            reboot=not stopped and h.driver_reinstallable is not True,
             moves=False,
             missing=["driver"],
         )
     installed = h.fabricmanager is not None and versions.parse(h.fabricmanager) == (
         versions.parse(version)
     )
-    stopped = h.fabricmanager_running is False and not h.fabricmanager_known
     if installed or stopped:
         # already at the driver's exact version (or, its version left out of the facts, most
         # often so), only stopped: nothing to download, no reboot (Fabric Manager user guide,
@@ -403,12 +404,12 @@ def evaluate(ctx: Ctx) -> Candidate:
         risks.append(NVLSM_RISK)
     if h.unattended_auto_reboot:
         risks.append(AUTO_REBOOT_RISK)
-    what = (
+    named = (
         vars_.get("gpufix_driver_version")
         or (vars_.get("gpufix_driver_branch") and f"R{vars_['gpufix_driver_branch']}")
         or target.what
-        or "the installed version (not in the facts)"
     )
+    what = named or "the installed version (not in the facts)"
     if "gpufix_driver_version" not in vars_ and "gpufix_driver_branch" in vars_:
         what += " (the newest version of the branch the source offers when the role runs)"
     outcome = (
@@ -419,7 +420,8 @@ def evaluate(ctx: Ctx) -> Candidate:
             "; fabric manager and NSCQ at the same version, enabled, started after the reboot"
         )
     if not target.reboot:
-        outcome = f"fabric manager at {what} running and held; the driver is unchanged, no reboot"
+        at = named or "the driver's version (the driver is not in the facts)"
+        outcome = f"fabric manager at {at} running and held; the driver is unchanged, no reboot"
     if ctx.has("fabric-needs-nvlsm"):
         outcome += "; the NVLink fabric also needs NVLSM, which this plan does not install (risks)"
     missing = list(target.missing)

@@ -308,7 +308,8 @@ def check_p2p_path(i: Inputs) -> Iterator[Finding]:
             yield i.finding(
                 "gpu-no-p2p",
                 f"{', '.join(models_without_p2p(h, i.kb)) or 'these GPUs'}: no PCIe peer-to-peer; "
-                "NCCL_P2P_DISABLE=1 is the fix here, not a workaround"
+                "where NCCL hangs on P2P, NCCL_P2P_DISABLE=1 is the fix, not a workaround (it costs "
+                "nothing: no P2P to lose)"
                 + (
                     f" (driver {h.driver} reads P2P OK, which is not believed below "
                     f"{trusted_from}: P2P does not work on these GPUs there; NCCL would try it)"

@@ -1,4 +1,4 @@
-"""Plan every variant the ninth to fourteenth and nineteenth to twenty-sixth outside reviews scored, from the reviewers' own
+"""Plan every variant the ninth to fourteenth and nineteenth to thirty-second outside reviews scored, from the reviewers' own
 input files (manifest.json, cases/), and print the hits per review: by strategy name, and with
 the detail the reviewer judged (a profile, a driver branch, a direction).
 

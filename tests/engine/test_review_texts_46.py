@@ -107,3 +107,22 @@ def test_a_stopped_fabric_manager_beside_an_unread_driver_needs_no_reboot() -> N
     assert plan.reboot_required is False
     assert plan.outcome.startswith("fabric manager at the driver's version (the driver is not")
     assert "driver" in [n["id"] for n in plan.extra["needs"]]
+
+
+def test_a_move_to_a_newer_nccl_with_torch_unread_says_up_from_the_evidence() -> None:
+    """Three reviews: `stack_direction` was null where the plan moved to the newest torch
+    because the installed one was not in the facts."""
+    f = facts("bionic-hwe-8xa100.json")
+    f["python_envs"] = {"unknown": "not read"}
+    plan = decide(f, hung(stalled={"phase": "pg_init", "ranks": [0, 1]}))
+    assert plan.extra["decision"]["row"] == "collective-unexplained"
+    assert plan.extra["stack_direction"] == "up"
+    assert plan.extra["stack_direction_from"] == "evidence"
+
+
+def test_an_installed_torch_decides_the_direction() -> None:
+    plan = decide(facts("bionic-hwe-8xa100.json"), hung(stalled={"phase": "pg_init",
+                                                                  "ranks": [0, 1]}))  # fmt: skip
+    assert plan.strategy == "cuda-downgrade"
+    assert plan.extra["stack_direction"] == "up"
+    assert plan.extra["stack_direction_from"] == "installed"

@@ -211,7 +211,7 @@ def evaluate(ctx: Ctx) -> Candidate:
     if h.kernel and versions.at_least(h.kernel, ctx.kb.accelerate_kernel_check.threshold) is False:
         risks.append("accelerate will still print the kernel warning; it is a risk factor only")
     missing = ["python-env"] if best["assumed"] else []
-    extra: dict[str, Any] = {"stack": best, "stack_direction": best["direction"]}
+    extra: dict[str, Any] = {"stack": best, **_direction(ctx, best)}
     companions = [i["workaround"] for i in best["nccl_issues"] if i["workaround"]]
     if companions:
         # explain.interim_for writes these beside the stack (gpufix apply PLANFILE --interim).
@@ -222,6 +222,19 @@ def evaluate(ctx: Ctx) -> Candidate:
     return Candidate(
         "cuda-downgrade", True, why, [step], outcome, risks, extra=extra, missing=missing
     )
+
+
+def _direction(ctx: Ctx, best: dict[str, Any]) -> dict[str, Any]:
+    """Which way the stack moves: against the installed torch (or the NCCL the job loads);
+    where neither is known, the way the evidence asks (a newer NCCL), and `stack_direction_from`
+    says which."""
+    if best["direction"]:
+        return {"stack_direction": best["direction"], "stack_direction_from": "installed"}
+    wanted = want(ctx).direction
+    current = ctx.host.env.torch if ctx.host.env else None
+    if wanted in ("up", "down") and not current:
+        return {"stack_direction": wanted, "stack_direction_from": "evidence"}
+    return {"stack_direction": None, "stack_direction_from": None}
 
 
 def _basis_text(b: stack_choice.Basis) -> str:

@@ -373,3 +373,34 @@ def test_an_interpreter_another_account_controls_runs_as_that_account() -> None:
         assert g.interpreter_account(str(top / "first" / "python3")) == (65534, 65534)
     finally:
         shutil.rmtree(top)
+
+
+class _Which:
+    def __init__(self, tools: set[str]) -> None:
+        self.tools = tools
+
+    def which(self, name: str) -> str | None:
+        return f"/usr/bin/{name}" if name in self.tools else None
+
+
+@pytest.mark.parametrize(
+    ("dirs", "tools", "node"),
+    [((), set(), False), (("/var/lib/kubelet",), set(), True), ((), {"kubelet"}, True),
+     ((), {"docker"}, False)],
+)  # fmt: skip
+def test_a_kubernetes_node_is_read_from_the_kubelet(
+    monkeypatch: pytest.MonkeyPatch, dirs: tuple[str, ...], tools: set[str], node: bool
+) -> None:
+    """Facts module 1.6.0: a containerd node has no docker binary; its pods' /dev/shm is the
+    runtime's 64 MiB or their spec's (docs/decision.md, kube-node-shm-fine)."""
+    monkeypatch.setattr(g.os.path, "isdir", lambda path: path in dirs)
+    assert g.kubelet_node(_Which(tools)) is node
+
+
+def test_the_kubelet_is_not_read_inside_a_container() -> None:
+    facts = g.gather({"timeout": 5})
+    kubelet = facts["containers"].get("kubelet") if isinstance(facts["containers"], dict) else None
+    if facts["gathered_in"]["where"] == "container":
+        assert kubelet is None
+    else:
+        assert isinstance(kubelet, bool)

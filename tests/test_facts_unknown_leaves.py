@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from gpufix.engine import decide as engine
 from gpufix.engine.kb import load
+from gpufix.engine.plan import Plan
 from gpufix.engine.rules import load as load_rules
 from gpufix.facts.snapshot import schema, schema_errors
+from gpufix.workload.preflight import check_visible_devices
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
@@ -28,7 +30,7 @@ def _fixed_leaves(node: Any, path: str, out: list[str]) -> None:
         return
     for key, sub in (node.get("properties") or {}).items():
         where = f"{path}.{key}" if path else key
-        if "unknown" in json.dumps(sub):
+        if "#/$defs/unknown" in json.dumps(sub):
             _fixed_leaves(sub, where, out)
         else:
             out.append(where)
@@ -53,14 +55,24 @@ def test_the_docs_list_the_values_that_cannot_be_unknown() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", [("os", "id_like"), ("topology", "raw"), ("env", "CUDA_VISIBLE_DEVICES")]
+    "path",
+    [("os", "id_like"), ("topology", "raw"), ("env", "CUDA_VISIBLE_DEVICES"), ("iommu", "mode")],
 )
 def test_a_value_a_report_does_not_give_may_be_unknown(path: tuple[str, str]) -> None:
     doc = json.loads((HOSTS / "focal-4x4090.json").read_text())
     doc["facts"][path[0]][path[1]] = {"unknown": "not in the report"}
     assert schema_errors(doc) == []
-    plan = decide(doc["facts"], None)
-    assert plan.strategy  # planned, not refused
+    assert isinstance(decide(doc["facts"], None), Plan)  # planned, not refused
+
+
+def test_an_unknown_cuda_visible_devices_is_not_read_as_unset() -> None:
+    """Preflight read an unknown value as None: "unset, all GPUs visible", a pass."""
+    doc = json.loads((HOSTS / "focal-4x4090.json").read_text())
+    doc["facts"]["env"]["CUDA_VISIBLE_DEVICES"] = {"unknown": "not in the report"}
+    got = check_visible_devices(doc["facts"], load(), None)
+    assert (got.status, got.message) == ("skip", "CUDA_VISIBLE_DEVICES was not read")
+    doc["facts"]["env"]["CUDA_VISIBLE_DEVICES"] = None
+    assert check_visible_devices(doc["facts"], load(), None).status == "pass"
 
 
 def test_a_fixed_value_written_unknown_is_still_refused() -> None:

@@ -81,7 +81,7 @@ ansible_facts:
 """
 
 
-MODULE_VERSION = "1.5.0"
+MODULE_VERSION = "1.6.0"
 DEFAULT_TIMEOUT = 10
 DEFAULT_TOTAL_TIMEOUT = 60  # under the controller's 120 s for a whole gathering run
 # Seconds to wait for a killed tool to go; one stuck in the kernel never does.
@@ -1774,7 +1774,14 @@ def g_containers(ctx, opts):
         "nvidia_runtime_configured": runtime,
         "ipc_host": ipc_host,
         "net_host": net_host,
+        "kubelet": None if in_container else kubelet_node(ctx),
     }
+
+
+def kubelet_node(ctx):
+    """A Kubernetes node: the kubelet's root directory (its --root-dir default) or its binary.
+    Pods get /dev/shm from the runtime (64 MiB) or their spec, not from Docker's default."""
+    return bool(os.path.isdir("/var/lib/kubelet") or ctx.which("kubelet"))
 
 
 def _listdir(path):

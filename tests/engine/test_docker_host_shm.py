@@ -27,7 +27,9 @@ GIB = 1 << 30
 def on_the_host(shm: Any, docker: str | None = "24.0.7") -> Plan:
     snap = snapshot_for(CASE)
     facts = copy.deepcopy(snap["facts"])
-    facts["containers"] = {**facts["containers"], "in_container": False, "docker": docker}
+    facts["containers"] = {
+        **facts["containers"], "in_container": False, "docker": docker, "kubelet": False
+    }  # fmt: skip
     facts["shm"] = {"path": "/dev/shm", "size_bytes": shm} if shm else {"unknown": "not read"}
     verdict, _ = verdict_for(CASE, 2)
     return decide(facts, verdict)
@@ -48,7 +50,7 @@ def test_a_docker_host_with_room_in_its_own_shm_fixes_the_containers() -> None:
     [
         (64 << 20, "24.0.7"),  # the host's own /dev/shm is the small one
         (None, "24.0.7"),  # nobody read it: the host's could be the small one
-        (32 * GIB, None),  # no Docker here: no container to blame
+        (32 * GIB, None),  # no Docker and no kubelet here: no container to blame
     ],
 )
 def test_otherwise_the_host_row_still_decides(shm: int | None, docker: str | None) -> None:

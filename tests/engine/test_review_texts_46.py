@@ -88,11 +88,53 @@ def test_docker_read_keeps_the_docker_host_row() -> None:
     assert plan.steps
 
 
-def test_docker_read_absent_is_not_guessed_a_container() -> None:
+def test_no_docker_and_no_kubelet_read_is_not_guessed_a_container() -> None:
+    f = facts("focal-4x4090.json")
+    f["containers"].update(docker=None, kubelet=False)
+    plan = decide(f, failed(BUS_ERROR))
+    assert plan.extra["decision"]["row"] != "text-bus-error-host-runtime-unread"
+    assert plan.strategy != "container-fix"
+
+
+def test_no_docker_with_the_kubelet_unread_is_left_as_before() -> None:
+    """Facts from a module before 1.6.0 on a host without Docker: a bare host looks the same as
+    a containerd Kubernetes node, so no container is blamed (the change set's review)."""
     f = facts("focal-4x4090.json")
     f["containers"]["docker"] = None
+    f["containers"].pop("kubelet", None)
+    plan = decide(f, failed(BUS_ERROR))
+    assert plan.strategy != "container-fix"
+
+
+@pytest.mark.parametrize(("error", "row"), [(BUS_ERROR, "text-bus-error-kube-node"),
+                                            (NO_SPACE, "text-shm-kube-node")])  # fmt: skip
+def test_a_kubernetes_node_names_the_pod_spec(error: str, row: str) -> None:
+    """kubeflow/pipelines#6510: on a Kubernetes node (facts module 1.6.0 reads the kubelet)
+    the fix is the pod's spec, with no step on the node and nothing written to its nccl.conf,
+    which pods do not read; Docker on the node changes nothing (its default does not reach
+    pods)."""
+    for docker in (None, "24.0.7"):
+        f = facts("focal-4x4090.json")
+        f["containers"].update(docker=docker, kubelet=True)
+        plan = decide(f, failed(error))
+        assert plan.extra["decision"]["row"] == row
+        assert plan.strategy == "container-fix" and plan.steps == []
+        assert plan.outcome.startswith("this host is a Kubernetes node")
+        assert "emptyDir" in plan.outcome and plan.interim is None
+        assert plan.extra["complete"] is True
+
+
+def test_facts_not_known_to_be_a_hosts_are_not_read_as_one() -> None:
+    f = facts("focal-4x4090.json")
+    f["containers"] = {"unknown": "not read"}
+    f["gathered_in"] = {"unknown": "not read"}
     plan = decide(f, failed(BUS_ERROR))
     assert "runtime-unread" not in plan.extra["decision"]["row"]
+
+
+def test_the_runtime_unread_row_writes_no_nccl_conf_pods_would_not_read() -> None:
+    plan = decide(_host_runtime_unread(), failed(NO_SPACE))
+    assert plan.interim is None
 
 
 def test_a_stopped_fabric_manager_beside_an_unread_driver_needs_no_reboot() -> None:
@@ -126,3 +168,12 @@ def test_an_installed_torch_decides_the_direction() -> None:
     assert plan.strategy == "cuda-downgrade"
     assert plan.extra["stack_direction"] == "up"
     assert plan.extra["stack_direction_from"] == "installed"
+
+
+def test_a_known_nccl_is_not_overruled_by_the_evidence_direction() -> None:
+    """The change set's review: torch unread beside a known NCCL wheel was reported `up` from
+    the evidence where the chosen stack bundles the same NCCL."""
+    f = facts("bionic-hwe-8xa100.json")
+    f["python_envs"][0]["packages"].update(torch=None, **{"nvidia-nccl-cu12": "2.21.5"})
+    plan = decide(f, hung(stalled={"phase": "pg_init", "ranks": [0, 1]}))
+    assert plan.extra.get("stack_direction_from") != "evidence"

@@ -50,6 +50,7 @@ def base_facts() -> Facts:
     # table; A100 SXM boards on the same PCIe tree keep everything else as recorded.
     _gpus(f, "NVIDIA A100-SXM4-80GB", "8.0")
     f["pcie"]["bridges"] = {"unknown": "lspci: ACS capabilities need root"}
+    f["containers"]["kubelet"] = False  # module 1.6.0 reads it: not a Kubernetes node
     return f
 
 
@@ -214,6 +215,13 @@ def _docker_host_shm_fine(f: Facts, v: Verdict, row: EvidenceFix) -> None:
 
 def _host_shm_fine_runtime_unread(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     f["containers"].update(in_container=False, docker={"unknown": "not read"})
+    f["gathered_in"] = {"where": "host", "evidence": None}
+    f["shm"]["size_bytes"] = 32 * 1024**3
+
+
+def _kube_node_shm_fine(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    f["containers"].update(in_container=False, kubelet=True)
+    f["gathered_in"] = {"where": "host", "evidence": None}
     f["shm"]["size_bytes"] = 32 * 1024**3
 
 
@@ -276,6 +284,7 @@ CONDITIONS: dict[str, Callable[[Facts, Verdict, EvidenceFix], None]] = {
     "container-shm-default": _container_shm_default,
     "docker-host-shm-fine": _docker_host_shm_fine,
     "host-shm-fine-runtime-unread": _host_shm_fine_runtime_unread,
+    "kube-node-shm-fine": _kube_node_shm_fine,
     "multi-node": _multi_node,
     "single-host": _single_host,
     "past-bootstrap": _past_bootstrap,

@@ -102,14 +102,28 @@ def _docker_host_shm_fine(s: Subject) -> bool:
     return h.shm_bytes >= s.ctx.rules.thresholds["shm_min_bytes"]
 
 
-def _host_shm_fine_runtime_unread(s: Subject) -> bool:
-    """Facts from a host (not a container) whose own /dev/shm is big enough, with Docker's
-    state not read: /dev/shm that ran out was most likely a container's or a pod's, whose
-    runtime (Docker, or a Kubernetes node's containerd) the facts do not say."""
+def _host_shm_fine(s: Subject) -> bool:
+    """Facts gathered on a host (not in a container) whose own /dev/shm is big enough."""
     h = s.ctx.host
-    if _in_container(s) or h.docker_read or h.shm_bytes is None:
+    if h.gathered_in != "host" or _in_container(s) or h.shm_bytes is None:
         return False
     return h.shm_bytes >= s.ctx.rules.thresholds["shm_min_bytes"]
+
+
+def _kube_node_shm_fine(s: Subject) -> bool:
+    """A Kubernetes node (the kubelet's directory or binary) whose own /dev/shm is big enough:
+    /dev/shm that ran out was a pod's (the runtime gives each 64 MiB unless its spec mounts
+    more), whatever runs its containers."""
+    return s.ctx.host.kube_node is True and _host_shm_fine(s)
+
+
+def _host_shm_fine_runtime_unread(s: Subject) -> bool:
+    """A host whose own /dev/shm is big enough, with Docker's state not read (a hand-written
+    snapshot) and not known to be a Kubernetes node: /dev/shm that ran out was most likely a
+    container's or a pod's. Docker read as absent is not this: a bare host without containers
+    looks the same, and facts module 1.6.0 reads the kubelet."""
+    h = s.ctx.host
+    return not h.docker_read and h.kube_node is not True and _host_shm_fine(s)
 
 
 def _container_shm_default(s: Subject) -> bool:
@@ -170,6 +184,7 @@ CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
         "container-shm-default": _container_shm_default,
         "docker-host-shm-fine": _docker_host_shm_fine,
         "host-shm-fine-runtime-unread": _host_shm_fine_runtime_unread,
+        "kube-node-shm-fine": _kube_node_shm_fine,
         "multi-node": lambda s: s.signals.scope == "multi-node",
         "single-host": lambda s: s.signals.scope == "host",
         "nvlink-peers": _nvlink_peers,

@@ -69,6 +69,7 @@ CONDITIONS = (
     "container-shm-default",
     "docker-host-shm-fine",
     "host-shm-fine-runtime-unread",
+    "kube-node-shm-fine",
     "multi-node",
     "single-host",
     "past-bootstrap",

@@ -35,9 +35,10 @@ TEXT: Mapping[str, str] = MappingProxyType(
         "fabricmanager": "the fabric manager's version and state: `gpufix facts HOST` with become",
         "shm": "the training container's /dev/shm: `gpufix facts` inside it (or the --shm-size / "
         "--ipc its run command uses)",
-        "container-runtime": "what starts the training containers: Docker on this host "
-        "(`gpufix facts HOST` reads its state), or a Kubernetes pod (`gpufix facts` inside it "
-        "reads its /dev/shm); Docker's default-shm-size does not reach pods",
+        "container-runtime": "what starts the training containers: `gpufix facts HOST` reads "
+        "whether Docker runs there and, since facts module 1.6.0, whether it is a Kubernetes "
+        "node; `gpufix facts` inside the training container reads its /dev/shm. Docker's "
+        "default-shm-size does not reach pods",
         "nccl-version": "the NCCL the job loads: `gpufix facts HOST --python-env PY` with the "
         "training interpreter (its nvidia-nccl-cu* wheel and torch)",
         "python-env": "the training environment's torch, Python and glibc: `gpufix facts HOST "

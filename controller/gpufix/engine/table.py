@@ -127,7 +127,9 @@ def _known(ctx: Ctx, signals: Signals) -> Mapping[str, Callable[[], bool]]:
                 h.fabricmanager is not None and h.fabricmanager_running is not None
             ),
             "shm": lambda: h.shm_bytes is not None or h.ipc_host is True,
-            "container-runtime": lambda: h.docker_read or bool(h.in_container or h.pod),
+            "container-runtime": lambda: (
+                h.docker_read or h.kube_node is True or bool(h.in_container or h.pod)
+            ),
             "nccl-version": lambda: nccl_version(ctx) is not None,
             "python-env": lambda: bool(h.env and h.env.torch) and h.glibc is not None,
             "interfaces": lambda: physical_interface(h) is not None,

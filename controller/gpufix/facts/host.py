@@ -88,6 +88,7 @@ class Host:
     interfaces_read: bool = False  # network.interfaces was read (interfaces: those up, lo aside)
     network_read: bool = False  # network.infiniband was read (an empty list: no IB/RoCE)
     docker_read: bool = False  # containers.docker was read (null: no Docker found)
+    kube_node: bool | None = None  # containers.kubelet: a Kubernetes node (module 1.6.0)
     compute_caps_named: bool = False  # compute_caps come from the GPU names, not the facts
     # 8+ GPUs whose names are parts NVIDIA ships on NVSwitch baseboards (engine/gpu_names.py),
     # with the topology unread: an NVSwitch board by the models, not by nvidia-smi topo -m
@@ -440,6 +441,7 @@ def from_facts(facts: Mapping[str, Any]) -> Host:
         nvlink_min=_nvlink_min(fget(facts, "topology.matrix")),
         network_read=isinstance(fget(facts, "network.infiniband"), list),
         docker_read=fget(facts, "containers.docker", _UNREAD) is not _UNREAD,
+        kube_node=_bool(fget(facts, "containers.kubelet")),
         fabricmanager_known=_fabricmanager_known(fget(facts, "fabricmanager")),
         gpu_errors=tuple(
             (

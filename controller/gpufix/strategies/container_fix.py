@@ -64,7 +64,7 @@ def _shm(ctx: Ctx) -> bool:
     return ctx.has("shm-too-small") or ctx.cause(*SHM_CAUSES) or by_table
 
 
-def _pod(shm_gib: int | None, network: bool) -> Candidate:
+def _pod(shm_gib: int | None, network: bool, node: bool = False) -> Candidate:
     """A Kubernetes pod's /dev/shm and network come from its spec, not from dockerd's defaults
     (the kubelet sets them; a containerd node has no daemon.json): the plan says what to change
     there, and no step touches the node. Kubernetes, Volumes, emptyDir ("medium: Memory" is a
@@ -84,8 +84,12 @@ def _pod(shm_gib: int | None, network: bool) -> Candidate:
         True,
         f"in the pod's spec: {change}",
         [],
-        f"the facts come from a Kubernetes pod, whose /dev/shm and network its spec sets: "
-        f"{change}; gpufix changes nothing on the node for it (dockerd's default-shm-size does "
+        (
+            "this host is a Kubernetes node, whose pods' /dev/shm and network their spec sets: "
+            if node
+            else "the facts come from a Kubernetes pod, whose /dev/shm and network its spec sets: "
+        )
+        + f"{change}; gpufix changes nothing on the node for it (dockerd's default-shm-size does "
         "not reach pods), so apply has no step to run",
         ["the fix is the pod spec's: re-create the pod with it and probe again"],
     )
@@ -111,8 +115,11 @@ def _runtime_unread(shm_gib: int) -> Candidate:
 def evaluate(ctx: Ctx) -> Candidate:
     h = ctx.host
     d = ctx.decision
+    shm_min_gib = max(1, ctx.rules.thresholds["shm_min_bytes"] >> 30)
     if d is not None and "host-shm-fine-runtime-unread" in d.row.when:
-        return _runtime_unread(max(1, ctx.rules.thresholds["shm_min_bytes"] >> 30))
+        return _runtime_unread(shm_min_gib)
+    if d is not None and "kube-node-shm-fine" in d.row.when:
+        return _pod(shm_min_gib, False, node=True)
     in_containers = bool(h.in_container or h.docker)
     if not in_containers and h.in_container is None and h.docker is None:
         return Candidate(

@@ -231,8 +231,8 @@ def _direction(ctx: Ctx, best: dict[str, Any]) -> dict[str, Any]:
     if best["direction"]:
         return {"stack_direction": best["direction"], "stack_direction_from": "installed"}
     wanted = want(ctx).direction
-    current = ctx.host.env.torch if ctx.host.env else None
-    if wanted in ("up", "down") and not current:
+    env = ctx.host.env
+    if wanted in ("up", "down") and not (env and (env.torch or env.nccl)):
         return {"stack_direction": wanted, "stack_direction_from": "evidence"}
     return {"stack_direction": None, "stack_direction_from": None}
 

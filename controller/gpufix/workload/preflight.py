@@ -284,11 +284,16 @@ def parse_visible_devices(value: str, gpus: Sequence[Mapping[str, Any]]) -> dict
     return {"visible": visible, "invalid": invalid, "unchecked": unchecked, "gpu_count": count}
 
 
+UNREAD = {"unknown": "not read"}  # get()'s default where a section or value is unknown
+
+
 def check_visible_devices(facts: Mapping[str, Any], kb: KnowledgeBase, env: Env) -> CheckResult:
     cid = "visible-devices"
     gpus, skip = _gpus(facts)
     if gpus is None:
         return CheckResult(cid, "skip", skip or NO_GPU)
+    if env is None and is_unknown(get(facts, "env.CUDA_VISIBLE_DEVICES", UNREAD)):
+        return CheckResult(cid, "skip", "CUDA_VISIBLE_DEVICES was not read")
     value = (
         env.get("CUDA_VISIBLE_DEVICES")
         if env is not None

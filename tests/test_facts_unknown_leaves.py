@@ -80,3 +80,11 @@ def test_a_fixed_value_written_unknown_is_still_refused() -> None:
     doc["facts"]["shm"]["size_bytes"] = {"unknown": "not in the report"}
     errors = schema_errors(doc)
     assert errors and "facts/shm/size_bytes" in errors[0]
+
+
+def test_the_facts_diff_prints_an_unknown_variable_as_unknown() -> None:
+    from gpufix.facts.diff import _environment
+
+    doc = json.loads((HOSTS / "focal-4x4090.json").read_text())
+    doc["facts"]["env"]["CUDA_VISIBLE_DEVICES"] = {"unknown": "not in the report"}
+    assert _environment(doc["facts"]) == "CUDA_VISIBLE_DEVICES=unknown (not in the report)"

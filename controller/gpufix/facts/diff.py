@@ -245,7 +245,7 @@ def _environment(f: Facts) -> str:
     env = _at(f, "env")
     if not isinstance(env, Mapping):
         return _text(env)
-    set_ = [f"{k}={v}" for k, v in sorted(env.items()) if v is not None]
+    set_ = [f"{k}={_text(v)}" for k, v in sorted(env.items()) if v is not None]
     return ", ".join(set_) or "nothing relevant set"
 
 

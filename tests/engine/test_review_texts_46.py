@@ -170,10 +170,20 @@ def test_an_installed_torch_decides_the_direction() -> None:
     assert plan.extra["stack_direction_from"] == "installed"
 
 
-def test_a_known_nccl_is_not_overruled_by_the_evidence_direction() -> None:
-    """The change set's review: torch unread beside a known NCCL wheel was reported `up` from
-    the evidence where the chosen stack bundles the same NCCL."""
+@pytest.mark.parametrize(("nccl", "moves"), [("2.27.3", False), ("2.21.5", False),
+                                            ("2.18.1", True)])  # fmt: skip
+def test_a_move_up_with_torch_unread_goes_past_the_jobs_nccl(nccl: str, moves: bool) -> None:
+    """The change set's review: torch unread beside the job's NCCL 2.27.3, the row that asks
+    for a newer NCCL chose a stack bundling 2.21.5 (bionic's glibc 2.27 holds torch at 2.6)."""
     f = facts("bionic-hwe-8xa100.json")
-    f["python_envs"][0]["packages"].update(torch=None, **{"nvidia-nccl-cu12": "2.21.5"})
+    f["python_envs"][0]["packages"].update(torch=None, **{"nvidia-nccl-cu12": nccl})
     plan = decide(f, hung(stalled={"phase": "pg_init", "ranks": [0, 1]}))
-    assert plan.extra.get("stack_direction_from") != "evidence"
+    assert plan.extra["decision"]["row"] == "collective-unexplained"
+    if moves:
+        assert plan.strategy == "cuda-downgrade"
+        assert plan.extra["stack"]["nccl"] == "2.21.5"
+        assert plan.extra["stack_direction"] == "up"
+    else:
+        assert plan.strategy != "cuda-downgrade"
+        why = next(o.reason for o in plan.options if o.strategy == "cuda-downgrade")
+        assert "moves the way the evidence asks" in why

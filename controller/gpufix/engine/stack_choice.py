@@ -184,6 +184,21 @@ def _moves(t: TorchRelease, b: Basis, want: Want) -> bool:
     return True
 
 
+def _nccl_moves(
+    kb: KnowledgeBase, torch: str, cuda: str, here: str | None, way: str | None
+) -> bool:
+    """With the installed torch unread, the NCCL the job loads (its wheel, or the probe's
+    reading) says which way a build moves; a build whose NCCL the table does not know does not
+    count as moving. True where nothing is asked or the job's NCCL is unknown."""
+    if way not in ("up", "down") or not here or versions.parse(here) is None:
+        return True
+    row = kb.torch_nccl_version(torch, cuda)
+    if row is None:
+        return False
+    there, now = versions.key(row.nccl), versions.key(here)
+    return there > now if way == "up" else there < now
+
+
 def _has_nccl(kb: KnowledgeBase, torch: str, cuda: str, least: str | None) -> bool:
     """The build's NCCL is at least `least` (a fixed issue); True when none is asked for."""
     if not least:
@@ -230,7 +245,13 @@ def _fits(h: Host, b: Basis, want: Want, kb: KnowledgeBase) -> list[_Fit]:
         pys = [p for p in b.pythons if _in_range(p, t.python_min, t.python_max)]
         if b.pythons and not pys:
             continue
-        fits = [f for f in _variants(t, h, b, kb) if _has_nccl(kb, t.version, f[2], want.nccl_min)]
+        here = None if b.current else (h.env.nccl if h.env else None)
+        fits = [
+            f
+            for f in _variants(t, h, b, kb)
+            if _has_nccl(kb, t.version, f[2], want.nccl_min)
+            and _nccl_moves(kb, t.version, f[2], here, want.direction)
+        ]
         if fits:
             native, _, cu, compat = max(fits)
             out.append(_Fit(t, pys[0] if pys else None, cu, native, compat))

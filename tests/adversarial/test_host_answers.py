@@ -151,3 +151,19 @@ def test_a_gpu_name_of_megabytes_is_refused_by_the_schema(tmp_path: Path, cli: C
     path.write_text(json.dumps(doc))
     code, _, err = cli("plan", "x", "--facts", str(path))
     assert code == 3 and "name" in err
+
+
+@pytest.mark.parametrize(
+    "value", ["true; reboot", "{{ lookup('pipe', 'id') }}", 1, ["/var/lib/kubelet"]]
+)
+def test_a_kubelet_answer_that_is_not_a_boolean_is_refused(
+    tmp_path: Path, cli: CliRun, value: Any
+) -> None:
+    """containers.kubelet (facts module 1.6.0) decides a pod-spec plan: only true, false, null
+    or an unknown marker is read; anything else is bad input, exit 3, before any plan."""
+    doc = facts("bionic-hwe-8xa100")
+    doc["facts"]["containers"]["kubelet"] = value
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps(doc))
+    code, out, err = cli("plan", "x", "--facts", str(path))
+    assert code == 3 and "kubelet" in err and out == ""

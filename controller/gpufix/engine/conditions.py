@@ -93,21 +93,18 @@ def _in_container(s: Subject) -> bool:
     return bool(h.in_container or h.from_container)
 
 
-def _docker_host_shm_fine(s: Subject) -> bool:
-    """Facts from a host (not a container) that runs Docker and whose own /dev/shm is big enough:
-    /dev/shm that ran out there was a container's (Docker gives each 64 MB unless told)."""
-    h = s.ctx.host
-    if _in_container(s) or not h.docker or h.shm_bytes is None:
-        return False
-    return h.shm_bytes >= s.ctx.rules.thresholds["shm_min_bytes"]
-
-
 def _host_shm_fine(s: Subject) -> bool:
     """Facts gathered on a host (not in a container) whose own /dev/shm is big enough."""
     h = s.ctx.host
     if h.gathered_in != "host" or _in_container(s) or h.shm_bytes is None:
         return False
     return h.shm_bytes >= s.ctx.rules.thresholds["shm_min_bytes"]
+
+
+def _docker_host_shm_fine(s: Subject) -> bool:
+    """A host that runs Docker and whose own /dev/shm is big enough: /dev/shm that ran out there
+    was a container's (Docker gives each 64 MB unless told)."""
+    return bool(s.ctx.host.docker) and _host_shm_fine(s)
 
 
 def _kube_node_shm_fine(s: Subject) -> bool:

@@ -38,6 +38,7 @@ CLASSES = {
     "stack-down",
     "nccl-knob",
     "single-gpu",
+    "job-side",
 }
 VERDICTS = {"healthy", "degraded", "hung", "failed"}
 EXPERIMENT_VERDICTS = {"healthy", "degraded", "hung", "failed", "skipped"}

@@ -156,8 +156,11 @@ def test_a_move_to_a_newer_nccl_with_torch_unread_says_up_from_the_evidence() ->
     because the installed one was not in the facts."""
     f = facts("bionic-hwe-8xa100.json")
     f["python_envs"] = {"unknown": "not read"}
-    plan = decide(f, hung(stalled={"phase": "pg_init", "ranks": [0, 1]}))
-    assert plan.extra["decision"]["row"] == "collective-unexplained"
+    # one experiment ran; none decided
+    tried = [{"id": "p2p-off", "env": {}, "gpus": None, "verdict": "hung", "stalled": None,
+              "error": None, "elapsed_s": 1.0}]  # fmt: skip
+    plan = decide(f, hung(stalled={"phase": "pg_init", "ranks": [0, 1]}, experiments=tried))
+    assert plan.extra["decision"]["row"] == "experiments-none-decided"
     assert plan.extra["stack_direction"] == "up"
     assert plan.extra["stack_direction_from"] == "evidence"
 

@@ -239,6 +239,12 @@ def _past_bootstrap(f: Facts, v: Verdict, row: EvidenceFix) -> None:
             v[key]["phase"] = "allreduce"
 
 
+def _stack_unread_untried(f: Facts, v: Verdict, row: EvidenceFix) -> None:
+    """The training environment not read (neither torch nor its NCCL) and no experiment run
+    (the base verdict runs none)."""
+    f["python_envs"] = {"unknown": "not read"}
+
+
 def _nvlink_peers(f: Facts, v: Verdict, row: EvidenceFix) -> None:
     n = len(f["gpus"])  # NV2 between every pair: NVLink bridges, too few links for NVSwitch
     f["topology"]["matrix"] = {
@@ -290,6 +296,7 @@ CONDITIONS: dict[str, Callable[[Facts, Verdict, EvidenceFix], None]] = {
     "past-bootstrap": _past_bootstrap,
     "nvlink-peers": _nvlink_peers,
     "nccl-version-affected": _nccl_affected,
+    "stack-unread-untried": _stack_unread_untried,
 }
 
 

@@ -156,6 +156,14 @@ def _nvlink_peers(s: Subject) -> bool:
     return h.multi_gpu and (h.nvswitch or h.nvlink_min is not None)
 
 
+def _stack_unread_untried(s: Subject) -> bool:
+    """No experiment ran and neither the job's NCCL nor its torch is known: nothing says whether
+    a newer NCCL would be a move at all."""
+    env = s.ctx.host.env
+    torch = env.torch if env is not None else None
+    return not s.signals.ran and nccl_version(s.ctx) is None and not torch
+
+
 CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
     {
         "gpus-without-p2p": lambda s: no_p2p(s.ctx.host, s.ctx.kb),
@@ -187,6 +195,7 @@ CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(
         "nvlink-peers": _nvlink_peers,
         "past-bootstrap": lambda s: s.signals.phase in DATA_PHASES,
         "nccl-version-affected": lambda s: nccl_issue(s) is not None,
+        "stack-unread-untried": _stack_unread_untried,
     }
 )
 assert set(CHECKS) == set(CONDITIONS), "every condition the table may name has a check"

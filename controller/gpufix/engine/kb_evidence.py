@@ -75,6 +75,7 @@ CONDITIONS = (
     "past-bootstrap",
     "nvlink-peers",
     "nccl-version-affected",
+    "stack-unread-untried",
 )
 # What a plan can ask the operator to gather or run (engine/needs.py words each one).
 NEEDS = (

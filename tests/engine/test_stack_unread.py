@@ -67,3 +67,17 @@ def test_an_experiment_that_ran_is_not_nothing_tried() -> None:
     plan = decide(facts(), hung(experiments=[experiment("p2p-off", "hung")]))
     assert plan.extra["decision"]["row"] == "experiments-none-decided"
     assert plan.strategy == "cuda-downgrade"
+
+
+def test_gpu_pair_runs_are_not_a_mechanism_tried() -> None:
+    """The change set's review: pairs change no NCCL mechanism (signals.evidence), so a verdict
+    with only pair runs has still tried nothing."""
+    pairs = [experiment("gpus-0-1", "hung"), experiment("gpus-2-3", "hung")]
+    plan = decide(facts(), hung(experiments=pairs))
+    assert plan.extra["decision"]["row"] == "collective-unread"
+
+
+def test_the_legacy_no_p2p_rerun_is_an_experiment_that_ran() -> None:
+    rerun = {"verdict": "hung", "stalled": None, "error": None}
+    plan = decide(facts(), hung(no_p2p_rerun=rerun))
+    assert plan.extra["decision"]["row"] != "collective-unread"

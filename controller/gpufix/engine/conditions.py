@@ -157,11 +157,12 @@ def _nvlink_peers(s: Subject) -> bool:
 
 
 def _stack_unread_untried(s: Subject) -> bool:
-    """No experiment ran and neither the job's NCCL nor its torch is known: nothing says whether
-    a newer NCCL would be a move at all."""
+    """No one-knob experiment ran (GPU pairs change no mechanism) and neither the job's NCCL nor
+    its torch is known: nothing says whether a newer NCCL would be a move at all. A torch whose
+    NCCL the knowledge base does not map (1.x, a source build) still says which way a move goes."""
     env = s.ctx.host.env
     torch = env.torch if env is not None else None
-    return not s.signals.ran and nccl_version(s.ctx) is None and not torch
+    return not s.signals.knob_ran and nccl_version(s.ctx) is None and not torch
 
 
 CHECKS: Mapping[str, Callable[[Subject], bool]] = MappingProxyType(

@@ -77,6 +77,8 @@ class Signals:
     # Ranks that never reached a collective the others had called and waited in (stalled.ranks
     # beside stalled.waiting or stalled.called): they were busy elsewhere.
     elsewhere: tuple[int, ...] = ()
+    # A one-knob experiment ran (GPU pairs change no mechanism), or the legacy no-P2P rerun did.
+    knob_ran: bool = False
 
     @property
     def unhealthy(self) -> bool:
@@ -179,6 +181,16 @@ def _decided(v: dict[str, Any], experiments: list[dict[str, Any]]) -> str | None
     return "p2p-off" if rerun == "healthy" and v.get("verdict") in NOT_HEALTHY else None
 
 
+def _knob_ran(v: dict[str, Any], experiments: list[dict[str, Any]]) -> bool:
+    if any(
+        e.get("verdict") not in (None, "skipped") and not str(e.get("id")).startswith("gpus-")
+        for e in experiments
+    ):
+        return True
+    rerun = v.get("no_p2p_rerun")
+    return isinstance(rerun, dict) and rerun.get("verdict") not in (None, "skipped")
+
+
 def printed_none(verdict: dict[str, Any] | None) -> str | None:
     """The error of a stand-in verdict where no verdict came back: roles/probe's for a program
     that printed none (not one it killed past its deadline: that one hung), or gpufix.probe.remote's
@@ -275,6 +287,7 @@ def read(verdict: dict[str, Any] | None, kb: KnowledgeBase) -> Signals:
         cpu_run=v.get("backend") == "gloo",
         job_env=_job_env(v),
         job_env_culprit=_job_env_culprit(v, _decided(v, exps)),
+        knob_ran=_knob_ran(v, exps),
     )
 
 

@@ -644,3 +644,14 @@ def test_a_gloo_run_tries_no_nccl_setting_and_blames_no_nccl_transport(
         ]
         v = validate(multiverdict.build(r, prog))
         assert [c["id"] for c in v["causes"]] == causes
+
+
+def test_the_merged_verdict_carries_the_stack_the_hosts_read(prog: types.ModuleType) -> None:
+    """A review (2026-12-07): the merged verdict dropped the hosts' torch and NCCL readings, so
+    the engine read a real multi-node probe as one whose training stack nobody knew."""
+    out = MergedOutcome("hung", "rendezvous", ["h2"], [1], "h2: stuck")
+    r = run(out, "rendezvous")
+    r.parts[1].verdict["facts"] = {"torch": "2.5.1+cu124", "torch_cuda": "12.4", "nccl": "2.21.5"}
+    v = validate(multiverdict.build(r, prog))
+    assert v["facts"]["torch"] == "2.5.1+cu124" and v["facts"]["nccl"] == "2.21.5"
+    assert v["facts"]["master"] == "10.0.0.1:29500"

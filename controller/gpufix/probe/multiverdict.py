@@ -49,6 +49,18 @@ def _first(parts: Sequence[Part], key: str, default: Any) -> Any:
     return default
 
 
+def _stack(parts: Sequence[Part]) -> dict[str, Any]:
+    """The torch, its CUDA and NCCL the hosts' ranks read (the first host that read each)."""
+    out: dict[str, Any] = {}
+    for key in ("torch", "torch_cuda", "nccl"):
+        for p in parts:
+            value = ((p.verdict or {}).get("facts") or {}).get(key)
+            if value is not None:
+                out[key] = value
+                break
+    return out
+
+
 def _phases(parts: Sequence[Part]) -> list[dict[str, Any]]:
     # Times are each host's own (seconds since its probe started), hence the host on each row.
     return [{**row, "host": p.host} for p in parts for row in (p.verdict or {}).get("phases", [])]
@@ -152,7 +164,12 @@ def build(run: MultiRun, prog: Any) -> dict[str, Any]:
         "allreduce": bandwidth(run.parts, world),
         "causes": _causes(run, prog),
         "notes": run.notes,
-        "facts": {"master": run.master, "ifname": run.ifname, "ifname_candidates": run.candidates},
+        "facts": {
+            **_stack(run.parts),
+            "master": run.master,
+            "ifname": run.ifname,
+            "ifname_candidates": run.candidates,
+        },
         "nccl_log_tail": _log_tail(run.parts),
         **({"job_env": run.job_env, "job_env_culprit": run.job_env_culprit} if run.job_env else {}),
         "nodes": {

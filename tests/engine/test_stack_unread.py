@@ -75,6 +75,7 @@ def test_gpu_pair_runs_are_not_a_mechanism_tried() -> None:
     pairs = [experiment("gpus-0-1", "hung"), experiment("gpus-2-3", "hung")]
     plan = decide(facts(), hung(experiments=pairs))
     assert plan.extra["decision"]["row"] == "collective-unread"
+    assert "experiments" in [n["id"] for n in plan.extra["needs"]]
 
 
 def test_the_legacy_no_p2p_rerun_is_an_experiment_that_ran() -> None:

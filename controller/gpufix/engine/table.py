@@ -117,7 +117,10 @@ def _known(ctx: Ctx, signals: Signals) -> Mapping[str, Callable[[], bool]]:
     return MappingProxyType(
         {
             "gpu-probe": lambda: not signals.cpu_run,
-            "experiments": lambda: bool(signals.ran) and not signals.skipped,
+            # GPU-pair runs change no NCCL mechanism: they are not the experiments that decide
+            "experiments": lambda: (
+                any(not e.startswith("gpus-") for e in signals.ran) and not signals.skipped
+            ),
             "multinode-probe": lambda: signals.scope == "multi-node",
             "acs": lambda: h.acs_known,
             "iommu": lambda: h.iommu_mode not in (None, "unknown"),

@@ -655,3 +655,14 @@ def test_the_merged_verdict_carries_the_stack_the_hosts_read(prog: types.ModuleT
     v = validate(multiverdict.build(r, prog))
     assert v["facts"]["torch"] == "2.5.1+cu124" and v["facts"]["nccl"] == "2.21.5"
     assert v["facts"]["master"] == "10.0.0.1:29500"
+
+
+def test_hosts_that_loaded_different_stacks_give_none_and_a_note(prog: types.ModuleType) -> None:
+    """The same NCCL on every node is a fix of its own: a merged reading would hide it."""
+    out = MergedOutcome("hung", "rendezvous", ["h2"], [1], "h2: stuck")
+    r = run(out, "rendezvous")
+    r.parts[0].verdict["facts"] = {"torch": "2.5.1+cu124", "torch_cuda": "12.4", "nccl": "2.21.5"}
+    r.parts[1].verdict["facts"] = {"torch": "2.1.2+cu121", "torch_cuda": "12.1", "nccl": "2.18.1"}
+    v = validate(multiverdict.build(r, prog))
+    assert "torch" not in v["facts"] and "nccl" not in v["facts"]
+    assert any("different stacks" in n and "h2: torch 2.1.2+cu121" in n for n in v["notes"])

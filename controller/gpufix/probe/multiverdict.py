@@ -49,16 +49,21 @@ def _first(parts: Sequence[Part], key: str, default: Any) -> Any:
     return default
 
 
-def _stack(parts: Sequence[Part]) -> dict[str, Any]:
-    """The torch, its CUDA and NCCL the hosts' ranks read (the first host that read each)."""
-    out: dict[str, Any] = {}
-    for key in ("torch", "torch_cuda", "nccl"):
-        for p in parts:
-            value = ((p.verdict or {}).get("facts") or {}).get(key)
-            if value is not None:
-                out[key] = value
-                break
-    return out
+def _stack(run: MultiRun) -> dict[str, Any]:
+    """The torch, its CUDA and NCCL the hosts' ranks read, all three from one host; none when
+    the hosts read different ones (a note says so: the same NCCL on every node is a fix)."""
+    keys = ("torch", "torch_cuda", "nccl")
+    read = {
+        p.host: tuple(((p.verdict or {}).get("facts") or {}).get(k) for k in keys)
+        for p in run.parts
+        if isinstance(((p.verdict or {}).get("facts") or {}).get("torch"), str)
+    }
+    if len(set(read.values())) > 1:
+        seen = "; ".join(f"{h}: torch {t}, NCCL {n}" for h, (t, _, n) in read.items())
+        run.notes.append(f"the hosts' ranks loaded different stacks ({seen})")
+        return {}
+    first = next(iter(read.values()), None)
+    return {k: v for k, v in zip(keys, first or (), strict=False) if v is not None}
 
 
 def _phases(parts: Sequence[Part]) -> list[dict[str, Any]]:
@@ -132,6 +137,7 @@ def build(run: MultiRun, prog: Any) -> dict[str, Any]:
     world = sum(len(((p.verdict or {}).get("node") or {}).get("ranks", [])) for p in run.parts)
     world = world or int(_first(run.parts, "world_size", 1))
     hung_or_failed = o.verdict in ("hung", "failed")
+    stack = _stack(run)  # before the notes are written: it may add one
     return {
         "format": "gpufix-probe",
         "version": 1,
@@ -165,7 +171,7 @@ def build(run: MultiRun, prog: Any) -> dict[str, Any]:
         "causes": _causes(run, prog),
         "notes": run.notes,
         "facts": {
-            **_stack(run.parts),
+            **stack,
             "master": run.master,
             "ifname": run.ifname,
             "ifname_candidates": run.candidates,

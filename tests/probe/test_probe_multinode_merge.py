@@ -666,3 +666,25 @@ def test_hosts_that_loaded_different_stacks_give_none_and_a_note(prog: types.Mod
     v = validate(multiverdict.build(r, prog))
     assert "torch" not in v["facts"] and "nccl" not in v["facts"]
     assert any("different stacks" in n and "h2: torch 2.1.2+cu121" in n for n in v["notes"])
+
+
+def test_hostile_stack_readings_stay_text(prog: types.ModuleType) -> None:
+    """Attack: a host's probe output names its torch and NCCL as a template and a command. The
+    merge carries them as strings (a note quotes them), and the engine reads neither as a
+    version."""
+    from gpufix.engine.probe_facts import measured
+
+    hostile = {"torch": "{{ lookup('pipe', 'id') }}", "nccl": "$(reboot)"}
+    out = MergedOutcome("hung", "rendezvous", ["h2"], [1], "h2: stuck")
+    r = run(out, "rendezvous")
+    r.parts[0].verdict["facts"] = dict(hostile)
+    v = validate(multiverdict.build(r, prog))
+    assert v["facts"]["torch"] == hostile["torch"] and v["facts"]["nccl"] == hostile["nccl"]
+    assert measured({**v, "backend": "nccl"}) == {}
+
+    r = run(out, "rendezvous")
+    r.parts[0].verdict["facts"] = dict(hostile)
+    r.parts[1].verdict["facts"] = {"torch": "2.5.1+cu124", "nccl": "2.21.5"}
+    v = validate(multiverdict.build(r, prog))
+    assert "torch" not in v["facts"]
+    assert any(hostile["torch"] in n for n in v["notes"])  # quoted, never rendered
